@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the tests need on a fresh Debian machine: iproute2 (ip, for
+# inspecting namespaces), tcpdump (reads our pcaps), curl and python3 (kernel-side
+# peers in integration tests). Installs only what is missing; needs root to install.
+set -euo pipefail
+need=()
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+if [ ${#need[@]} -eq 0 ]; then
+	exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps: missing ${need[*]}; run as root (sudo make test) to install them" >&2
+	exit 0
+fi
+echo "deps: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,0 +1,53 @@
+// Package timer is a hierarchical hashed timing wheel (Varghese & Lauck, scheme 7)
+// with the four operations of the paper:
+//
+//   - START_TIMER: [Wheel.Start] arms an [Entry] to fire after a duration. O(1), no
+//     allocation: the Entry is embedded in its owner (a TCP segment, a connection).
+//     Starting a pending entry re-arms it.
+//   - STOP_TIMER: [Wheel.Stop] disarms an entry in O(1) and reports whether it was
+//     pending. It is safe inside an expiry callback, for any entry.
+//   - PER_TICK_BOOKKEEPING: [Wheel.Advance] moves the wheel to now. It visits only
+//     the slots whose ticks have passed and that hold entries (an occupancy bitmap
+//     per level, and a cached lower bound of the next non-empty slot), so its cost
+//     grows neither with idle ticks nor with timers that are not due.
+//   - EXPIRY_PROCESSING: inside Advance, each due entry's function runs. Functions
+//     may start or stop any entry, themselves included.
+//
+// # Layout
+//
+// The wheel has Levels levels of Slots slots each (Slots a power of two, 2^b).
+// A slot of level k spans Slots^k ticks; level k covers Slots^(k+1) ticks. With the
+// defaults (b = 6, Tick = 100µs) the levels are
+//
+//	level 0:  64 slots × 100µs    = 6.4 ms
+//	level 1:  64 slots × 6.4 ms   = 409.6 ms
+//	level 2:  64 slots × 409.6 ms = 26.2 s
+//	level 3:  64 slots × 26.2 s   = 27.9 min
+//	level 4:  64 slots × 27.9 min = 29.8 h
+//	level 5:  64 slots × 29.8 h   = 79.5 days
+//	...       up to level 10, which covers every int64 tick.
+//
+// An entry is placed at the level of the highest bit in which its deadline tick
+// differs from the current tick (the Linux/tokio scheme); when its slot comes up it
+// fires or cascades to a lower level. Deadlines of any length are accepted; a
+// duration too large for the int64 nanosecond clock is clamped to the end of time.
+//
+// # Timing
+//
+// A deadline is rounded up to a tick boundary, so an entry never fires early and,
+// when Advance is called at every instant of interest (as on a [ManualClock]), fires
+// at most one tick late. On the real clock the [Driver] adds its wake-up latency.
+//
+// Start measures durations from [Wheel.Now]: the instant of the last Advance or,
+// inside an expiry callback, the tick being processed. An event loop therefore calls
+// Advance(clock.Now()) when it wakes, before it starts timers. This keeps Start free
+// of clock reads, and makes one Advance over a long interval behave exactly like many
+// short ones.
+//
+// # Concurrency
+//
+// A [Wheel] is not safe for concurrent use: it belongs to one goroutine (the event
+// loop that owns it), and its fast path takes no locks. [Shared] is the
+// goroutine-safe front, with its own driver goroutine; [Driver] runs a Wheel on the
+// real clock. The [ManualClock] and [MonotonicClock] are safe for concurrent use.
+package timer

@@ -1,0 +1,68 @@
+package tun
+
+import (
+	"errors"
+)
+
+// DefaultMTU is the MTU used when a configuration leaves it zero.
+const DefaultMTU = 1500
+
+// MinMTU and MaxMTU bound the MTU of a device: 68 is the smallest MTU an IPv4
+// link may have (RFC 791), 65535 the largest IPv4 packet.
+const (
+	MinMTU = 68
+	MaxMTU = 65535
+)
+
+// Device moves whole IPv4 packets (no link header, no packet-info prefix).
+//
+// Every implementation in this module allows all methods to be called
+// concurrently with each other.
+type Device interface {
+	// ReadPacket blocks until one packet is available and copies it into buf,
+	// returning its length. Returns an error wrapping net.ErrClosed after Close.
+	//
+	// buf should hold at least MTU() bytes. A packet longer than buf is
+	// truncated to len(buf) and consumed, and the error wraps
+	// io.ErrShortBuffer; an empty buf returns (0, io.ErrShortBuffer) at once
+	// and consumes nothing.
+	ReadPacket(buf []byte) (int, error)
+
+	// WritePacket sends one whole packet. Safe for concurrent use with ReadPacket.
+	//
+	// The device does not retain pkt: the caller may reuse it as soon as
+	// WritePacket returns. A packet that is empty or longer than MTU() is
+	// rejected with an error wrapping ErrPacketSize. Like a real link, a
+	// device may drop a packet silently (a full queue, a link that is down);
+	// an error means the packet was certainly not sent. After Close the
+	// error wraps net.ErrClosed.
+	WritePacket(pkt []byte) error
+
+	// MTU returns the largest packet, in bytes, the device carries.
+	MTU() int
+
+	// Name returns the name of the device (the interface name for a TUN).
+	Name() string
+
+	// Close releases the device and unblocks pending ReadPacket calls.
+	// Calling Close more than once is harmless.
+	Close() error
+}
+
+var (
+	// ErrPacketSize is wrapped by WritePacket when a packet is empty or
+	// longer than the device's MTU.
+	ErrPacketSize = errors.New("tun: packet size out of range")
+
+	// ErrInvalidConfig is wrapped by constructors given an invalid name,
+	// MTU or address.
+	ErrInvalidConfig = errors.New("tun: invalid configuration")
+
+	// ErrLinkExists is wrapped by Open and Attach when a network interface
+	// with the requested name already exists.
+	ErrLinkExists = errors.New("tun: link already exists")
+
+	// ErrNamespaceExists is wrapped by Attach when the named network
+	// namespace already exists and may not be reused (see Attach).
+	ErrNamespaceExists = errors.New("tun: network namespace already exists")
+)
