@@ -194,11 +194,27 @@ func (w *Wheel) Start(e *Entry, d time.Duration) error {
 // StartAt arms e to fire at the instant t of the wheel's clock. A t at or before
 // Now makes e due. Errors are those of Start.
 func (w *Wheel) StartAt(e *Entry, t time.Duration) error {
-	rel := t - w.origin
-	if rel < 0 {
-		rel = 0
+	var rel time.Duration
+	switch {
+	case w.origin < 0 && t > math.MaxInt64+w.origin: // t - origin overflows
+		rel = math.MaxInt64
+	case t > w.origin:
+		rel = t - w.origin
 	}
 	return w.arm(e, w.ceilTicks(uint64(rel)))
+}
+
+// instant converts a tick to an instant on the wheel's clock, saturating at the
+// end of time.
+func (w *Wheel) instant(k uint64) time.Duration {
+	if k > math.MaxInt64/w.tickNs {
+		return math.MaxInt64
+	}
+	rel := time.Duration(k * w.tickNs)
+	if w.origin > 0 && rel > math.MaxInt64-w.origin {
+		return math.MaxInt64
+	}
+	return w.origin + rel
 }
 
 // arm is START_TIMER proper: adopt e if it is new to the wheel, take it off its
@@ -334,10 +350,7 @@ func (w *Wheel) NextDeadline() (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	if k > math.MaxInt64/w.tickNs {
-		return math.MaxInt64, true
-	}
-	return w.origin + time.Duration(k*w.tickNs), true
+	return w.instant(k), true
 }
 
 // Close disarms every pending entry and returns them, so their owners can tell

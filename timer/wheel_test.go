@@ -670,3 +670,56 @@ func TestClocks(t *testing.T) {
 		t.Fatalf("Time(Now()) is in the future by %v", d)
 	}
 }
+
+func TestClockEdges(t *testing.T) {
+	t.Run("end of time with a positive origin", func(t *testing.T) {
+		clk := NewManualClock(5 * time.Second)
+		w, err := New(Config{Tick: time.Millisecond, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e Entry
+		e.Init(func() {})
+		if err := w.StartAt(&e, math.MaxInt64); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 20; i++ {
+			next, ok := w.NextDeadline()
+			if !ok {
+				t.Fatal("the entry vanished")
+			}
+			if next < clk.Now() {
+				t.Fatalf("NextDeadline %v is before now %v: it overflowed", next, clk.Now())
+			}
+			if next == math.MaxInt64 {
+				return
+			}
+			w.Advance(clk.Set(next))
+		}
+		t.Fatal("NextDeadline never reached the end of time")
+	})
+	t.Run("negative origin", func(t *testing.T) {
+		clk := NewManualClock(-time.Second)
+		w, err := New(Config{Tick: time.Millisecond, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fired := false
+		var e Entry
+		e.Init(func() { fired = true })
+		if err := w.StartAt(&e, math.MaxInt64-5); err != nil {
+			t.Fatal(err)
+		}
+		w.Advance(clk.Advance(time.Hour))
+		if fired {
+			t.Fatal("an entry due at the end of time fired after an hour")
+		}
+		if err := w.StartAt(&e, -2*time.Second); err != nil { // before the origin: due
+			t.Fatal(err)
+		}
+		w.Advance(clk.Now())
+		if !fired {
+			t.Fatal("an entry due before the origin did not fire")
+		}
+	})
+}

@@ -1,0 +1,238 @@
+//go:build linux
+
+package timer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// poller is the Linux sleep of a Driver: epoll_wait on a timerfd (the next
+// deadline), an eventfd (Post and Shared's wake-ups) and any file descriptors
+// added with AddReadFD.
+type poller struct {
+	// Immutable between open and close.
+	epfd, tfd, efd int
+	tid            int // the loop's thread; set by setup before NewDriver returns
+
+	// The loop goroutine's alone.
+	armed   int64 // CLOCK_MONOTONIC ns the timerfd fires at; 0 when disarmed
+	events  [16]unix.EpollEvent
+	readers map[int32]func() // AddReadFD callbacks by fd
+	ready   []int32          // readable reader fds reported by the last epoll_wait
+}
+
+func (p *poller) open() error {
+	p.epfd, p.tfd, p.efd = -1, -1, -1
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return os.NewSyscallError("epoll_create1", err)
+	}
+	p.epfd = fd
+	if fd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err != nil {
+		p.close()
+		return os.NewSyscallError("timerfd_create", err)
+	}
+	p.tfd = fd
+	if fd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		p.close()
+		return os.NewSyscallError("eventfd", err)
+	}
+	p.efd = fd
+	for _, fd := range []int{p.tfd, p.efd} {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+		if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			p.close()
+			return os.NewSyscallError("epoll_ctl", err)
+		}
+	}
+	return nil
+}
+
+// setup runs first on the loop goroutine. The goroutine keeps its thread to the
+// end: the thread's timer slack is changed, and it dies with the goroutine.
+func (p *poller) setup() error {
+	runtime.LockOSThread()
+	p.tid = unix.Gettid()
+	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0); err != nil {
+		return os.NewSyscallError("prctl(PR_SET_TIMERSLACK)", err)
+	}
+	return nil
+}
+
+// onLoop reports whether the caller runs on the loop goroutine: no other
+// goroutine can run on the loop's locked thread.
+func (p *poller) onLoop() bool { return unix.Gettid() == p.tid }
+
+// wake makes the loop's current or next epoll_wait return. Any goroutine may call
+// it while the eventfd is open.
+func (p *poller) wake() {
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	_, _ = unix.Write(p.efd, one[:]) // fails only if the counter is full: then it is readable anyway
+}
+
+// wait sleeps until next on clock (if ok) or until woken, and reports whether it
+// was woken by an event. The deadline is translated to CLOCK_MONOTONIC by reading
+// clock first and CLOCK_MONOTONIC second, so any error in the translation makes the
+// timerfd fire late, never early.
+func (p *poller) wait(clock Clock, next time.Duration, ok bool) bool {
+	timeout := -1
+	switch {
+	case ok:
+		c := clock.Now()
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+			timeout = int((next - c + 999_999) / 1_000_000) // cannot happen; sleep in ms instead
+			break
+		}
+		abs := ts.Nano()
+		if rel := int64(next - c); rel > 0 {
+			if rel > math.MaxInt64-abs {
+				abs = math.MaxInt64
+			} else {
+				abs += rel
+			}
+		}
+		if abs != p.armed && !p.arm(abs) {
+			timeout = int((next - c + 999_999) / 1_000_000)
+		}
+	case p.armed != 0:
+		p.arm(0) // nothing pending: no stale wake-up
+	}
+	return p.epoll(timeout)
+}
+
+// arm sets the timerfd to fire at abs ns on CLOCK_MONOTONIC, or disarms it for 0.
+func (p *poller) arm(abs int64) bool {
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(abs)}
+	if err := unix.TimerfdSettime(p.tfd, unix.TFD_TIMER_ABSTIME, &spec, nil); err != nil {
+		p.armed = 0
+		return false
+	}
+	p.armed = abs
+	return true
+}
+
+// poll collects readable reader fds without sleeping, for a loop that has work due.
+func (p *poller) poll() {
+	if len(p.readers) > 0 {
+		p.epoll(0)
+	}
+}
+
+func (p *poller) epoll(timeout int) bool {
+	n, err := unix.EpollWait(p.epfd, p.events[:], timeout)
+	if err != nil {
+		return false // EINTR: the loop goes round and sleeps again
+	}
+	var buf [8]byte
+	for _, ev := range p.events[:n] {
+		switch ev.Fd {
+		case int32(p.tfd):
+			_, _ = unix.Read(p.tfd, buf[:])
+			p.armed = 0 // one-shot: fired
+		case int32(p.efd):
+			_, _ = unix.Read(p.efd, buf[:])
+		default:
+			p.ready = append(p.ready, ev.Fd)
+		}
+	}
+	return timeout != 0 && n > 0
+}
+
+// runReady calls the callbacks of the fds found readable, unless they were
+// removed meanwhile.
+func (p *poller) runReady() {
+	for _, fd := range p.ready {
+		if f := p.readers[fd]; f != nil {
+			f()
+		}
+	}
+	p.ready = p.ready[:0]
+}
+
+func (p *poller) close() error {
+	var errs []error
+	for _, fd := range []*int{&p.tfd, &p.efd, &p.epfd} {
+		if *fd >= 0 {
+			if err := unix.Close(*fd); err != nil {
+				errs = append(errs, os.NewSyscallError("close", err))
+			}
+			*fd = -1
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AddReadFD adds fd to the driver's epoll set: whenever fd is readable, the driver
+// calls onReadable on its goroutine, after expiring due timers and running posted
+// functions. Readiness is level-triggered, so onReadable should read until the fd
+// would block (or remove it, on end of file); it is called again on each loop while
+// data remains. Adding an fd again replaces its function. The fd stays the
+// caller's: remove it with RemoveReadFD before closing it. AddReadFD may be called
+// from any goroutine, the driver's included; it fails with ErrClosed after Close.
+func (d *Driver) AddReadFD(fd int, onReadable func()) error {
+	if onReadable == nil {
+		return ErrNoFunc
+	}
+	return d.onLoopDo(func() error { return d.p.addReader(fd, onReadable) })
+}
+
+// RemoveReadFD removes fd, added by AddReadFD, from the driver's epoll set. Its
+// function is not called after RemoveReadFD returns.
+func (d *Driver) RemoveReadFD(fd int) error {
+	return d.onLoopDo(func() error { return d.p.removeReader(fd) })
+}
+
+// onLoopDo runs f on the loop goroutine and returns its result.
+func (d *Driver) onLoopDo(f func() error) error {
+	select {
+	case <-d.done:
+		return ErrClosed
+	default:
+	}
+	if d.p.onLoop() {
+		return f()
+	}
+	errc := make(chan error, 1)
+	if err := d.Post(func() { errc <- f() }); err != nil {
+		return err
+	}
+	return <-errc
+}
+
+func (p *poller) addReader(fd int, f func()) error {
+	if fd < 0 || fd > math.MaxInt32 || fd == p.epfd || fd == p.tfd || fd == p.efd {
+		return fmt.Errorf("timer: fd %d cannot be added", fd)
+	}
+	if _, ok := p.readers[int32(fd)]; !ok {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+		if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			return os.NewSyscallError("epoll_ctl", err)
+		}
+	}
+	if p.readers == nil {
+		p.readers = make(map[int32]func())
+	}
+	p.readers[int32(fd)] = f
+	return nil
+}
+
+func (p *poller) removeReader(fd int) error {
+	if _, ok := p.readers[int32(fd)]; !ok || fd < 0 || fd > math.MaxInt32 {
+		return fmt.Errorf("timer: fd %d was not added", fd)
+	}
+	delete(p.readers, int32(fd))
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil); err != nil {
+		return os.NewSyscallError("epoll_ctl", err)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+//go:build !linux
+
+package timer
+
+import (
+	"runtime"
+	"strings"
+	"time"
+)
+
+// poller is the portable sleep of a Driver: a time.Timer and a wake-up channel.
+// AddReadFD is Linux-only.
+type poller struct {
+	wakec chan struct{} // capacity 1: a pending wake-up
+	goid  string        // the loop goroutine's id; set by setup before NewDriver returns
+	t     *time.Timer   // the loop goroutine's alone
+}
+
+func (p *poller) open() error {
+	p.wakec = make(chan struct{}, 1)
+	return nil
+}
+
+func (p *poller) setup() error {
+	p.goid = goroutineID()
+	return nil
+}
+
+// onLoop reports whether the caller is the loop goroutine, so that Close from a
+// callback does not wait for itself. It is called only by Close and is not fast.
+func (p *poller) onLoop() bool { return goroutineID() == p.goid }
+
+// goroutineID returns the calling goroutine's id from the first line of its stack
+// trace, "goroutine 42 [running]:".
+func goroutineID() string {
+	var buf [64]byte
+	f := strings.Fields(string(buf[:runtime.Stack(buf[:], false)]))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+func (p *poller) wake() {
+	select {
+	case p.wakec <- struct{}{}:
+	default:
+	}
+}
+
+func (p *poller) wait(clock Clock, next time.Duration, ok bool) bool {
+	if !ok {
+		<-p.wakec
+		return true
+	}
+	dur := next - clock.Now()
+	if p.t == nil {
+		p.t = time.NewTimer(dur)
+	} else {
+		p.t.Reset(dur)
+	}
+	select {
+	case <-p.t.C:
+	case <-p.wakec:
+		p.t.Stop()
+	}
+	return true
+}
+
+func (p *poller) poll() {}
+
+func (p *poller) runReady() {}
+
+func (p *poller) close() error {
+	if p.t != nil {
+		p.t.Stop()
+	}
+	return nil
+}

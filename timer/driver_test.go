@@ -1,0 +1,274 @@
+package timer
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Tests of the Driver and Shared run on the real clock: they assert orderings and
+// generous upper bounds, never tight timings.
+
+// waitTimeout is how long a real-clock test waits for something that should take
+// milliseconds.
+const waitTimeout = 5 * time.Second
+
+func newTestDriver(t *testing.T, tick time.Duration) (*Driver, *Wheel, *MonotonicClock) {
+	t.Helper()
+	clock := NewMonotonicClock()
+	w, err := New(Config{Tick: tick, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDriver(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, w, clock
+}
+
+// postWait posts f and waits for it to have run.
+func postWait(t *testing.T, d *Driver, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	if err := d.Post(func() { f(); close(done) }); err != nil {
+		t.Fatal(err)
+	}
+	recvWithin(t, done)
+}
+
+func recvWithin[T any](t *testing.T, c <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(waitTimeout):
+		t.Fatalf("nothing received after %v", waitTimeout)
+		panic("unreachable")
+	}
+}
+
+func TestDriverFiresNeverEarly(t *testing.T) {
+	for _, tick := range []time.Duration{MinTick, DefaultTick, time.Millisecond} {
+		t.Run("tick="+tick.String(), func(t *testing.T) {
+			d, w, clock := newTestDriver(t, tick)
+			const n = 50
+			type result struct{ deadline, fired time.Duration }
+			results := make(chan result, n)
+			entries := make([]Entry, n)
+			rng := rand.New(rand.NewPCG(1, uint64(tick)))
+			postWait(t, d, func() {
+				for i := range entries {
+					e := &entries[i]
+					deadline := clock.Now() + time.Duration(rng.IntN(10_000))*time.Microsecond
+					e.Init(func() { results <- result{deadline, clock.Now()} })
+					if err := w.StartAt(e, deadline); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+			for range n {
+				r := recvWithin(t, results)
+				if r.fired < r.deadline {
+					t.Errorf("fired at %v, before its deadline %v", r.fired, r.deadline)
+				}
+			}
+		})
+	}
+}
+
+func TestDriverStartFromPostMeasuresFromNow(t *testing.T) {
+	d, w, clock := newTestDriver(t, DefaultTick)
+	// Let the driver sleep a while so that a stale Now would show.
+	time.Sleep(20 * time.Millisecond)
+	fired := make(chan time.Duration, 1)
+	var posted time.Duration
+	var e Entry
+	e.Init(func() { fired <- clock.Now() })
+	const delay = 5 * time.Millisecond
+	postWait(t, d, func() {
+		posted = clock.Now()
+		if err := w.Start(&e, delay); err != nil {
+			t.Error(err)
+		}
+	})
+	// The driver advances the wheel just before running posted functions, so
+	// Start measures from a reading taken at most a few µs before posted.
+	if got := recvWithin(t, fired); got < posted+delay-time.Millisecond {
+		t.Errorf("fired %v after the post, want about %v or more", got-posted, delay)
+	}
+}
+
+func TestDriverCallbackRearmsAndPosts(t *testing.T) {
+	d, w, _ := newTestDriver(t, DefaultTick)
+	const rounds = 20
+	var e Entry
+	count := 0
+	done := make(chan int, 1)
+	e.Init(func() {
+		count++
+		if count < rounds {
+			if err := w.Start(&e, 200*time.Microsecond); err != nil {
+				t.Error(err)
+			}
+			return
+		}
+		// Post from the driver's own goroutine: runs on the next loop.
+		if err := d.Post(func() { done <- count }); err != nil {
+			t.Error(err)
+		}
+	})
+	postWait(t, d, func() {
+		if err := w.Start(&e, 0); err != nil {
+			t.Error(err)
+		}
+	})
+	if got := recvWithin(t, done); got != rounds {
+		t.Errorf("got %d rounds, want %d", got, rounds)
+	}
+}
+
+func TestDriverPostOrder(t *testing.T) {
+	d, _, _ := newTestDriver(t, DefaultTick)
+	const n = 1000
+	var got []int // touched only on the driver goroutine
+	for i := range n {
+		if err := d.Post(func() { got = append(got, i) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	postWait(t, d, func() {
+		for i, v := range got {
+			if v != i {
+				t.Fatalf("posted function %d ran in place %d", v, i)
+			}
+		}
+		if len(got) != n {
+			t.Errorf("%d posted functions ran, want %d", len(got), n)
+		}
+	})
+}
+
+func TestDriverIdleHasNoWakeups(t *testing.T) {
+	d, w, _ := newTestDriver(t, MinTick)
+	var e Entry
+	e.Init(func() {})
+	// Arm a timer (the driver sleeps on it), then stop it: the driver must
+	// disarm its timerfd rather than wake for nothing 40 ms later.
+	postWait(t, d, func() {
+		if err := w.Start(&e, 40*time.Millisecond); err != nil {
+			t.Error(err)
+		}
+	})
+	stopped := false
+	postWait(t, d, func() { stopped = w.Stop(&e) })
+	if !stopped {
+		t.Skip("the timer fired before it could be stopped: the machine stalled")
+	}
+	before, loops := d.Wakeups(), d.loops.Load()
+	time.Sleep(80 * time.Millisecond)
+	if got := d.Wakeups() - before; got != 0 {
+		t.Errorf("%d wakeups while idle, want 0", got)
+	}
+	if got := d.loops.Load() - loops; got != 0 {
+		t.Errorf("%d driver loops while idle, want 0", got)
+	}
+}
+
+func TestDriverSleepsUntilNonEmptyTick(t *testing.T) {
+	// A 30 ms timer on a 10µs wheel is 3000 ticks away: the driver wakes for the
+	// cascade to a lower level and for the expiry, not for every tick.
+	d, w, _ := newTestDriver(t, MinTick)
+	fired := make(chan struct{})
+	var e Entry
+	e.Init(func() { close(fired) })
+	var before uint64
+	postWait(t, d, func() {
+		before = d.loops.Load()
+		if err := w.Start(&e, 30*time.Millisecond); err != nil {
+			t.Error(err)
+		}
+	})
+	recvWithin(t, fired)
+	if got := d.loops.Load() - before; got > 10 {
+		t.Errorf("%d driver loops for one 30 ms timer on a 10µs wheel, want a few", got)
+	}
+}
+
+func TestDriverClose(t *testing.T) {
+	d, w, _ := newTestDriver(t, DefaultTick)
+	ran := 0
+	for range 10 {
+		if err := d.Post(func() { ran++ }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var e Entry
+	e.Init(func() {})
+	if err := d.Post(func() { w.Start(&e, time.Hour) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.done:
+	default:
+		t.Fatal("goroutine still running after Close")
+	}
+	if ran != 10 {
+		t.Errorf("%d of 10 functions posted before Close ran", ran)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := d.Post(func() {}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Post after Close: got %v, want ErrClosed", err)
+	}
+	// The wheel is the caller's again, with its entry still pending.
+	if !e.Pending() || w.Len() != 1 {
+		t.Errorf("pending %v, Len %d after Close: want the entry still pending", e.Pending(), w.Len())
+	}
+}
+
+func TestDriverCloseFromCallback(t *testing.T) {
+	d, w, _ := newTestDriver(t, DefaultTick)
+	closed := make(chan error, 1)
+	var e Entry
+	e.Init(func() { closed <- d.Close() })
+	postWait(t, d, func() { w.Start(&e, time.Millisecond) })
+	if err := recvWithin(t, closed); err != nil {
+		t.Fatal(err)
+	}
+	recvWithin(t, d.done)
+}
+
+func TestDriverConcurrentPost(t *testing.T) {
+	d, _, _ := newTestDriver(t, DefaultTick)
+	const goroutines, per = 8, 500
+	count := 0 // the driver goroutine's
+	var posted atomic.Int64
+	done := make(chan struct{})
+	for range goroutines {
+		go func() {
+			for range per {
+				if err := d.Post(func() { count++ }); err != nil {
+					t.Error(err)
+				}
+				posted.Add(1)
+			}
+			done <- struct{}{}
+		}()
+	}
+	for range goroutines {
+		recvWithin(t, done)
+	}
+	postWait(t, d, func() {
+		if count != goroutines*per {
+			t.Errorf("%d posted functions ran, want %d", count, goroutines*per)
+		}
+	})
+}
