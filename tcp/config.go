@@ -1,0 +1,179 @@
+package tcp
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+)
+
+// ID names a connection by its 4-tuple. The tcp package treats the addresses as
+// opaque: it hands the ID back to Output.Send so that the stack knows where a
+// segment goes.
+type ID struct {
+	Local, Remote netip.AddrPort
+}
+
+// Reverse returns the ID seen from the other end.
+func (id ID) Reverse() ID { return ID{Local: id.Remote, Remote: id.Local} }
+
+func (id ID) String() string { return id.Local.String() + "->" + id.Remote.String() }
+
+// Output is where endpoints and listeners send segments. Send is called on the
+// loop goroutine; seg, and its Payload (which aliases the send buffer), are valid
+// only during the call: encode or copy them before returning.
+type Output interface {
+	Send(id ID, seg *Segment)
+}
+
+// OutputFunc adapts a function to Output.
+type OutputFunc func(id ID, seg *Segment)
+
+// Send implements Output.
+func (f OutputFunc) Send(id ID, seg *Segment) { f(id, seg) }
+
+// ISNFunc chooses the initial send sequence number of a connection at the
+// instant now (the wheel's time).
+type ISNFunc func(id ID, now time.Duration) seqnum.Value
+
+// Defaults of Config.
+const (
+	DefaultSendBuffer   = 256 << 10
+	DefaultRecvBuffer   = 256 << 10
+	DefaultInitialRTO   = time.Second            // RFC 6298 (2.1)
+	DefaultMinRTO       = 200 * time.Millisecond // Linux TCP_RTO_MIN
+	DefaultMaxRTO       = 120 * time.Second      // Linux TCP_RTO_MAX; RFC 6298 (2.5) allows it
+	DefaultSYNRetries   = 6                      // Linux tcp_syn_retries
+	DefaultRetries2     = 15                     // Linux tcp_retries2
+	DefaultDelayedACK   = 40 * time.Millisecond
+	MaxDelayedACK       = 200 * time.Millisecond // RFC 5681 4.2: less than 500 ms; DESIGN.md: at most 200 ms
+	DefaultTimeWait     = 60 * time.Second       // 2*MSL with MSL = 30 s, as Linux
+	DefaultFinWait2     = 60 * time.Second       // Linux tcp_fin_timeout
+	DefaultInitialCwnd  = 10                     // RFC 6928, segments
+	DefaultKeepIdle     = 2 * time.Hour          // RFC 1122 4.2.3.6
+	DefaultKeepInterval = 75 * time.Second
+	DefaultKeepCount    = 9
+)
+
+// Config configures an endpoint (and, through a Listener, the endpoints it
+// accepts). The zero value of each field means its default; use the Disable*
+// booleans to turn the default-on options off.
+type Config struct {
+	MSS        int // the MSS we announce (receive side); default 1460
+	SendBuffer int // bytes; bounds Write
+	RecvBuffer int // bytes; the receive window
+
+	InitialRTO time.Duration
+	MinRTO     time.Duration
+	MaxRTO     time.Duration
+
+	SYNRetries int // SYN and SYN-ACK retransmissions before giving up; -1 means none
+	Retries2   int // RTO expirations in a row (no progress) before giving up
+	// UserTimeout (RFC 5482): the longest time sent data may stay
+	// unacknowledged before the connection is aborted. Zero means none.
+	UserTimeout time.Duration
+
+	// Keepalive (RFC 1122 4.2.3.6): off unless KeepAlive is set.
+	KeepAlive    bool
+	KeepIdle     time.Duration
+	KeepInterval time.Duration
+	KeepCount    int
+
+	DelayedACK time.Duration // default 40 ms, at most MaxDelayedACK; negative disables
+	TimeWait   time.Duration // 2*MSL
+	FinWait2   time.Duration // FIN_WAIT_2 timeout after Close
+
+	InitialCwnd int // segments
+
+	DisableTimestamps  bool
+	DisableSACK        bool
+	DisableWindowScale bool
+
+	// ISN picks the initial sequence number; nil means RFC 6528: a keyed hash of
+	// the 4-tuple plus a 4 µs clock.
+	ISN ISNFunc
+}
+
+// withDefaults returns cfg with zero fields replaced by the defaults.
+func (cfg Config) withDefaults() Config {
+	def := func(p *time.Duration, d time.Duration) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	if cfg.MSS == 0 {
+		cfg.MSS = 1460
+	}
+	if cfg.SendBuffer == 0 {
+		cfg.SendBuffer = DefaultSendBuffer
+	}
+	if cfg.RecvBuffer == 0 {
+		cfg.RecvBuffer = DefaultRecvBuffer
+	}
+	def(&cfg.InitialRTO, DefaultInitialRTO)
+	def(&cfg.MinRTO, DefaultMinRTO)
+	def(&cfg.MaxRTO, DefaultMaxRTO)
+	if cfg.SYNRetries == 0 {
+		cfg.SYNRetries = DefaultSYNRetries
+	} else if cfg.SYNRetries < 0 {
+		cfg.SYNRetries = 0
+	}
+	if cfg.Retries2 == 0 {
+		cfg.Retries2 = DefaultRetries2
+	}
+	def(&cfg.KeepIdle, DefaultKeepIdle)
+	def(&cfg.KeepInterval, DefaultKeepInterval)
+	if cfg.KeepCount == 0 {
+		cfg.KeepCount = DefaultKeepCount
+	}
+	def(&cfg.DelayedACK, DefaultDelayedACK)
+	def(&cfg.TimeWait, DefaultTimeWait)
+	def(&cfg.FinWait2, DefaultFinWait2)
+	if cfg.InitialCwnd == 0 {
+		cfg.InitialCwnd = DefaultInitialCwnd
+	}
+	if cfg.ISN == nil {
+		cfg.ISN = newISN()
+	}
+	return cfg
+}
+
+// Validate reports a configuration that cannot work.
+func (cfg Config) Validate() error {
+	c := cfg.withDefaults()
+	switch {
+	case c.MSS < 64 || c.MSS > 65535:
+		return fmt.Errorf("%w: MSS %d", ErrInvalidConfig, c.MSS)
+	case c.SendBuffer < 0 || c.RecvBuffer < 0:
+		return fmt.Errorf("%w: negative buffer size", ErrInvalidConfig)
+	case c.RecvBuffer > 1<<30 || c.SendBuffer > 1<<30:
+		return fmt.Errorf("%w: buffer larger than 1 GiB", ErrInvalidConfig)
+	case c.MinRTO <= 0 || c.MaxRTO < c.MinRTO || c.InitialRTO <= 0:
+		return fmt.Errorf("%w: RTO bounds %v/%v/%v", ErrInvalidConfig, c.InitialRTO, c.MinRTO, c.MaxRTO)
+	case c.DelayedACK > MaxDelayedACK:
+		return fmt.Errorf("%w: delayed ACK %v above %v", ErrInvalidConfig, c.DelayedACK, MaxDelayedACK)
+	case c.Retries2 < 0 || c.KeepCount < 0 || c.InitialCwnd < 0 || c.UserTimeout < 0:
+		return fmt.Errorf("%w: negative count", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// newISN returns an RFC 6528 generator: ISN = M + F(4-tuple, secret), with M a
+// timer ticking every 4 µs and F a keyed hash.
+func newISN() ISNFunc {
+	seed := maphash.MakeSeed()
+	off := rand.Uint32()
+	return func(id ID, now time.Duration) seqnum.Value {
+		var h maphash.Hash
+		h.SetSeed(seed)
+		b := id.Local.Addr().As16()
+		h.Write(b[:])
+		b = id.Remote.Addr().As16()
+		h.Write(b[:])
+		h.Write([]byte{byte(id.Local.Port() >> 8), byte(id.Local.Port()), byte(id.Remote.Port() >> 8), byte(id.Remote.Port())})
+		return seqnum.Value(uint32(h.Sum64()) + off + uint32(now/(4*time.Microsecond))) // RFC 6528 3
+	}
+}

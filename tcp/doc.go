@@ -1,0 +1,33 @@
+// Package tcp is a TCP (RFC 9293) core that is free of I/O: parsed segments go
+// in through [Endpoint.HandleSegment] and [Listener.HandleSegment], segments to
+// send come out through an [Output], and time comes from a [timer.Wheel].
+//
+// Every TCP timer is an entry on the wheel, embedded in its owner:
+//
+//   - retransmission: each in-flight segment embeds a timer.Entry. Sending or
+//     resending the segment starts it at RTO; a cumulative ACK or a SACK that
+//     covers the segment stops it. The expiry of the oldest outstanding segment is
+//     an RTO event, RFC 6298 (5.4)-(5.7). SYN and SYN-ACK retransmissions are the
+//     same mechanism, with their own retry limit.
+//   - delayed ACK, keepalive, persist (zero-window probes), TIME_WAIT and the
+//     FIN_WAIT_2 timeout, and the user timeout (RFC 5482) are entries embedded in
+//     the Endpoint.
+//
+// # Concurrency
+//
+// Nothing here is safe for concurrent use. An Endpoint, a Listener and their
+// wheel belong to one goroutine, the event loop that owns the wheel: it calls
+// wheel.Advance(clock.Now()) when it wakes, then hands segments and application
+// calls to the endpoints, which call back into the Output and into their Notify
+// function on the same goroutine.
+//
+// # Boundary
+//
+// The stack parses the IP header, verifies the checksum (it needs the
+// pseudo-header), calls [ParseSegment], and demultiplexes by [ID]: to the
+// Endpoint that has it, else to the Listener of the local port, else it answers
+// with [ResetFor]. The endpoint's outgoing segments reach [Output.Send]; the
+// stack encodes them with [Segment.Encode] and [SetChecksum]. The application
+// side (Read, Write, CloseWrite, Close, Abort) is non-blocking; the stack blocks
+// goroutines and wakes them on the [Event]s it is notified of.
+package tcp

@@ -1,0 +1,263 @@
+package tcp
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/timer"
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+)
+
+// A back-to-back pair: two endpoints on one wheel, a link between them with a
+// fixed one-way delay and a drop filter, all on the manual clock.
+
+type inflightPkt struct {
+	at   time.Duration
+	to   ID // the receiver's view
+	seg  Segment
+	from int
+}
+
+type link struct {
+	t      *testing.T
+	clk    *timer.ManualClock
+	w      *timer.Wheel
+	delay  time.Duration
+	queue  []inflightPkt
+	drop   func(from int, n int, seg *Segment) bool // n counts segments from that side
+	sent   [2]int
+	drops  int
+	client *Endpoint
+	server *Endpoint
+	ln     *Listener
+}
+
+type linkOut struct {
+	l    *link
+	side int
+}
+
+func (o linkOut) Send(id ID, seg *Segment) {
+	l := o.l
+	l.sent[o.side]++
+	s := *seg
+	s.Payload = append([]byte(nil), seg.Payload...)
+	if l.drop != nil && l.drop(o.side, l.sent[o.side], &s) {
+		l.drops++
+		return
+	}
+	l.queue = append(l.queue, inflightPkt{at: l.w.Now() + l.delay, to: id.Reverse(), seg: s, from: o.side})
+}
+
+func newLink(t *testing.T, delay time.Duration) *link {
+	clk := timer.NewManualClock(0)
+	w, err := timer.New(timer.Config{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &link{t: t, clk: clk, w: w, delay: delay}
+}
+
+// step delivers the next due packet or fires the next timer, advancing the
+// clock to whichever comes first. It reports false when nothing is left.
+func (l *link) step() bool {
+	next, ok := l.w.NextDeadline()
+	if len(l.queue) > 0 && (!ok || l.queue[0].at <= next) {
+		p := l.queue[0]
+		l.queue = l.queue[1:]
+		l.w.Advance(l.clk.Set(p.at))
+		if p.from == 0 {
+			if l.server != nil {
+				l.server.HandleSegment(&p.seg)
+			} else {
+				l.ln.HandleSegment(p.to, &p.seg)
+			}
+		} else {
+			l.client.HandleSegment(&p.seg)
+		}
+		return true
+	}
+	if !ok {
+		return false
+	}
+	l.w.Advance(l.clk.Set(next))
+	return true
+}
+
+func TestEndToEnd(t *testing.T) {
+	const size = 1 << 20
+	payload := make([]byte, size)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range payload {
+		payload[i] = byte(rng.Uint32())
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  func(*Config)
+		drop func(from, n int, seg *Segment) bool
+	}{
+		{"clean", nil, nil},
+		{"lose the SYN and the SYN-ACK", nil, func(from, n int, s *Segment) bool { return n == 1 }},
+		{"lose every 50th data segment", nil, func(from, n int, s *Segment) bool { return from == 0 && n%50 == 0 }},
+		{"lose a burst", nil, func(from, n int, s *Segment) bool { return from == 0 && n >= 100 && n < 110 }},
+		{"lose ACKs too", nil, func(from, n int, s *Segment) bool { return n%37 == 0 }},
+		{"random 2% both ways", nil, func() func(int, int, *Segment) bool {
+			r := rand.New(rand.NewPCG(3, 4))
+			return func(int, int, *Segment) bool { return r.IntN(100) < 2 }
+		}()},
+		{"no SACK, no timestamps, 2%", func(c *Config) { c.DisableSACK, c.DisableTimestamps = true, true }, func() func(int, int, *Segment) bool {
+			r := rand.New(rand.NewPCG(5, 6))
+			return func(int, int, *Segment) bool { return r.IntN(100) < 2 }
+		}()},
+		{"small buffers, no window scale", func(c *Config) { c.DisableWindowScale, c.RecvBuffer, c.SendBuffer = true, 20000, 10000 }, func(from, n int, s *Segment) bool { return from == 0 && n%23 == 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { transfer(t, payload, tc.cfg, tc.drop) })
+	}
+}
+
+// transfer sends payload from a dialled endpoint to an accepted one over a
+// 5 ms link that drops what drop says, closes both, and checks the result.
+func transfer(t *testing.T, payload []byte, cfgf func(*Config), drop func(from, n int, seg *Segment) bool) {
+	t.Helper()
+	size := len(payload)
+	l := newLink(t, 5*time.Millisecond)
+	l.drop = drop
+	cfg := Config{ISN: func(ID, time.Duration) seqnum.Value { return 0xfffff000 }} // wraps
+	if cfgf != nil {
+		cfgf(&cfg)
+	}
+	lcfg := cfg
+	lcfg.ISN = func(ID, time.Duration) seqnum.Value { return 42 }
+	ln, err := NewListener(l.w, linkOut{l, 1}, ListenerConfig{Endpoint: lcfg, Accept: func(ep *Endpoint) bool { l.server = ep; return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.ln = ln
+	c, err := Dial(l.w, linkOut{l, 0}, testID, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.client = c
+	var got bytes.Buffer
+	written, eof, closed := 0, false, false
+	buf := make([]byte, 70000)
+	for steps := 0; steps < 5_000_000; steps++ {
+		if c.State() == StateEstablished && written < size {
+			n, err := c.Write(payload[written:])
+			if err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			written += n
+			if written == size {
+				c.Close()
+			}
+		}
+		if s := l.server; s != nil && !eof {
+			for {
+				n, err := s.Read(buf)
+				got.Write(buf[:n])
+				if err == io.EOF {
+					eof = true
+					s.Close()
+					break
+				}
+				if err != nil {
+					t.Fatalf("Read: %v", err)
+				}
+				if n == 0 {
+					break
+				}
+			}
+		}
+		if !l.step() {
+			closed = true
+			break
+		}
+	}
+	if !closed {
+		t.Fatalf("did not finish: client %v, server %v, %d bytes received, at %v", c.State(), l.server.State(), got.Len(), l.clk.Now())
+	}
+	if got.Len() != size || !bytes.Equal(got.Bytes(), payload) {
+		t.Fatalf("received %d bytes, want %d intact", got.Len(), size)
+	}
+	if c.State() != StateClosed || l.server.State() != StateClosed || c.Err() != nil || l.server.Err() != nil {
+		t.Fatalf("final: client %v %v, server %v %v; want CLOSED without error", c.State(), c.Err(), l.server.State(), l.server.Err())
+	}
+	if l.w.Len() != 0 {
+		t.Fatalf("timers left: %d", l.w.Len())
+	}
+	ci := c.Info()
+	t.Logf("%v: done at %v, %d drops, client: %d segs out, %d retransmits (%d RTO, %d fast), srtt %v",
+		t.Name(), l.clk.Now(), l.drops, ci.SegsOut, ci.SegsRetransmitted, ci.RTOEvents, ci.FastRetransmits, ci.SRTT)
+}
+
+func TestEndToEndRandomLoss(t *testing.T) {
+	payload := data(256 << 10)
+	for seed := range uint64(20) {
+		for _, loss := range []int{5, 15} {
+			t.Run(fmt.Sprintf("seed %d loss %d%%", seed, loss), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(seed, uint64(loss)))
+				transfer(t, payload, func(c *Config) { c.DisableSACK = seed%2 == 1 }, func(int, int, *Segment) bool { return r.IntN(100) < loss })
+			})
+		}
+	}
+}
+
+// TestDataAfterPeerFIN: the client half-closes first; the server then writes
+// more than one window and closes, so most of its data is still queued when it
+// enters LAST-ACK and must go out as ACKs open the window.
+func TestDataAfterPeerFIN(t *testing.T) {
+	payload := data(200 << 10)
+	l := newLink(t, time.Millisecond)
+	ln, err := NewListener(l.w, linkOut{l, 1}, ListenerConfig{Accept: func(ep *Endpoint) bool { l.server = ep; return true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.ln = ln
+	c, err := Dial(l.w, linkOut{l, 0}, testID, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.client = c
+	var got bytes.Buffer
+	buf := make([]byte, 64<<10)
+	halfClosed, serverDone, eof := false, false, false
+	for steps := 0; steps < 1_000_000 && l.step(); steps++ {
+		if !halfClosed && c.State() == StateEstablished {
+			c.CloseWrite()
+			halfClosed = true
+		}
+		if s := l.server; s != nil && !serverDone && s.State() == StateCloseWait {
+			if n, err := s.Write(payload); err != nil || n != len(payload) {
+				t.Fatalf("server Write = %d, %v; want %d", n, err, len(payload))
+			}
+			s.Close()
+			if s.State() != StateLastAck {
+				t.Fatalf("server in %v after Close, want LAST-ACK", s.State())
+			}
+			serverDone = true
+		}
+		for !eof {
+			n, err := c.Read(buf)
+			got.Write(buf[:n])
+			if err == io.EOF {
+				eof = true
+			} else if err != nil {
+				t.Fatalf("client Read: %v", err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+	}
+	if !eof || !bytes.Equal(got.Bytes(), payload) {
+		t.Fatalf("client got %d bytes (eof %v), want %d intact; server %v", got.Len(), eof, len(payload), l.server.State())
+	}
+	if l.server.State() != StateClosed {
+		t.Fatalf("server ends in %v, want CLOSED", l.server.State())
+	}
+}

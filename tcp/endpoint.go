@@ -1,0 +1,477 @@
+package tcp
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/timer"
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+)
+
+// Endpoint is one TCP connection. It is not safe for concurrent use: it belongs
+// to the goroutine that owns its wheel (see the package documentation).
+type Endpoint struct {
+	id     ID
+	cfg    Config
+	w      *timer.Wheel
+	out    Output
+	notify func(Event)
+	evs    Event // events not yet delivered
+	inNote bool  // notify is running
+
+	state     State
+	err       error     // why the connection failed; nil while it has not
+	listener  *Listener // the listener of a passive open, until accepted
+	appClosed bool      // Close or Abort was called
+	passive   bool
+
+	// Send side (RFC 9293 3.3.1). sndNxt may fall back to sndUna after an RTO
+	// (go-back-N); sndMax is the highest sequence number sent.
+	iss                    seqnum.Value
+	sndUna, sndNxt, sndMax seqnum.Value
+	sndWnd, maxSndWnd      uint32 // scaled
+	sndWL1, sndWL2         seqnum.Value
+	sndBuf                 buffer       // unacknowledged and unsent data
+	sndBufSeq              seqnum.Value // sequence number of sndBuf's first byte
+	finQueued              bool         // CloseWrite: send FIN after the data
+	finSent                bool
+	finSeq                 seqnum.Value // valid when finSent
+	rtxq                   []*txSeg     // sent, unacknowledged segments, by sequence
+	freeSegs               []*txSeg
+	smss                   int // payload bytes per segment (RFC 9293 3.7.1 Eff.snd.MSS)
+	peerMSS                int
+
+	rtt            rttEstimator
+	rtoRetries     int // RTO expirations since the last progress (tcpi_retransmits)
+	synRetries     int
+	synRetransmit  bool
+	sampledHandshk bool
+
+	// Congestion control (RFC 5681, RFC 6582).
+	cwnd, ssthresh int
+	caAcked        int // bytes acknowledged in congestion avoidance, RFC 5681 3.1 (3)
+	dupAcks        int
+	inRecovery     bool
+	recover        seqnum.Value // RFC 6582 "recover"
+	highSACK       seqnum.Value // highest SACKed sequence number + 1
+	sackedBytes    int
+
+	// Negotiated options.
+	tsOK, sackOK, wsOK bool
+	sndWS, rcvWS       uint8
+	tsRecent           uint32
+	tsOffset           uint32
+	lastAckSent        seqnum.Value
+
+	// Receive side.
+	irs, rcvNxt  seqnum.Value
+	rcvAdv       seqnum.Value // right edge of the window we advertised
+	rcvBuf       buffer
+	ooo          []oooSeg // out-of-order segments, by sequence
+	lastOOO      seqnum.Value
+	finRcvd      bool // FIN consumed: Read returns io.EOF after the data
+	rcvMSS       int  // largest segment seen, for the delayed-ACK rule
+	unackedBytes int  // in-order bytes received since the last ACK
+
+	// Timers, on the wheel.
+	delack     timer.Entry
+	keepalive  timer.Entry
+	persist    timer.Entry
+	closeTimer timer.Entry // TIME_WAIT and the FIN_WAIT_2 timeout
+	userTO     timer.Entry
+
+	keepProbes     int
+	persistBackoff int
+	persistProbes  int
+	challengeSec   time.Duration
+	challengeCount int
+
+	stats Counters
+}
+
+// Dial starts an active open (RFC 9293 3.5): it sends a SYN for id and returns
+// the endpoint in SYN-SENT. The outcome is an EventEstablished, or an
+// EventError with ErrConnectionRefused or ErrTimeout.
+func Dial(w *timer.Wheel, out Output, id ID, cfg Config) (*Endpoint, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := newEndpoint(w, out, id, cfg.withDefaults())
+	e.state = StateSynSent
+	e.sendSYN()
+	e.flush()
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e, nil
+}
+
+func newEndpoint(w *timer.Wheel, out Output, id ID, cfg Config) *Endpoint {
+	e := &Endpoint{id: id, cfg: cfg, w: w, out: out}
+	e.rtt = newRTTEstimator(cfg.InitialRTO, cfg.MinRTO, cfg.MaxRTO, w.Tick())
+	e.iss = cfg.ISN(id, w.Now())
+	e.sndUna, e.sndNxt, e.sndMax = e.iss, e.iss, e.iss
+	e.sndBufSeq = e.iss + 1
+	e.recover = e.iss
+	e.tsOffset = uint32(e.iss) // RFC 7323 5.4: a per-connection random offset
+	e.peerMSS = DefaultMSS
+	e.smss = DefaultMSS
+	e.ssthresh = 1 << 30 // RFC 5681 3.1: arbitrarily high
+	e.tsOK = !cfg.DisableTimestamps
+	e.sackOK = !cfg.DisableSACK
+	e.wsOK = !cfg.DisableWindowScale
+	if e.wsOK {
+		e.rcvWS = windowShift(cfg.RecvBuffer)
+	}
+	e.rcvMSS = DefaultMSS
+	e.delack.Init(e.onDelayedACK)
+	e.keepalive.Init(e.onKeepalive)
+	e.persist.Init(e.onPersist)
+	e.closeTimer.Init(e.onCloseTimer)
+	e.userTO.Init(e.onUserTimeout)
+	return e
+}
+
+// windowShift is the smallest shift that lets a 16-bit field carry buf
+// (RFC 7323 2.2).
+func windowShift(buf int) uint8 {
+	var s uint8
+	for s < MaxWindowScale && buf>>s > 0xffff {
+		s++
+	}
+	return s
+}
+
+// ID returns the connection's 4-tuple.
+func (e *Endpoint) ID() ID { return e.id }
+
+// State returns the connection state.
+func (e *Endpoint) State() State { return e.state }
+
+// Err returns why the connection failed, or nil.
+func (e *Endpoint) Err() error { return e.err }
+
+// SetNotify sets the function called with events. It runs on the loop goroutine
+// after the endpoint has finished handling the call that caused them, so it may
+// call back into the endpoint. Events that came before SetNotify are delivered
+// at once.
+func (e *Endpoint) SetNotify(fn func(Event)) {
+	e.notify = fn
+	e.flush()
+}
+
+func (e *Endpoint) event(ev Event) { e.evs |= ev }
+
+// flush delivers pending events. Every exported entry point and timer callback
+// ends with it.
+func (e *Endpoint) flush() {
+	if e.notify == nil || e.inNote {
+		return
+	}
+	e.inNote = true
+	for e.evs != 0 {
+		ev := e.evs
+		e.evs = 0
+		e.notify(ev)
+	}
+	e.inNote = false
+}
+
+// Read copies received data into p. It returns (0, io.EOF) once the peer's FIN
+// has been reached, the connection's error after a failure, and (0, nil) when
+// nothing is available yet: wait for EventReadable.
+func (e *Endpoint) Read(p []byte) (int, error) {
+	defer e.flush()
+	if e.appClosed {
+		return 0, ErrClosed
+	}
+	if e.rcvBuf.len() > 0 {
+		n := e.rcvBuf.read(p)
+		e.stats.BytesRead += uint64(n)
+		e.maybeWindowUpdate()
+		return n, nil
+	}
+	if e.err != nil {
+		return 0, e.err
+	}
+	if e.finRcvd {
+		return 0, io.EOF
+	}
+	if len(p) == 0 || e.state == StateSynSent || e.state == StateSynReceived || e.state.canReceive() {
+		return 0, nil
+	}
+	return 0, io.EOF
+}
+
+// Readable returns the number of bytes Read can return now.
+func (e *Endpoint) Readable() int { return e.rcvBuf.len() }
+
+// Write copies as much of p as the send buffer has room for, and returns the
+// count: short, possibly zero, when the buffer is full (wait for
+// EventWritable). Before the connection is established it returns (0, nil).
+func (e *Endpoint) Write(p []byte) (int, error) {
+	defer e.flush()
+	switch {
+	case e.appClosed:
+		return 0, ErrClosed
+	case e.err != nil:
+		return 0, e.err
+	case e.finQueued:
+		return 0, ErrWriteClosed
+	case e.state == StateSynSent || e.state == StateSynReceived:
+		return 0, nil
+	case !e.state.canSend():
+		return 0, ErrClosed
+	}
+	n := min(len(p), e.cfg.SendBuffer-e.sndBuf.len())
+	if n <= 0 {
+		return 0, nil
+	}
+	e.sndBuf.write(p[:n])
+	e.stats.BytesWritten += uint64(n)
+	e.output()
+	return n, nil
+}
+
+// Writable returns the free space in the send buffer.
+func (e *Endpoint) Writable() int { return max(0, e.cfg.SendBuffer-e.sndBuf.len()) }
+
+// CloseWrite queues a FIN after the buffered data (the half-close, RFC 9293
+// 3.10.4). Further Writes fail with ErrWriteClosed.
+func (e *Endpoint) CloseWrite() error {
+	defer e.flush()
+	if e.appClosed {
+		return ErrClosed
+	}
+	if e.err != nil {
+		return e.err
+	}
+	return e.closeWrite()
+}
+
+func (e *Endpoint) closeWrite() error {
+	if e.finQueued {
+		return nil
+	}
+	switch e.state {
+	case StateSynSent:
+		e.enterClosed(nil) // RFC 9293 3.10.4: SYN-SENT: delete the TCB
+		return nil
+	case StateEstablished, StateSynReceived:
+		e.finQueued = true
+		if e.state == StateEstablished {
+			e.setState(StateFinWait1)
+			e.output()
+		}
+	case StateCloseWait:
+		e.finQueued = true
+		e.setState(StateLastAck)
+		e.output()
+	}
+	return nil
+}
+
+// Close closes both directions. Buffered data is still sent, followed by a FIN;
+// but if received data is unread, or data arrives afterwards, the connection is
+// reset (RFC 2525 2.17, as Linux does). Read and Write fail with ErrClosed
+// afterwards. The endpoint lingers through FIN_WAIT and TIME_WAIT until
+// EventClosed.
+func (e *Endpoint) Close() error {
+	defer e.flush()
+	if e.appClosed {
+		return ErrClosed
+	}
+	e.appClosed = true
+	if e.state == StateClosed {
+		return nil
+	}
+	if e.rcvBuf.len() > 0 || len(e.ooo) > 0 {
+		e.stats.ResetsSent++
+		e.abort(nil, true)
+		return nil
+	}
+	e.closeWrite()
+	if e.state == StateFinWait2 {
+		e.startTimer(&e.closeTimer, e.cfg.FinWait2)
+	}
+	return nil
+}
+
+// Abort resets the connection: it sends a RST if the connection is synchronized
+// and goes to CLOSED at once (RFC 9293 3.10.5).
+func (e *Endpoint) Abort() {
+	defer e.flush()
+	e.appClosed = true
+	if e.state == StateClosed {
+		return
+	}
+	e.abort(nil, e.state != StateSynSent)
+}
+
+// abort sends a RST (if rst) and closes with err.
+func (e *Endpoint) abort(err error, rst bool) {
+	if rst && e.state != StateClosed && e.state != StateTimeWait {
+		e.sendRST(e.sndNxt)
+	}
+	e.enterClosed(err)
+}
+
+// enterClosed stops every timer and moves to CLOSED with err (nil for a normal
+// close).
+func (e *Endpoint) enterClosed(err error) {
+	if e.state == StateClosed {
+		return
+	}
+	for _, s := range e.rtxq {
+		e.w.Stop(&s.entry)
+	}
+	e.rtxq = e.rtxq[:0]
+	e.w.Stop(&e.delack)
+	e.w.Stop(&e.keepalive)
+	e.w.Stop(&e.persist)
+	e.w.Stop(&e.closeTimer)
+	e.w.Stop(&e.userTO)
+	e.ooo = nil
+	e.setState(StateClosed)
+	if err != nil && e.err == nil {
+		e.err = err
+		e.event(EventError | EventReadable | EventWritable)
+	}
+	if l := e.listener; l != nil {
+		e.listener = nil
+		l.dropHalfOpen(e)
+	}
+	e.event(EventClosed | EventReadable | EventWritable)
+}
+
+func (e *Endpoint) setState(s State) {
+	if e.state != s {
+		e.state = s
+	}
+}
+
+// startTimer arms a timer; a wheel that refuses it (closed, full) aborts the
+// connection, for a connection without its timers is not TCP.
+func (e *Endpoint) startTimer(t *timer.Entry, d time.Duration) {
+	if err := e.w.Start(t, d); err != nil {
+		e.stats.TimerErrors++
+		if e.state != StateClosed {
+			e.enterClosed(fmt.Errorf("%w: %w", ErrWheel, err))
+		}
+	}
+}
+
+// now is the wheel's time.
+func (e *Endpoint) now() time.Duration { return e.w.Now() }
+
+// tsVal is our timestamp clock, 1 ms per tick (RFC 7323 5.4).
+func (e *Endpoint) tsVal() uint32 { return uint32(e.now()/time.Millisecond) + e.tsOffset }
+
+// Info is a snapshot of the connection, like Linux's TCP_INFO.
+type Info struct {
+	State                State
+	RTO                  time.Duration // current, backoff included
+	SRTT, RTTVar, MinRTT time.Duration
+	Retransmits          int // RTO expirations since the last progress
+	Backoff              int // RTO doublings in force
+	Cwnd, Ssthresh       int // bytes
+	SndMSS, RcvMSS       int
+	Unacked              int // segments in flight
+	Sacked               int // bytes SACKed above SND.UNA
+	SndWnd, RcvWnd       int // bytes, scaled
+	SndWScale, RcvWScale int // -1 when window scaling is off
+	Timestamps, SACK     bool
+	InRecovery           bool
+	SndBuffered          int // bytes in the send buffer (unacked and unsent)
+	RcvBuffered          int
+	Counters
+}
+
+// Counters count what the endpoint did and what it dropped.
+type Counters struct {
+	SegsIn, SegsOut                 uint64
+	DataSegsOut, DataSegsIn         uint64
+	BytesWritten, BytesRead         uint64 // through the application calls
+	BytesSent, BytesRetrans         uint64 // payload bytes sent, and resent
+	BytesAcked, BytesReceived       uint64
+	SegsRetransmitted               uint64 // segments resent, for any reason
+	RTOEvents, FastRetransmits      uint64
+	SYNRetransmits                  uint64
+	DupAcksIn                       uint64
+	ChallengeACKs                   uint64
+	KeepaliveProbes, PersistProbes  uint64
+	OutOfOrderSegs                  uint64
+	ResetsSent, ResetsReceived      uint64
+	DropsOutOfWindow, DropsPAWS     uint64
+	DropsNoACK, DropsBadACK         uint64
+	DropsRateLimited, DropsOOOLimit uint64
+	DropsClosed                     uint64
+	TimerErrors                     uint64
+	RTTSamples                      uint64
+}
+
+// Info returns a snapshot of the connection.
+func (e *Endpoint) Info() Info {
+	i := Info{
+		State:       e.state,
+		RTO:         e.rtt.rto(),
+		SRTT:        e.rtt.srtt,
+		RTTVar:      e.rtt.rttvar,
+		MinRTT:      e.rtt.minSeen,
+		Retransmits: e.rtoRetries,
+		Backoff:     e.rtt.backoff,
+		Cwnd:        e.cwnd,
+		Ssthresh:    e.ssthresh,
+		SndMSS:      e.smss,
+		RcvMSS:      e.rcvMSS,
+		Unacked:     len(e.rtxq),
+		Sacked:      e.sackedBytes,
+		SndWnd:      int(e.sndWnd),
+		RcvWnd:      int(e.rcvAdv - e.rcvNxt),
+		SndWScale:   -1,
+		RcvWScale:   -1,
+		Timestamps:  e.tsOK,
+		SACK:        e.sackOK,
+		InRecovery:  e.inRecovery,
+		SndBuffered: e.sndBuf.len(),
+		RcvBuffered: e.rcvBuf.len(),
+		Counters:    e.stats,
+	}
+	if e.wsOK {
+		i.SndWScale, i.RcvWScale = int(e.sndWS), int(e.rcvWS)
+	}
+	return i
+}
+
+// buffer is a byte queue: data is appended at the end and consumed from the
+// front, and the storage is reused.
+type buffer struct {
+	b   []byte
+	off int
+}
+
+func (b *buffer) len() int           { return len(b.b) - b.off }
+func (b *buffer) bytes() []byte      { return b.b[b.off:] }
+func (b *buffer) consume(n int)      { b.off += n; b.compact() }
+func (b *buffer) at(i, n int) []byte { return b.b[b.off+i : b.off+i+n] }
+
+func (b *buffer) compact() {
+	if b.off == len(b.b) {
+		b.b, b.off = b.b[:0], 0
+	}
+}
+
+func (b *buffer) write(p []byte) {
+	if b.off > 0 && cap(b.b)-len(b.b) < len(p) {
+		n := copy(b.b, b.b[b.off:])
+		b.b, b.off = b.b[:n], 0
+	}
+	b.b = append(b.b, p...)
+}
+
+func (b *buffer) read(p []byte) int {
+	n := copy(p, b.b[b.off:])
+	b.consume(n)
+	return n
+}

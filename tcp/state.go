@@ -1,0 +1,40 @@
+package tcp
+
+// State is a connection state (RFC 9293 3.3.2).
+type State uint8
+
+// The states of RFC 9293 3.3.2. LISTEN is the Listener's.
+const (
+	StateClosed State = iota
+	StateListen
+	StateSynSent
+	StateSynReceived
+	StateEstablished
+	StateFinWait1
+	StateFinWait2
+	StateCloseWait
+	StateClosing
+	StateLastAck
+	StateTimeWait
+)
+
+var stateNames = [...]string{"CLOSED", "LISTEN", "SYN-SENT", "SYN-RECEIVED", "ESTABLISHED", "FIN-WAIT-1", "FIN-WAIT-2", "CLOSE-WAIT", "CLOSING", "LAST-ACK", "TIME-WAIT"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "State(?)"
+}
+
+// synchronized reports whether the state is past the handshake (RFC 9293 3.5.2:
+// the synchronized states), where an unacceptable segment elicits an ACK.
+func (s State) synchronized() bool { return s >= StateEstablished }
+
+// canSend reports whether new data may be sent: our FIN is not yet queued.
+func (s State) canSend() bool { return s == StateEstablished || s == StateCloseWait }
+
+// canReceive reports whether the peer may still send data: no FIN received.
+func (s State) canReceive() bool {
+	return s == StateEstablished || s == StateFinWait1 || s == StateFinWait2
+}

@@ -1,0 +1,132 @@
+package tcp
+
+import "time"
+
+// The endpoint's timers other than retransmission (which lives in each txSeg,
+// see snd.go). Each is a timer.Entry embedded in the Endpoint, armed and stopped
+// eagerly: a stop is O(1) on the wheel, so there is no lazy cancellation to
+// reason about. States in which each runs:
+//
+//   - delack: ESTABLISHED, FIN-WAIT-1/2 (data may arrive); stopped by any
+//     segment that carries the ACK.
+//   - keepalive: ESTABLISHED and CLOSE-WAIT, when Config.KeepAlive is set;
+//     restarted by every acceptable segment received.
+//   - persist: while the peer's window is zero, data waits and nothing is in
+//     flight.
+//   - closeTimer: TIME-WAIT (2*MSL), and FIN-WAIT-2 after Close.
+//   - userTO: while sent data is unacknowledged, when Config.UserTimeout is set.
+
+// onDelayedACK sends the ACK that was held back (RFC 1122 4.2.3.2).
+func (e *Endpoint) onDelayedACK() {
+	defer e.flush()
+	if e.state == StateClosed || e.state == StateTimeWait {
+		return
+	}
+	e.sendAck()
+}
+
+// armKeepalive (re)starts the idle timer after activity (RFC 1122 4.2.3.6).
+func (e *Endpoint) armKeepalive() {
+	if !e.cfg.KeepAlive || (e.state != StateEstablished && e.state != StateCloseWait) {
+		return
+	}
+	e.keepProbes = 0
+	e.startTimer(&e.keepalive, e.cfg.KeepIdle)
+}
+
+// onKeepalive sends a keepalive probe after KeepIdle of silence, and then every
+// KeepInterval; KeepCount unanswered probes abort the connection (RFC 1122
+// 4.2.3.6).
+func (e *Endpoint) onKeepalive() {
+	defer e.flush()
+	if e.state != StateEstablished && e.state != StateCloseWait {
+		return
+	}
+	if len(e.rtxq) > 0 || e.sndBuf.len() > int(e.sndNxt-e.sndBufSeq) {
+		// Not idle: retransmission or persist looks after the peer.
+		e.startTimer(&e.keepalive, e.cfg.KeepIdle)
+		return
+	}
+	if e.keepProbes >= e.cfg.KeepCount {
+		e.abort(ErrTimeout, true) // RFC 1122 4.2.3.6: the peer is dead
+		return
+	}
+	e.keepProbes++
+	e.stats.KeepaliveProbes++
+	// RFC 1122 4.2.3.6: a probe is a segment with SEG.SEQ = SND.NXT-1, no data
+	// (as Linux sends it), which the peer must answer with an ACK.
+	seg := Segment{Seq: e.sndNxt - 1, Flags: FlagACK}
+	e.send(&seg)
+	e.startTimer(&e.keepalive, e.cfg.KeepInterval)
+}
+
+// persistTimeout is the probe interval: the RTO, backed off per probe, at
+// least MinRTO and at most MaxRTO (RFC 1122 4.2.2.17).
+func (e *Endpoint) persistTimeout() time.Duration {
+	r := e.rtt.base
+	for i := 0; i < e.persistBackoff && r < e.cfg.MaxRTO; i++ {
+		r *= 2
+	}
+	return min(r, e.cfg.MaxRTO)
+}
+
+// armPersist starts the persist timer if it is not running (RFC 9293 3.8.6.1).
+func (e *Endpoint) armPersist() {
+	if !e.persist.Pending() {
+		e.startTimer(&e.persist, e.persistTimeout())
+	}
+}
+
+// onPersist sends a zero-window probe (RFC 9293 3.8.6.1, RFC 1122 4.2.2.17)
+// and backs off. Linux's form of probe: an old sequence number (SND.UNA-1), no
+// data, which the peer answers with an ACK carrying its window. The connection
+// stays up as long as probes are answered; Retries2 unanswered ones in a row
+// abort it.
+func (e *Endpoint) onPersist() {
+	defer e.flush()
+	switch e.state {
+	case StateEstablished, StateCloseWait, StateFinWait1, StateClosing, StateLastAck:
+	default:
+		return
+	}
+	if e.sndWnd > 0 || len(e.rtxq) > 0 {
+		e.persistBackoff = 0
+		e.output()
+		return
+	}
+	if e.persistProbes >= e.cfg.Retries2 {
+		e.abort(ErrTimeout, true)
+		return
+	}
+	e.persistProbes++
+	e.stats.PersistProbes++
+	seg := Segment{Seq: e.sndUna - 1, Flags: FlagACK}
+	e.send(&seg)
+	if e.state == StateClosed {
+		return
+	}
+	if e.persistTimeout() < e.cfg.MaxRTO {
+		e.persistBackoff++ // RFC 1122 4.2.2.17: exponential backoff
+	}
+	e.startTimer(&e.persist, e.persistTimeout())
+}
+
+// onCloseTimer ends TIME-WAIT (RFC 9293 3.10.8), or FIN-WAIT-2 after Close
+// (Linux tcp_fin_timeout).
+func (e *Endpoint) onCloseTimer() {
+	defer e.flush()
+	switch e.state {
+	case StateTimeWait, StateFinWait2:
+		e.enterClosed(nil)
+	}
+}
+
+// onUserTimeout aborts a connection whose data stayed unacknowledged for
+// UserTimeout (RFC 5482, RFC 9293 3.10.8).
+func (e *Endpoint) onUserTimeout() {
+	defer e.flush()
+	if e.state == StateClosed || len(e.rtxq) == 0 {
+		return
+	}
+	e.abort(ErrTimeout, e.state != StateSynSent)
+}
