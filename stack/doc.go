@@ -1,6 +1,30 @@
-// Package stack joins the pieces: IPv4 (with ICMP echo), demultiplexing by
-// 4-tuple, the event loop that owns the timing wheel, and the public API
-// (stack.New, Listen, DialContext) whose connections are net.Conn.
+// Package stack is tcpwheel's userspace TCP/IP stack: IPv4 (with ICMP echo),
+// demultiplexing by 4-tuple, the event loop that owns the timing wheel, and the
+// public API whose connections are net.Conn and whose listeners are net.Listener.
 //
-// It is being built under the stack issue; see DESIGN.md.
+//	s, err := stack.New(stack.Config{Device: dev, Addr: netip.MustParseAddr("198.18.0.2")})
+//	ln, err := s.Listen("tcp", ":80")
+//	c, err := s.DialContext(ctx, "tcp", "198.18.0.1:8080")
+//
+// # The loop
+//
+// One goroutine, a timer.Driver on a locked OS thread, owns the wheel and every
+// TCP endpoint: it reads nothing itself but runs, in order, the packets that the
+// device reader hands it, the application calls posted by connections, and the
+// expiry of the wheel's timers. TCP code therefore needs no locks, and timers
+// fire on the wheel's precise sleep rather than on Go runtime timers. A reader
+// goroutine blocks in the device's ReadPacket and queues what it reads.
+//
+// Application goroutines never touch an endpoint: Conn.Read, Write and Close post
+// a function to the loop and wait for it; when an endpoint has nothing to give,
+// they sleep until the endpoint's event (readable, writable, closed) or their
+// deadline.
+//
+// # Errors
+//
+// Connection errors are *net.OpError. Their Err matches, with errors.Is, both
+// the tcp package's error (tcp.ErrConnectionReset, tcp.ErrTimeout, ...) and the
+// errno a kernel socket would give (syscall.ECONNRESET, syscall.ETIMEDOUT, ...);
+// a missed deadline matches os.ErrDeadlineExceeded, use after Close
+// net.ErrClosed. Read returns a bare io.EOF after the peer's FIN.
 package stack

@@ -1,0 +1,148 @@
+package stack
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/tcpwheel/tcpwheel/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+)
+
+const (
+	ipv4HeaderLen = header.IPv4MinimumSize
+	protoTCP      = uint8(header.TCPProtocolNumber)
+	protoICMP     = uint8(header.ICMPv4ProtocolNumber)
+)
+
+// handlePacket validates an IPv4 packet from the device and hands its payload to
+// TCP or ICMP. Anything malformed is dropped and counted by reason.
+func (s *Stack) handlePacket(pkt []byte) {
+	s.counters.PacketsIn++
+	d := &s.counters.Drops
+	if len(pkt) < ipv4HeaderLen {
+		d.BadIPHeader++
+		return
+	}
+	ip := header.IPv4(pkt)
+	if pkt[0]>>4 != 4 {
+		d.NotIPv4++
+		return
+	}
+	hl := int(ip.HeaderLength())
+	total := int(ip.TotalLength())
+	if hl < ipv4HeaderLen || hl > len(pkt) || total < hl || total > len(pkt) {
+		d.BadIPHeader++
+		return
+	}
+	pkt = pkt[:total] // drop link padding
+	ip = header.IPv4(pkt)
+	if checksum.Checksum(pkt[:hl], 0) != 0xffff {
+		d.BadIPChecksum++
+		return
+	}
+	src, dst := netip.AddrFrom4(ip.SourceAddress().As4()), netip.AddrFrom4(ip.DestinationAddress().As4())
+	if dst != s.cfg.Addr {
+		d.NotForUs++
+		return
+	}
+	if ip.More() || ip.FragmentOffset() != 0 {
+		d.Fragment++ // RFC 791 reassembly is not implemented: count and drop
+		return
+	}
+	payload := pkt[hl:]
+	switch ip.Protocol() {
+	case protoTCP:
+		s.handleTCP(src, dst, payload)
+	case protoICMP:
+		s.handleICMP(src, dst, payload)
+	default:
+		d.UnknownProtocol++
+	}
+}
+
+// handleTCP demultiplexes a segment: to the connection with its 4-tuple, else to
+// the listener on its port, else it answers with a RST (RFC 9293 3.10.7.1).
+func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
+	d := &s.counters.Drops
+	if !tcp.VerifyChecksum(src, dst, b) {
+		d.BadTCPChecksum++
+		return
+	}
+	seg, err := tcp.ParseSegment(b)
+	if err != nil {
+		d.BadTCPHeader++
+		return
+	}
+	s.counters.SegmentsIn++
+	id := tcp.ID{Local: netip.AddrPortFrom(dst, seg.DstPort), Remote: netip.AddrPortFrom(src, seg.SrcPort)}
+	if c := s.conns[id]; c != nil {
+		c.ep.HandleSegment(&seg)
+		return
+	}
+	if l := s.listeners[seg.DstPort]; l != nil {
+		l.tl.HandleSegment(id, &seg)
+		return
+	}
+	d.NoListener++
+	if r, ok := tcp.ResetFor(&seg); ok { // RFC 9293 3.10.7.1: CLOSED, answer with a RST
+		s.counters.ResetsSent++
+		s.Send(id, &r)
+	}
+}
+
+// handleICMP answers echo requests (ping); other ICMP messages are counted and
+// dropped.
+func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
+	d := &s.counters.Drops
+	if len(b) < header.ICMPv4MinimumSize {
+		d.BadICMP++
+		return
+	}
+	if checksum.Checksum(b, 0) != 0xffff {
+		d.BadICMP++
+		return
+	}
+	icmp := header.ICMPv4(b)
+	if icmp.Type() != header.ICMPv4Echo || icmp.Code() != 0 {
+		d.ICMPIgnored++
+		return
+	}
+	n := ipv4HeaderLen + len(b)
+	if n > len(s.obuf) {
+		d.TooBig++
+		return
+	}
+	out := s.obuf[:n]
+	reply := out[ipv4HeaderLen:]
+	copy(reply, b)
+	reply[0] = byte(header.ICMPv4EchoReply)
+	reply[2], reply[3] = 0, 0
+	binary.BigEndian.PutUint16(reply[2:], ^checksum.Checksum(reply, 0))
+	s.counters.EchoReplies++
+	s.writeIPv4(out, dst, src, protoICMP)
+}
+
+// writeIPv4 fills in the IPv4 header at the front of pkt (whose payload is in
+// place) and writes the packet to the device. DF is set: TCP sizes its segments
+// to the MTU instead.
+func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
+	s.ipID++
+	ip := header.IPv4(pkt)
+	ip.Encode(&header.IPv4Fields{
+		TotalLength: uint16(len(pkt)),
+		ID:          s.ipID,
+		Flags:       header.IPv4FlagDontFragment,
+		TTL:         s.cfg.TTL,
+		Protocol:    proto,
+		SrcAddr:     tcpip.AddrFrom4(src.As4()),
+		DstAddr:     tcpip.AddrFrom4(dst.As4()),
+	})
+	ip.SetChecksum(^ip.CalculateChecksum())
+	if err := s.dev.WritePacket(pkt); err != nil {
+		s.counters.DeviceErrors++
+		return
+	}
+	s.counters.PacketsOut++
+}

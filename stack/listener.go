@@ -1,0 +1,142 @@
+package stack
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+
+	"github.com/tcpwheel/tcpwheel/tcp"
+)
+
+// Listener is a TCP listener of the stack. It implements net.Listener.
+type Listener struct {
+	s       *Stack
+	tl      *tcp.Listener // loop only
+	port    uint16
+	addr    *net.TCPAddr
+	acceptq chan *Conn
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var _ net.Listener = (*Listener)(nil)
+
+// Listen announces on the stack's address. network must be "tcp" or "tcp4";
+// address is ":port" or "addr:port" with the stack's own address, or port 0 for
+// an ephemeral port.
+func (s *Stack) Listen(network, address string) (net.Listener, error) {
+	fail := func(err error) error {
+		return &net.OpError{Op: "listen", Net: network, Err: err}
+	}
+	if network != "tcp" && network != "tcp4" {
+		return nil, fail(net.UnknownNetworkError(network))
+	}
+	host, portStr, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, fail(err)
+	}
+	if host != "" {
+		a, err := netip.ParseAddr(host)
+		if err != nil || (a != s.cfg.Addr && !a.IsUnspecified()) {
+			return nil, fail(fmt.Errorf("address %s is not the stack's (%v)", host, s.cfg.Addr))
+		}
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return nil, fail(fmt.Errorf("bad port %q", portStr))
+	}
+	l := &Listener{s: s, acceptq: make(chan *Conn, s.cfg.Backlog), closed: make(chan struct{})}
+	var lerr error
+	if s.do(func() {
+		p := uint16(port)
+		if p == 0 {
+			var ok bool
+			if p, ok = s.ephemeralPort(netip.AddrPort{}); !ok {
+				lerr = fmt.Errorf("no free port")
+				return
+			}
+		}
+		if _, ok := s.listeners[p]; ok || s.ports[p] > 0 {
+			lerr = fmt.Errorf("port %d: address already in use", p)
+			return
+		}
+		tl, err := tcp.NewListener(s.wheel, s, tcp.ListenerConfig{
+			Backlog:  s.cfg.Backlog,
+			Endpoint: s.cfg.TCP,
+			Accept:   l.accept,
+		})
+		if err != nil {
+			lerr = err
+			return
+		}
+		l.tl, l.port = tl, p
+		l.addr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(s.cfg.Addr, p))
+		s.listeners[p] = l
+		s.usePort(p)
+	}) != nil {
+		return nil, fail(net.ErrClosed)
+	}
+	if lerr != nil {
+		return nil, fail(lerr)
+	}
+	return l, nil
+}
+
+// accept runs on the loop when a handshake completes: it registers the
+// connection and queues it for Accept, or refuses it when the queue is full.
+func (l *Listener) accept(ep *tcp.Endpoint) bool {
+	c := newConn(l.s, ep)
+	select {
+	case l.acceptq <- c:
+	default:
+		return false
+	}
+	c.settledDone = true
+	close(c.settled)
+	l.s.register(c)
+	ep.SetNotify(c.notify)
+	return true
+}
+
+// Accept implements net.Listener.
+func (l *Listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.acceptq:
+		return c, nil
+	case <-l.closed:
+	case <-l.s.done:
+	}
+	return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.addr, Err: net.ErrClosed}
+}
+
+// Close implements net.Listener: it stops accepting, resets the connections that
+// were waiting for Accept, and unblocks Accept calls.
+func (l *Listener) Close() error {
+	err := error(&net.OpError{Op: "close", Net: "tcp", Addr: l.addr, Err: net.ErrClosed})
+	l.closeOnce.Do(func() {
+		err = nil
+		close(l.closed)
+		l.s.do(func() {
+			l.tl.Close()
+			if l.s.listeners[l.port] == l {
+				delete(l.s.listeners, l.port)
+				l.s.releasePort(l.port)
+			}
+			for {
+				select {
+				case c := <-l.acceptq:
+					c.ep.Abort()
+				default:
+					return
+				}
+			}
+		})
+	})
+	return err
+}
+
+// Addr implements net.Listener.
+func (l *Listener) Addr() net.Addr { return l.addr }

@@ -1,0 +1,269 @@
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/timer"
+	"github.com/tcpwheel/tcpwheel/tun"
+)
+
+// Config configures a Stack.
+type Config struct {
+	// Device is the link the stack sends and receives IPv4 packets on. Required.
+	// The stack closes it on Close.
+	Device tun.Device
+	// Addr is the stack's IPv4 address. Required.
+	Addr netip.Addr
+	// Tick is the timing wheel's resolution, and the clock granularity G of RFC
+	// 6298. Zero means timer.DefaultTick.
+	Tick time.Duration
+	// Clock is the wheel's clock. Nil means the monotonic clock.
+	Clock timer.Clock
+	// TCP configures every connection. A zero MSS means the device's MTU less 40.
+	TCP tcp.Config
+	// Backlog bounds each listener's half-open connections and its queue of
+	// connections waiting for Accept. Zero means tcp.DefaultBacklog.
+	Backlog int
+	// TTL of the packets sent. Zero means 64.
+	TTL uint8
+}
+
+// ErrConfig is wrapped by New for an invalid Config.
+var ErrConfig = errors.New("stack: invalid config")
+
+// Stack is a running userspace TCP/IP stack. Its methods are safe for concurrent
+// use.
+type Stack struct {
+	cfg   Config
+	dev   tun.Device
+	wheel *timer.Wheel
+	drv   *timer.Driver
+	done  chan struct{} // closed by Close
+
+	closeOnce sync.Once
+	closeErr  error
+	readerWG  sync.WaitGroup
+
+	// The reader's queue, handed to the loop.
+	inMu sync.Mutex
+	inq  [][]byte
+	bufs sync.Pool
+
+	// Owned by the loop goroutine.
+	conns     map[tcp.ID]*Conn
+	listeners map[uint16]*Listener
+	ports     map[uint16]int // local ports in use by connections and listeners
+	obuf      []byte
+	ipID      uint16
+	rng       *rand.Rand
+	counters  Counters
+	closedTCP tcp.Counters // counters of endpoints that are gone
+}
+
+// New starts a stack on cfg.Device.
+func New(cfg Config) (*Stack, error) {
+	if cfg.Device == nil {
+		return nil, fmt.Errorf("%w: no device", ErrConfig)
+	}
+	if !cfg.Addr.Is4() {
+		return nil, fmt.Errorf("%w: address %v is not IPv4", ErrConfig, cfg.Addr)
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 64
+	}
+	mtu := cfg.Device.MTU()
+	if mtu < 68 {
+		return nil, fmt.Errorf("%w: device MTU %d is below IPv4's 68", ErrConfig, mtu)
+	}
+	if cfg.TCP.MSS == 0 {
+		cfg.TCP.MSS = mtu - ipv4HeaderLen - tcp.HeaderMinSize
+	}
+	if err := cfg.TCP.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if cfg.Backlog <= 0 {
+		cfg.Backlog = tcp.DefaultBacklog
+	}
+	w, err := timer.New(timer.Config{Tick: cfg.Tick, Clock: cfg.Clock})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	s := &Stack{
+		cfg:       cfg,
+		dev:       cfg.Device,
+		wheel:     w,
+		done:      make(chan struct{}),
+		conns:     make(map[tcp.ID]*Conn),
+		listeners: make(map[uint16]*Listener),
+		ports:     make(map[uint16]int),
+		obuf:      make([]byte, mtu),
+		rng:       rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+	}
+	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
+	drv, err := timer.NewDriver(w)
+	if err != nil {
+		return nil, err
+	}
+	s.drv = drv
+	s.readerWG.Add(1)
+	go s.reader()
+	return s, nil
+}
+
+// Addr returns the stack's IPv4 address.
+func (s *Stack) Addr() netip.Addr { return s.cfg.Addr }
+
+// Close stops the stack: connections and listeners fail with net.ErrClosed, the
+// loop and the reader end, and the device is closed. Connections are not shut
+// down gracefully: close them first for that.
+func (s *Stack) Close() error {
+	s.closeOnce.Do(func() {
+		s.do(func() {
+			for _, c := range s.conns {
+				c.ep.Abort()
+			}
+			for _, l := range s.listeners {
+				l.tl.Close()
+			}
+		})
+		close(s.done)
+		s.closeErr = s.dev.Close()
+		s.readerWG.Wait()
+		if err := s.drv.Close(); err != nil && s.closeErr == nil {
+			s.closeErr = err
+		}
+	})
+	return s.closeErr
+}
+
+// do runs f on the loop goroutine and waits for it. It reports net.ErrClosed if
+// the stack is closed and f did not run.
+func (s *Stack) do(f func()) error {
+	ch := make(chan struct{})
+	if err := s.drv.Post(func() { f(); close(ch) }); err != nil {
+		return net.ErrClosed
+	}
+	<-ch
+	return nil
+}
+
+// reader reads packets from the device and hands them to the loop in batches:
+// it posts a drain only when the queue was empty, so a busy loop takes many
+// packets per wakeup.
+func (s *Stack) reader() {
+	defer s.readerWG.Done()
+	for {
+		bp := s.bufs.Get().(*[]byte)
+		n, err := s.dev.ReadPacket(*bp)
+		if err != nil {
+			s.bufs.Put(bp)
+			if errors.Is(err, io.ErrShortBuffer) {
+				s.post(func() { s.counters.Drops.Truncated++ })
+				continue
+			}
+			select {
+			case <-s.done:
+			default:
+				s.post(func() { s.counters.DeviceErrors++ })
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				continue
+			}
+			return
+		}
+		s.inMu.Lock()
+		s.inq = append(s.inq, (*bp)[:n])
+		first := len(s.inq) == 1
+		s.inMu.Unlock()
+		if first {
+			s.post(s.drainInput)
+		}
+	}
+}
+
+func (s *Stack) post(f func()) { _ = s.drv.Post(f) }
+
+// drainInput runs on the loop: it takes the reader's queue and handles each
+// packet.
+func (s *Stack) drainInput() {
+	s.inMu.Lock()
+	q := s.inq
+	s.inq = nil
+	s.inMu.Unlock()
+	// Timers started while handling these packets measure from now.
+	s.wheel.Advance(s.wheel.Clock().Now())
+	for _, pkt := range q {
+		s.handlePacket(pkt)
+		pkt = pkt[:cap(pkt)]
+		s.bufs.Put(&pkt)
+	}
+}
+
+// Send implements tcp.Output: it wraps the segment in an IPv4 header and writes
+// the packet to the device. It runs on the loop.
+func (s *Stack) Send(id tcp.ID, seg *tcp.Segment) {
+	n := ipv4HeaderLen + seg.EncodedLen()
+	if n > len(s.obuf) {
+		s.counters.Drops.TooBig++
+		return
+	}
+	b := s.obuf[:n]
+	if _, err := seg.Encode(b[ipv4HeaderLen:]); err != nil {
+		s.counters.Drops.EncodeError++
+		return
+	}
+	tcp.SetChecksum(id.Local.Addr(), id.Remote.Addr(), b[ipv4HeaderLen:])
+	s.writeIPv4(b, id.Local.Addr(), id.Remote.Addr(), protoTCP)
+	s.counters.SegmentsOut++
+}
+
+// listenPort and releasePort keep the count of users of a local port.
+func (s *Stack) usePort(p uint16) { s.ports[p]++ }
+func (s *Stack) releasePort(p uint16) {
+	if s.ports[p]--; s.ports[p] <= 0 {
+		delete(s.ports, p)
+	}
+}
+
+// ephemeralPort picks a local port for a connection to remote, from Linux's
+// default range, that no listener uses and no connection to remote uses.
+func (s *Stack) ephemeralPort(remote netip.AddrPort) (uint16, bool) {
+	const lo, hi = 32768, 60999
+	start := lo + s.rng.IntN(hi-lo+1)
+	for i := 0; i <= hi-lo; i++ {
+		p := uint16(lo + (start-lo+i)%(hi-lo+1))
+		if _, ok := s.listeners[p]; ok {
+			continue
+		}
+		id := tcp.ID{Local: netip.AddrPortFrom(s.cfg.Addr, p), Remote: remote}
+		if _, ok := s.conns[id]; !ok {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// register makes c the endpoint for its 4-tuple.
+func (s *Stack) register(c *Conn) {
+	s.conns[c.id] = c
+	s.usePort(c.id.Local.Port())
+}
+
+// forget removes a connection whose endpoint reached CLOSED.
+func (s *Stack) forget(c *Conn) {
+	if s.conns[c.id] != c {
+		return
+	}
+	delete(s.conns, c.id)
+	s.releasePort(c.id.Local.Port())
+	addCounters(&s.closedTCP, c.ep.Info().Counters)
+}

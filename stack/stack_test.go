@@ -1,0 +1,189 @@
+package stack
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/tun/tuntest"
+	"golang.org/x/net/nettest"
+)
+
+var (
+	addrA = netip.MustParseAddr("198.18.0.1")
+	addrB = netip.MustParseAddr("198.18.0.2")
+)
+
+// pair returns two stacks joined by an in-memory link.
+func pair(t *testing.T, cfg Config) (a, b *Stack) {
+	t.Helper()
+	da, db := tuntest.Pipe(1500)
+	ca, cb := cfg, cfg
+	ca.Device, ca.Addr = da, addrA
+	cb.Device, cb.Addr = db, addrB
+	var err error
+	if a, err = New(ca); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	if b, err = New(cb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return a, b
+}
+
+func dialPair(t *testing.T, a, b *Stack) (client, server net.Conn) {
+	t.Helper()
+	ln, err := b.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { c, err := ln.Accept(); ch <- res{c, err} }()
+	client, err = a.DialContext(ctx, "tcp", "198.18.0.2:7")
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatalf("accept: %v", r.err)
+	}
+	return client, r.c
+}
+
+func TestTransferOverPipe(t *testing.T) {
+	a, b := pair(t, Config{})
+	c, s := dialPair(t, a, b)
+	data := make([]byte, 4<<20)
+	rand.Read(data)
+	go func() {
+		c.Write(data)
+		c.(*Conn).CloseWrite()
+	}()
+	got, err := io.ReadAll(s)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("received %d bytes, want %d intact", len(got), len(data))
+	}
+	// The other direction, then the close handshake.
+	go func() { s.Write(data[:100000]); s.Close() }()
+	got, err = io.ReadAll(c)
+	if err != nil || !bytes.Equal(got, data[:100000]) {
+		t.Fatalf("reverse: %d bytes, err %v", len(got), err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := c.Close(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("second close: %v, want net.ErrClosed", err)
+	}
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read after close: %v, want net.ErrClosed", err)
+	}
+	st := a.Stats()
+	if st.SegmentsOut == 0 || st.TCP.BytesSent < uint64(len(data)) {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+func TestDialClosedPortIsRefused(t *testing.T) {
+	a, _ := pair(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := a.DialContext(ctx, "tcp", "198.18.0.2:9999")
+	if !errors.Is(err, syscall.ECONNREFUSED) || !errors.Is(err, tcp.ErrConnectionRefused) {
+		t.Fatalf("dial to a closed port: %v, want ECONNREFUSED", err)
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" {
+		t.Fatalf("error %T %v is not a dial *net.OpError", err, err)
+	}
+}
+
+func TestDeadlines(t *testing.T) {
+	a, b := pair(t, Config{})
+	c, s := dialPair(t, a, b)
+	defer s.Close()
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	_, err := c.Read(make([]byte, 10))
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past the deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("deadline error is not a timeout net.Error: %v", err)
+	}
+	c.SetReadDeadline(time.Time{})
+	s.Write([]byte("hi"))
+	buf := make([]byte, 10)
+	n, err := c.Read(buf)
+	if err != nil || string(buf[:n]) != "hi" {
+		t.Fatalf("read after clearing the deadline: %q, %v", buf[:n], err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	a, _ := pair(t, Config{})
+	if _, err := New(Config{}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("New without device: %v", err)
+	}
+	if _, err := a.Listen("udp", ":1"); err == nil {
+		t.Fatal("Listen udp succeeded")
+	}
+	if _, err := a.Listen("tcp", "10.0.0.1:1"); err == nil {
+		t.Fatal("Listen on a foreign address succeeded")
+	}
+	if _, err := a.Listen("tcp", ":99999"); err == nil {
+		t.Fatal("Listen on port 99999 succeeded")
+	}
+	ln, err := a.Listen("tcp", ":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Listen("tcp", ":80"); err == nil {
+		t.Fatal("second Listen on the same port succeeded")
+	}
+	ln.Close()
+	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Accept after Close: %v", err)
+	}
+	if _, err := a.DialContext(context.Background(), "tcp", "nonsense"); err == nil {
+		t.Fatal("dial to nonsense succeeded")
+	}
+	// Malformed packets are counted, not fatal.
+	for _, pkt := range [][]byte{{}, {0x45}, make([]byte, 20), bytes.Repeat([]byte{0x45}, 60)} {
+		a.do(func() { a.handlePacket(pkt) })
+	}
+	st := a.Stats()
+	if st.Drops.BadIPHeader+st.Drops.BadIPChecksum == 0 {
+		t.Fatalf("malformed packets not counted: %+v", st.Drops)
+	}
+}
+
+func TestNetConnConformance(t *testing.T) {
+	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
+		a, b := pair(t, Config{})
+		c1, c2 = dialPair(t, a, b)
+		stop = func() { c1.Close(); c2.Close(); a.Close(); b.Close() }
+		return c1, c2, stop, nil
+	})
+}

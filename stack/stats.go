@@ -1,0 +1,93 @@
+package stack
+
+import (
+	"reflect"
+
+	"github.com/tcpwheel/tcpwheel/tcp"
+)
+
+// Counters are the stack's own counters.
+type Counters struct {
+	PacketsIn, PacketsOut   uint64
+	SegmentsIn, SegmentsOut uint64 // TCP segments parsed, and sent
+	ResetsSent              uint64 // RSTs for segments that matched no connection or listener
+	EchoReplies             uint64
+	DeviceErrors            uint64
+	Drops                   Drops
+}
+
+// Drops counts packets dropped on input (and the few dropped on output), by
+// reason.
+type Drops struct {
+	Truncated       uint64 // longer than the device's MTU
+	BadIPHeader     uint64
+	NotIPv4         uint64
+	BadIPChecksum   uint64
+	NotForUs        uint64
+	Fragment        uint64
+	UnknownProtocol uint64
+	BadTCPChecksum  uint64
+	BadTCPHeader    uint64
+	NoListener      uint64 // answered with a RST unless it was one
+	BadICMP         uint64
+	ICMPIgnored     uint64 // ICMP other than echo requests
+	TooBig          uint64 // an outgoing packet larger than the MTU
+	EncodeError     uint64
+}
+
+// Stats is a snapshot of the stack: its counters, the TCP counters summed over
+// every connection it has had, and the timing wheel's counters.
+type Stats struct {
+	Counters
+	TCP         tcp.Counters
+	Connections int // in the demultiplexer, TIME-WAIT included
+	Listeners   int
+	Wheel       WheelStats
+}
+
+// WheelStats is what the stack's timing wheel reports.
+type WheelStats struct {
+	Pending          int
+	Fired, Stopped   uint64
+	Cascaded         uint64
+	Wakeups          uint64
+	LateP50, LateP99 int64 // nanoseconds: lateness of fired timers, upper bounds
+	LateMax          int64
+}
+
+// Stats returns a snapshot of the stack's counters.
+func (s *Stack) Stats() Stats {
+	var st Stats
+	if s.do(func() {
+		st.Counters = s.counters
+		st.TCP = s.closedTCP
+		for _, c := range s.conns {
+			addCounters(&st.TCP, c.ep.Info().Counters)
+		}
+		for _, l := range s.listeners {
+			ls := l.tl.Stats()
+			st.TCP.ResetsSent += ls.ResetsSent
+		}
+		st.Connections = len(s.conns)
+		st.Listeners = len(s.listeners)
+		ws := s.wheel.Stats()
+		st.Wheel = WheelStats{
+			Pending: ws.Pending, Fired: ws.Fired, Stopped: ws.Stopped, Cascaded: ws.Cascaded,
+			LateP50: int64(ws.Late.Quantile(0.5)), LateP99: int64(ws.Late.Quantile(0.99)), LateMax: int64(ws.Late.Quantile(1)),
+		}
+	}) != nil {
+		return st
+	}
+	st.Wheel.Wakeups = s.drv.Wakeups()
+	return st
+}
+
+// addCounters adds every field of b to a.
+func addCounters(a *tcp.Counters, b tcp.Counters) {
+	av, bv := reflect.ValueOf(a).Elem(), reflect.ValueOf(b)
+	for i := 0; i < av.NumField(); i++ {
+		if f := av.Field(i); f.Kind() == reflect.Uint64 {
+			f.SetUint(f.Uint() + bv.Field(i).Uint())
+		}
+	}
+}
