@@ -17,14 +17,14 @@
 //
 // The wheel has Levels levels of Slots slots each (Slots a power of two, 2^b).
 // A slot of level k spans Slots^k ticks; level k covers Slots^(k+1) ticks. With the
-// defaults (b = 6, Tick = 100µs) the levels are
+// defaults (b = 6, Tick = 10µs) the levels are
 //
-//	level 0:  64 slots × 100µs    = 6.4 ms
-//	level 1:  64 slots × 6.4 ms   = 409.6 ms
-//	level 2:  64 slots × 409.6 ms = 26.2 s
-//	level 3:  64 slots × 26.2 s   = 27.9 min
-//	level 4:  64 slots × 27.9 min = 29.8 h
-//	level 5:  64 slots × 29.8 h   = 79.5 days
+//	level 0:  64 slots × 10µs     = 640 µs
+//	level 1:  64 slots × 640µs    = 41 ms
+//	level 2:  64 slots × 41 ms    = 2.6 s
+//	level 3:  64 slots × 2.6 s    = 2.8 min
+//	level 4:  64 slots × 2.8 min  = 3 h
+//	level 5:  64 slots × 3 h      = 8 days
 //	...       up to level 10, which covers every int64 tick.
 //
 // An entry is placed at the level of the highest bit in which its deadline tick
