@@ -220,3 +220,35 @@ func (c *Conn) Info() tcp.Info {
 	c.s.do(func() { info = c.ep.Info() })
 	return info
 }
+
+// SetKeepAlive turns keepalive probes on or off, like net.TCPConn's. Probes
+// start after the idle time (SetKeepAlivePeriod, or the stack's TCP config).
+func (c *Conn) SetKeepAlive(on bool) error {
+	return c.setKeepAlive(net.KeepAliveConfig{Enable: on})
+}
+
+// SetKeepAlivePeriod sets the idle time before the first probe and the interval
+// between probes, like net.TCPConn's. It does not turn keepalive on.
+func (c *Conn) SetKeepAlivePeriod(d time.Duration) error {
+	var on bool
+	if c.s.do(func() { on = c.ep.Info().KeepAlive }) != nil {
+		return c.opErr("set", net.ErrClosed)
+	}
+	return c.setKeepAlive(net.KeepAliveConfig{Enable: on, Idle: d, Interval: d})
+}
+
+// SetKeepAliveConfig sets every keepalive parameter at once (RFC 1122
+// 4.2.3.6), like net.TCPConn's; zero fields keep their current values.
+func (c *Conn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
+	return c.setKeepAlive(cfg)
+}
+
+func (c *Conn) setKeepAlive(cfg net.KeepAliveConfig) error {
+	if c.isClosed() {
+		return c.opErr("set", net.ErrClosed)
+	}
+	if c.s.do(func() { c.ep.SetKeepAlive(cfg.Enable, cfg.Idle, cfg.Interval, cfg.Count) }) != nil {
+		return c.opErr("set", net.ErrClosed)
+	}
+	return nil
+}

@@ -187,3 +187,32 @@ func TestNetConnConformance(t *testing.T) {
 		return c1, c2, stop, nil
 	})
 }
+
+func TestKeepAliveSetters(t *testing.T) {
+	a, b := pair(t, Config{})
+	c, s := dialPair(t, a, b)
+	defer s.Close()
+	conn := c.(*Conn)
+	if conn.Info().KeepAlive {
+		t.Fatal("keepalive on by default")
+	}
+	if err := conn.SetKeepAlivePeriod(3 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if i := conn.Info(); i.KeepAlive || i.KeepIdle != 3*time.Second || i.KeepInterval != 3*time.Second {
+		t.Fatalf("after SetKeepAlivePeriod: on %v idle %v interval %v", i.KeepAlive, i.KeepIdle, i.KeepInterval)
+	}
+	if err := conn.SetKeepAlive(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Count: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if i := conn.Info(); !i.KeepAlive || i.KeepIdle != 3*time.Second || i.KeepCount != 4 {
+		t.Fatalf("after SetKeepAlive: on %v idle %v count %d", i.KeepAlive, i.KeepIdle, i.KeepCount)
+	}
+	c.Close()
+	if err := conn.SetKeepAlive(false); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("SetKeepAlive after Close: %v", err)
+	}
+}

@@ -385,6 +385,10 @@ type Info struct {
 	InRecovery           bool
 	SndBuffered          int // bytes in the send buffer (unacked and unsent)
 	RcvBuffered          int
+	KeepAlive            bool // RFC 1122 4.2.3.6 probes on, with these parameters
+	KeepIdle             time.Duration
+	KeepInterval         time.Duration
+	KeepCount            int
 	Counters
 }
 
@@ -414,29 +418,33 @@ type Counters struct {
 // Info returns a snapshot of the connection.
 func (e *Endpoint) Info() Info {
 	i := Info{
-		State:       e.state,
-		RTO:         e.rtt.rto(),
-		SRTT:        e.rtt.srtt,
-		RTTVar:      e.rtt.rttvar,
-		MinRTT:      e.rtt.minSeen,
-		Retransmits: e.rtoRetries,
-		Backoff:     e.rtt.backoff,
-		Cwnd:        e.cwnd,
-		Ssthresh:    e.ssthresh,
-		SndMSS:      e.smss,
-		RcvMSS:      e.rcvMSS,
-		Unacked:     len(e.rtxq),
-		Sacked:      e.sackedBytes,
-		SndWnd:      int(e.sndWnd),
-		RcvWnd:      int(e.rcvAdv - e.rcvNxt),
-		SndWScale:   -1,
-		RcvWScale:   -1,
-		Timestamps:  e.tsOK,
-		SACK:        e.sackOK,
-		InRecovery:  e.inRecovery,
-		SndBuffered: e.sndBuf.len(),
-		RcvBuffered: e.rcvBuf.len(),
-		Counters:    e.stats,
+		State:        e.state,
+		RTO:          e.rtt.rto(),
+		SRTT:         e.rtt.srtt,
+		RTTVar:       e.rtt.rttvar,
+		MinRTT:       e.rtt.minSeen,
+		Retransmits:  e.rtoRetries,
+		Backoff:      e.rtt.backoff,
+		Cwnd:         e.cwnd,
+		Ssthresh:     e.ssthresh,
+		SndMSS:       e.smss,
+		RcvMSS:       e.rcvMSS,
+		Unacked:      len(e.rtxq),
+		Sacked:       e.sackedBytes,
+		SndWnd:       int(e.sndWnd),
+		RcvWnd:       int(e.rcvAdv - e.rcvNxt),
+		SndWScale:    -1,
+		RcvWScale:    -1,
+		Timestamps:   e.tsOK,
+		SACK:         e.sackOK,
+		InRecovery:   e.inRecovery,
+		SndBuffered:  e.sndBuf.len(),
+		RcvBuffered:  e.rcvBuf.len(),
+		KeepAlive:    e.cfg.KeepAlive,
+		KeepIdle:     e.cfg.KeepIdle,
+		KeepInterval: e.cfg.KeepInterval,
+		KeepCount:    e.cfg.KeepCount,
+		Counters:     e.stats,
 	}
 	if e.wsOK {
 		i.SndWScale, i.RcvWScale = int(e.sndWS), int(e.rcvWS)

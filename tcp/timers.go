@@ -130,3 +130,27 @@ func (e *Endpoint) onUserTimeout() {
 	}
 	e.abort(ErrTimeout, e.state != StateSynSent)
 }
+
+// SetKeepAlive changes the connection's keepalive (RFC 1122 4.2.3.6): on or off,
+// and, where positive, the idle time before the first probe, the interval
+// between probes and the number of unanswered probes that abort the connection.
+// Zero or negative values keep the current ones. Turning it on arms the first
+// probe at idle from now.
+func (e *Endpoint) SetKeepAlive(on bool, idle, interval time.Duration, count int) {
+	defer e.flush()
+	if idle > 0 {
+		e.cfg.KeepIdle = idle
+	}
+	if interval > 0 {
+		e.cfg.KeepInterval = interval
+	}
+	if count > 0 {
+		e.cfg.KeepCount = count
+	}
+	e.cfg.KeepAlive = on
+	if on {
+		e.armKeepalive()
+	} else {
+		e.w.Stop(&e.keepalive)
+	}
+}

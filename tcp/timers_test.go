@@ -227,6 +227,20 @@ func TestKeepalive(t *testing.T) {
 			t.Fatalf("probes: got %d, want 3", i.KeepaliveProbes)
 		}
 	})
+	t.Run("turned on and off on a live connection", func(t *testing.T) {
+		h := established(t, testConfig())
+		h.advanceTo(5 * time.Second)
+		h.ep.SetKeepAlive(true, 3*time.Second, time.Second, 2)
+		h.expectAt(8*time.Second, flagsAre(FlagACK), seqIs(testISS), lenIs(0))
+		h.expectAt(9*time.Second, seqIs(testISS))
+		h.ackUpTo(testISS + 1)
+		h.ep.SetKeepAlive(false, 0, 0, 0)
+		h.advance(time.Hour)
+		h.expectNone()
+		if h.w.Len() != 0 {
+			t.Fatalf("timers after turning keepalive off: got %d, want 0", h.w.Len())
+		}
+	})
 	t.Run("off by default", func(t *testing.T) {
 		h := established(t, testConfig())
 		h.advance(3 * time.Hour)
