@@ -38,4 +38,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzWheel -fuzztime 60s ./timer/
 
 run: build
-	$(GO) run ./cmd/tcpwheel run
+	$(GO) run ./cmd/tcpwheel run $(ARGS)

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh Debian machine: iproute2 (ip, for
 # inspecting namespaces), tcpdump (reads our pcaps), curl and python3 (kernel-side
-# peers in integration tests). Installs only what is missing; needs root to install.
+# peers in integration tests), iputils-ping. Installs only what is missing; needs root.
 set -euo pipefail
 need=()
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
 fi

@@ -1,12 +1,299 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/stack"
+	"github.com/tcpwheel/tcpwheel/timer"
+	"github.com/tcpwheel/tcpwheel/tun"
+	"github.com/tcpwheel/tcpwheel/tun/impair"
+	"github.com/tcpwheel/tcpwheel/tun/pcaptap"
 )
 
-// cmdRun will bring the stack up on a TUN device; the stack itself lands with the
-// stack issue. Until then it says so and fails.
+// runConfig is what `tcpwheel run` is told by its flags.
+type runConfig struct {
+	netns    string
+	link     string
+	addr     netip.Addr
+	peer     netip.Prefix
+	mtu      int
+	tick     time.Duration
+	loss     float64
+	seed     uint64
+	duration time.Duration
+	stats    time.Duration
+	pcap     string
+}
+
+func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
+	fs := flag.NewFlagSet("tcpwheel run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg  runConfig
+		addr = fs.String("addr", "198.18.0.2", "the stack's IPv4 address")
+		peer = fs.String("peer", "198.18.0.1/24", "the kernel side's address and prefix, inside the namespace")
+	)
+	fs.StringVar(&cfg.netns, "netns", "tcpwheel", "network namespace to create for the kernel side")
+	fs.StringVar(&cfg.link, "tun", "tcpw0", "name of the TUN device")
+	fs.IntVar(&cfg.mtu, "mtu", 1500, "MTU of the TUN link")
+	fs.DurationVar(&cfg.tick, "tick", timer.DefaultTick, "timing wheel tick (10µs to 1s)")
+	fs.Float64Var(&cfg.loss, "loss", 0, "random packet loss probability in each direction, 0 to 1")
+	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the random loss")
+	fs.DurationVar(&cfg.duration, "duration", 0, "run this long, then exit (0: until SIGINT or SIGTERM)")
+	fs.DurationVar(&cfg.stats, "stats", 0, "print a one-line counters summary at this interval (0: never)")
+	fs.StringVar(&cfg.pcap, "pcap", "", "write a pcap of every packet the stack sends and receives to this file")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: tcpwheel run [flags]\n\nBrings the stack up on a TUN device whose kernel side lives in its own network\nnamespace, and serves echo (7), discard (9) and HTTP (80).\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, err
+		}
+		return cfg, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	bad := func(format string, a ...any) (runConfig, error) {
+		return cfg, fmt.Errorf("%w: run: %s", errUsage, fmt.Sprintf(format, a...))
+	}
+	if fs.NArg() > 0 {
+		return bad("unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if cfg.addr, err = netip.ParseAddr(*addr); err != nil || !cfg.addr.Is4() {
+		return bad("-addr %q is not an IPv4 address", *addr)
+	}
+	if cfg.peer, err = netip.ParsePrefix(*peer); err != nil || !cfg.peer.Addr().Is4() {
+		return bad("-peer %q is not an IPv4 address with a prefix length (like 198.18.0.1/24)", *peer)
+	}
+	if !cfg.peer.Contains(cfg.addr) || cfg.peer.Addr() == cfg.addr {
+		return bad("-addr %v must be another address inside -peer %v", cfg.addr, cfg.peer)
+	}
+	switch {
+	case cfg.netns == "" || strings.ContainsAny(cfg.netns, "/\x00") || cfg.netns == "." || cfg.netns == "..":
+		return bad("-netns %q is not a valid namespace name", cfg.netns)
+	case cfg.link == "" || len(cfg.link) > 15 || strings.ContainsAny(cfg.link, "/ \x00:"):
+		return bad("-tun %q is not a valid interface name (1-15 characters, no '/', ':' or spaces)", cfg.link)
+	case cfg.mtu < tun.MinMTU || cfg.mtu > tun.MaxMTU:
+		return bad("-mtu %d is outside [%d, %d]", cfg.mtu, tun.MinMTU, tun.MaxMTU)
+	case cfg.tick < timer.MinTick || cfg.tick > timer.MaxTick:
+		return bad("-tick %v is outside [%v, %v]", cfg.tick, timer.MinTick, timer.MaxTick)
+	case !(cfg.loss >= 0 && cfg.loss <= 1):
+		return bad("-loss %v is not a probability in [0, 1]", cfg.loss)
+	case cfg.duration < 0:
+		return bad("-duration %v is negative", cfg.duration)
+	case cfg.stats < 0:
+		return bad("-stats %v is negative", cfg.stats)
+	}
+	return cfg, nil
+}
+
 func cmdRun(args []string, stdout, stderr io.Writer) error {
-	return errors.New("run: the TCP stack is not built yet (see issue 'A TUN-attached userspace TCP/IP stack')")
+	cfg, err := parseRunFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("run: needs root (a TUN device and a network namespace): try 'sudo make run'")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if cfg.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.duration)
+		defer cancel()
+	}
+	return serve(ctx, cfg, stdout)
+}
+
+// serve brings everything up, runs until ctx ends, and takes everything down
+// again, whatever failed on the way.
+func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
+	att, err := tun.Attach(tun.NamespaceConfig{Namespace: cfg.netns, Link: cfg.link, PeerAddr: cfg.peer, MTU: cfg.mtu})
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	defer func() {
+		if cerr := att.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("run: cleaning up: %w", cerr)
+		}
+	}()
+	var dev tun.Device = att.Dev
+	imp, err := impair.Wrap(dev, impair.Config{Seed: cfg.seed, EgressLoss: cfg.loss, IngressLoss: cfg.loss})
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	dev = imp
+	var tap *pcaptap.Tap
+	if cfg.pcap != "" {
+		// The tap sits on the stack's side of the impairment: it shows what the
+		// stack sent, including packets the loss then dropped.
+		if tap, err = pcaptap.Create(cfg.pcap, dev, pcaptap.Config{}); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		dev = tap
+	}
+	s, err := stack.New(stack.Config{Device: dev, Addr: cfg.addr, Tick: cfg.tick})
+	if err != nil {
+		dev.Close()
+		return fmt.Errorf("run: %w", err)
+	}
+	defer s.Close()
+
+	srv, err := startServices(s)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	defer srv.close()
+
+	fmt.Fprintf(stdout, "tcpwheel ready: stack %v on %s, kernel side %v in network namespace %q (tick %v, loss %g)\n",
+		cfg.addr, cfg.link, cfg.peer, cfg.netns, cfg.tick, cfg.loss)
+	fmt.Fprintf(stdout, "  try: sudo ip netns exec %s curl http://%v/\n", cfg.netns, cfg.addr)
+	fmt.Fprintf(stdout, "       sudo ip netns exec %s curl -o /dev/null http://%v/bytes/100000000\n", cfg.netns, cfg.addr)
+	fmt.Fprintf(stdout, "       sudo ip netns exec %s ping -c 3 %v\n", cfg.netns, cfg.addr)
+	fmt.Fprintf(stdout, "       echo hello | sudo ip netns exec %s nc -q1 %v 7\n", cfg.netns, cfg.addr)
+	if cfg.pcap != "" {
+		fmt.Fprintf(stdout, "  capturing to %s (read it with: tcpdump -nr %s)\n", cfg.pcap, cfg.pcap)
+	}
+
+	var tick <-chan time.Time
+	if cfg.stats > 0 {
+		t := time.NewTicker(cfg.stats)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(stdout, "tcpwheel stopping: %s\n", statsLine(s))
+			return nil
+		case <-tick:
+			fmt.Fprintln(stdout, statsLine(s))
+		}
+	}
+}
+
+// statsLine is the one-line counters summary.
+func statsLine(s *stack.Stack) string {
+	st := s.Stats()
+	return fmt.Sprintf("conns %d | pkts in %d out %d | segs in %d out %d | retrans %d (rto %d, fast %d) | keepalives %d | rst %d | drops %d | timers pending %d fired %d stopped %d, late p50 %v p99 %v",
+		st.Connections, st.PacketsIn, st.PacketsOut, st.SegmentsIn, st.SegmentsOut,
+		st.TCP.SegsRetransmitted, st.TCP.RTOEvents, st.TCP.FastRetransmits, st.TCP.KeepaliveProbes,
+		st.ResetsSent+st.TCP.ResetsSent, totalDrops(st.Drops),
+		st.Wheel.Pending, st.Wheel.Fired, st.Wheel.Stopped, time.Duration(st.Wheel.LateP50), time.Duration(st.Wheel.LateP99))
+}
+
+func totalDrops(d stack.Drops) uint64 {
+	return d.Truncated + d.BadIPHeader + d.NotIPv4 + d.BadIPChecksum + d.NotForUs + d.Fragment +
+		d.UnknownProtocol + d.BadTCPChecksum + d.BadTCPHeader + d.NoListener + d.BadICMP + d.ICMPIgnored + d.TooBig + d.EncodeError
+}
+
+// services are the servers `tcpwheel run` offers.
+type services struct {
+	lns  []net.Listener
+	http *http.Server
+}
+
+func (sv *services) close() {
+	if sv.http != nil {
+		sv.http.Close()
+	}
+	for _, ln := range sv.lns {
+		ln.Close()
+	}
+}
+
+func startServices(s *stack.Stack) (*services, error) {
+	sv := &services{}
+	listen := func(port int) (net.Listener, error) {
+		ln, err := s.Listen("tcp", ":"+strconv.Itoa(port))
+		if err != nil {
+			sv.close()
+			return nil, err
+		}
+		sv.lns = append(sv.lns, ln)
+		return ln, nil
+	}
+	echo, err := listen(7)
+	if err != nil {
+		return nil, err
+	}
+	go acceptLoop(echo, func(c net.Conn) { io.Copy(c, c) })
+	discard, err := listen(9)
+	if err != nil {
+		return nil, err
+	}
+	go acceptLoop(discard, func(c net.Conn) { io.Copy(io.Discard, c) })
+	web, err := listen(80)
+	if err != nil {
+		return nil, err
+	}
+	sv.http = &http.Server{Handler: httpHandler(s), ReadHeaderTimeout: 10 * time.Second}
+	go sv.http.Serve(web)
+	return sv, nil
+}
+
+func acceptLoop(ln net.Listener, handle func(net.Conn)) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			handle(c)
+		}()
+	}
+}
+
+// maxBytes bounds GET /bytes/N.
+const maxBytes = 1 << 40
+
+func httpHandler(s *stack.Stack) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "tcpwheel %s: a userspace TCP/IP stack whose every TCP timer runs on a hashed timing wheel.\n", version)
+		fmt.Fprintf(w, "You reached it at %s from %s, over a TUN device; the Linux kernel is your end.\n\n", r.Host, r.RemoteAddr)
+		fmt.Fprintln(w, "  GET /bytes/N   streams N bytes (N up to 2^40)")
+		fmt.Fprintln(w, "  GET /stats     the stack's counters")
+		fmt.Fprintln(w, "  port 7 echoes, port 9 discards")
+	})
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, statsLine(s))
+	})
+	mux.HandleFunc("GET /bytes/{n}", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
+		if err != nil || n < 0 || n > maxBytes {
+			http.Error(w, "N must be an integer in [0, 2^40]", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		buf := make([]byte, 64<<10)
+		for i := range buf {
+			buf[i] = byte('a' + i%26)
+		}
+		for n > 0 {
+			k := min(n, int64(len(buf)))
+			if _, err := w.Write(buf[:k]); err != nil {
+				return
+			}
+			n -= k
+		}
+	})
+	return mux
 }

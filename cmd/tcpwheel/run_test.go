@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/tun"
+	"github.com/vishvananda/netns"
+)
+
+func TestRunFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"-loss", "0.05", "-seed", "7", "-tick", "100us", "-stats", "1s"}, true},
+		{[]string{"-loss", "1.5"}, false},
+		{[]string{"-loss", "-0.1"}, false},
+		{[]string{"-loss", "NaN"}, false},
+		{[]string{"-tick", "1us"}, false},
+		{[]string{"-tick", "2s"}, false},
+		{[]string{"-addr", "nonsense"}, false},
+		{[]string{"-addr", "10.1.2.3"}, false},   // outside -peer
+		{[]string{"-addr", "198.18.0.1"}, false}, // the kernel's own address
+		{[]string{"-peer", "198.18.0.1"}, false}, // no prefix length
+		{[]string{"-peer", "fd00::1/64"}, false}, // not IPv4
+		{[]string{"-tun", "a-name-that-is-far-too-long"}, false},
+		{[]string{"-tun", "bad/name"}, false},
+		{[]string{"-netns", ""}, false},
+		{[]string{"-netns", "a/b"}, false},
+		{[]string{"-mtu", "20"}, false},
+		{[]string{"-duration", "-1s"}, false},
+		{[]string{"-bogus"}, false},
+		{[]string{"extra"}, false},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := parseRunFlags(tc.args, io.Discard)
+			if tc.ok && err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			if !tc.ok && !errors.Is(err, errUsage) {
+				t.Fatalf("parse: %v, want a usage error (exit 2)", err)
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestServe brings `tcpwheel run` up in a fresh namespace, talks to each service
+// from the kernel side, and checks that everything is gone afterwards.
+func TestServe(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root (CI=true)")
+		}
+		t.Skip("needs root")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no TUN device (CI=true): %v", err)
+		}
+		t.Skip("no /dev/net/tun")
+	}
+	cfg, err := parseRunFlags([]string{"-netns", tun.UniqueName("twrun"), "-tun", tun.UniqueName("twr"), "-loss", "0.01", "-stats", "100ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, &out) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "ready") {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no ready line in 10s; output: %q, serve: %v", out.String(), <-done)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	inNS := func(args ...string) (string, error) {
+		cmd := exec.Command("ip", append([]string{"netns", "exec", cfg.netns}, args...)...)
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+	if o, err := inNS("curl", "-s", "-m", "10", "http://198.18.0.2/"); err != nil || !strings.Contains(o, "hashed timing wheel") {
+		t.Fatalf("GET /: %q, %v", o, err)
+	}
+	if o, err := inNS("curl", "-s", "-m", "30", "-o", "/dev/null", "-w", "%{size_download}", "http://198.18.0.2/bytes/3000000"); err != nil || o != "3000000" {
+		t.Fatalf("GET /bytes/3000000 downloaded %q, %v", o, err)
+	}
+	if o, err := inNS("curl", "-s", "-m", "10", "-o", "/dev/null", "-w", "%{http_code}", "http://198.18.0.2/bytes/-5"); err != nil || o != "400" {
+		t.Fatalf("GET /bytes/-5: status %q, %v; want 400", o, err)
+	}
+	if _, err := exec.LookPath("ping"); err == nil {
+		if o, err := inNS("ping", "-c", "2", "-W", "2", "198.18.0.2"); err != nil {
+			t.Fatalf("ping: %v\n%s", err, o)
+		}
+	}
+	// Echo, from a kernel socket made inside the namespace.
+	echoed, err := echoFromNamespace(cfg.netns, "198.18.0.2:7", []byte("through the wheel"))
+	if err != nil || string(echoed) != "through the wheel" {
+		t.Fatalf("echo: %q, %v", echoed, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	text := out.String()
+	for _, want := range []string{"ready", "ip netns exec " + cfg.netns + " curl", "conns ", "tcpwheel stopping"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("output lacks %q:\n%s", want, text)
+		}
+	}
+	if h, err := netns.GetFromName(cfg.netns); err == nil {
+		h.Close()
+		t.Fatalf("namespace %s still exists after serve returned", cfg.netns)
+	}
+}
+
+// echoFromNamespace dials addr from a socket made in namespace ns, writes msg,
+// half-closes and reads the answer.
+func echoFromNamespace(ns, addr string, msg []byte) ([]byte, error) {
+	cmd := exec.Command("ip", "netns", "exec", ns, "python3", "-c", `
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+s.sendall(sys.stdin.buffer.read()); s.shutdown(socket.SHUT_WR)
+out = b""
+while True:
+    b = s.recv(65536)
+    if not b: break
+    out += b
+sys.stdout.buffer.write(out)`, strings.Split(addr, ":")[0], strings.Split(addr, ":")[1])
+	cmd.Stdin = bytes.NewReader(msg)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Run(); err != nil {
+		return nil, err
+	}
+	return stdout.Bytes(), nil
+}
