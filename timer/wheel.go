@@ -56,8 +56,8 @@ type Config struct {
 // An Entry takes 40 bytes on 64-bit platforms.
 type Entry struct {
 	next  *Entry
-	pprev **Entry // the pointer that points at this entry: a list head or the previous entry's next
-	w     *Wheel  // the wheel the entry is pending on; nil when idle
+	pprev **Entry // the pointer that points at this entry (a list head or the previous entry's next); nil when idle
+	w     *Wheel  // the wheel the entry was last armed on: while pprev is set, the one it is pending on
 	fn    func()
 	when  uint64 // deadline, in ticks since the wheel's origin
 }
@@ -67,12 +67,12 @@ type Entry struct {
 func (e *Entry) Init(fn func()) { e.fn = fn }
 
 // Pending reports whether the entry is armed on a wheel.
-func (e *Entry) Pending() bool { return e.w != nil }
+func (e *Entry) Pending() bool { return e.pprev != nil }
 
 // Stop disarms the entry on whatever wheel it is pending on (STOP_TIMER). It
 // reports whether the entry was pending.
 func (e *Entry) Stop() bool {
-	if e.w == nil {
+	if e.pprev == nil {
 		return false
 	}
 	return e.w.Stop(e)
@@ -223,10 +223,7 @@ func (w *Wheel) arm(e *Entry, base, d time.Duration) error {
 		x = math.MaxInt64
 	}
 	when := w.ceilTicks(uint64(x))
-	if e.w != w {
-		if e.w != nil {
-			return ErrOtherWheel
-		}
+	if e.pprev == nil { // idle: adopt it
 		if e.fn == nil {
 			return ErrNoFunc
 		}
@@ -237,9 +234,13 @@ func (w *Wheel) arm(e *Entry, base, d time.Duration) error {
 			return ErrTooManyTimers
 		}
 		w.pending++
-		e.w = w
-	} else if e.pprev != nil {
+		if e.w != w {
+			e.w = w // kept when the entry goes idle: re-arming writes nothing here
+		}
+	} else if e.w == w { // pending here: re-arm (and cascade)
 		w.unlink(e)
+	} else {
+		return ErrOtherWheel
 	}
 	e.when = when
 	loc := w.dueLoc
@@ -265,11 +266,10 @@ func (w *Wheel) arm(e *Entry, base, d time.Duration) error {
 // is safe inside expiry callbacks, for any entry; an entry that has fired, or that
 // is pending on another wheel, is left alone and Stop returns false.
 func (w *Wheel) Stop(e *Entry) bool {
-	if e.w != w {
+	if e.pprev == nil || e.w != w {
 		return false
 	}
 	w.unlink(e)
-	e.w = nil
 	w.pending--
 	w.stopped++
 	return true
@@ -314,14 +314,14 @@ func (w *Wheel) Advance(now time.Duration) int {
 		}
 		w.elapsed, w.now = k, time.Duration(k*w.tickNs)
 		for e := w.lists[loc]; e != nil && !w.closed; e = w.lists[loc] {
-			w.unlink(e)
 			if e.when <= k {
+				w.unlink(e)
 				w.fire(e, rel)
 				fired++
 			} else {
 				w.cascaded++
-				// To a lower level, at the same tick (which maps back to itself,
-				// the end of time included).
+				// Re-armed at the same tick (which maps back to itself, the end
+				// of time included), it moves to a lower level.
 				w.arm(e, time.Duration(min(e.when*w.tickNs, math.MaxInt64)), 0)
 			}
 		}
@@ -367,7 +367,7 @@ func (w *Wheel) Close() []*Entry {
 	for loc, e := range w.lists {
 		for e != nil {
 			next := e.next
-			e.next, e.pprev, e.w = nil, nil, nil
+			e.next, e.pprev = nil, nil
 			out = append(out, e)
 			e = next
 		}
@@ -443,7 +443,6 @@ func (h *LateHistogram) Quantile(q float64) time.Duration {
 }
 
 func (w *Wheel) fire(e *Entry, rel time.Duration) {
-	e.w = nil
 	w.pending--
 	w.fired++
 	if e.when <= uint64(math.MaxInt64)/w.tickNs {
