@@ -34,6 +34,9 @@ type Config struct {
 	Backlog int
 	// TTL of the packets sent. Zero means 64.
 	TTL uint8
+	// ManualLoop runs the stack without goroutines: the caller drives it with
+	// Inject and AdvanceTo (see manual.go). Clock must be a *timer.ManualClock.
+	ManualLoop bool
 }
 
 // ErrConfig is wrapped by New for an invalid Config.
@@ -66,6 +69,7 @@ type Stack struct {
 	rng       *rand.Rand
 	counters  Counters
 	closedTCP tcp.Counters // counters of endpoints that are gone
+	manual    *manualLoop  // set in ManualLoop mode, where drv is nil
 }
 
 // New starts a stack on cfg.Device.
@@ -108,6 +112,9 @@ func New(cfg Config) (*Stack, error) {
 		rng:       rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
+	if cfg.ManualLoop {
+		return s.newManual()
+	}
 	drv, err := timer.NewDriver(w)
 	if err != nil {
 		return nil, err
@@ -137,6 +144,9 @@ func (s *Stack) Close() error {
 		close(s.done)
 		s.closeErr = s.dev.Close()
 		s.readerWG.Wait()
+		if s.drv == nil {
+			return // ManualLoop: no driver
+		}
 		if err := s.drv.Close(); err != nil && s.closeErr == nil {
 			s.closeErr = err
 		}
@@ -147,6 +157,9 @@ func (s *Stack) Close() error {
 // do runs f on the loop goroutine and waits for it. It reports net.ErrClosed if
 // the stack is closed and f did not run.
 func (s *Stack) do(f func()) error {
+	if s.manual != nil {
+		return s.manual.do(s, f)
+	}
 	ch := make(chan struct{})
 	if err := s.drv.Post(func() { f(); close(ch) }); err != nil {
 		return net.ErrClosed

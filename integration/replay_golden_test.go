@@ -1,0 +1,49 @@
+package integration
+
+import (
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/stack/replay"
+)
+
+// TestReplayGolden replays every golden capture under testdata/ (recorded from
+// the kernel by scripts/record-golden.sh) on the manual clock: no root, no
+// sleeps, always run.
+func TestReplayGolden(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no golden captures under testdata/")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { replayCheckFile(t, f, 0) })
+	}
+}
+
+// replayCheckFile replays the capture at path with its script and fails on
+// any mismatch.
+func replayCheckFile(t *testing.T, path string, tol time.Duration) {
+	t.Helper()
+	sess, sc, err := replay.Open(path, netip.Addr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc == nil {
+		t.Fatalf("%s: no script beside the capture", path)
+	}
+	res, err := replay.Run(sess, replay.Options{Script: sc, Tolerance: tol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Err(); err != nil {
+		t.Errorf("%s: %v", path, err)
+	}
+	if err := replay.Validate(sess); err != nil {
+		t.Errorf("%s: validate: %v", path, err)
+	}
+}

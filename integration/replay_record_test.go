@@ -1,0 +1,510 @@
+//go:build linux
+
+package integration
+
+// The recorder of the golden captures that stack/replay replays (see
+// replay_golden_test.go). Each scenario brings the stack up on a TUN device
+// whose kernel side lives in a fresh network namespace (unique names, the
+// kernel at 198.18.0.1, the stack at 198.18.0.2, MTU 576 so that segments and
+// captures stay small), taps the stack's side of the impairment with pcaptap,
+// and runs a kernel socket as the peer and a scripted application on the
+// stack. The application's calls are written beside the capture as the
+// replay script (NAME.json).
+//
+//	scripts/record-golden.sh     # = go test ./integration -run TestRecordGolden -record
+//
+// TestReplayLive records every scenario into a temporary directory and
+// replays it, so that `go test` as root checks the recorder and the replay
+// against the kernel of the day.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/stack"
+	"github.com/tcpwheel/tcpwheel/stack/replay"
+	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/tun"
+	"github.com/tcpwheel/tcpwheel/tun/impair"
+	"github.com/tcpwheel/tcpwheel/tun/pcaptap"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+)
+
+var replayRecord = flag.Bool("record", false, "re-record the golden captures under testdata/ (TestRecordGolden; needs root)")
+
+var (
+	replayKernelPrefix = netip.MustParsePrefix("198.18.0.1/24")
+	replayStackAddr    = netip.MustParseAddr("198.18.0.2")
+)
+
+const (
+	replayPort    = 7000
+	replayMTU     = 576 // MSS 536
+	replayISN     = 0x10000000
+	replayTimeout = 10 * time.Second // no scenario step may take longer
+)
+
+// replayRec is one scenario's recording run.
+type replayRec struct {
+	att   *tun.Attachment
+	imp   *impair.Device
+	black atomic.Bool // drop every ingress packet (keepalive)
+
+	mu      sync.Mutex
+	actions []replay.Action
+}
+
+func (r *replayRec) note(op string, n int) {
+	r.mu.Lock()
+	r.actions = append(r.actions, replay.Action{T: time.Now().UnixNano(), Op: op, N: n})
+	r.mu.Unlock()
+}
+
+func replayPattern(off, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('a' + (off+i)%26)
+	}
+	return b
+}
+
+// write is the application's Write, noted in the script.
+func (r *replayRec) write(c net.Conn, n int) error {
+	r.note(replay.OpWrite, n)
+	_, err := c.Write(replayPattern(0, n))
+	return err
+}
+
+// readN and readEOF are the application's reads, noted in the script.
+func (r *replayRec) readN(c net.Conn, n int) error {
+	got, err := r.read(c, n)
+	if err == nil && got < n {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func (r *replayRec) readEOF(c net.Conn) (int, error) { return r.read(c, 1<<30) }
+
+func (r *replayRec) read(c net.Conn, limit int) (int, error) {
+	c.SetReadDeadline(time.Now().Add(replayTimeout))
+	buf := make([]byte, 4096)
+	total := 0
+	for total < limit {
+		n, err := c.Read(buf[:min(len(buf), limit-total)])
+		if n > 0 {
+			r.note(replay.OpRead, n)
+			total += n
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func (r *replayRec) close(c net.Conn) error {
+	r.note(replay.OpClose, 0)
+	return c.Close()
+}
+
+// dial connects a kernel socket from the namespace to the stack; control runs
+// on the socket before connect.
+func (r *replayRec) dial(port int, control func(fd uintptr)) (net.Conn, error) {
+	var c net.Conn
+	err := r.att.Do(func() (err error) {
+		d := net.Dialer{Timeout: replayTimeout}
+		if control != nil {
+			d.Control = func(_, _ string, rc syscall.RawConn) error { return rc.Control(control) }
+		}
+		c, err = d.Dial("tcp4", fmt.Sprintf("%v:%d", replayStackAddr, port))
+		return err
+	})
+	return c, err
+}
+
+func readN(c net.Conn, n int) error {
+	c.SetReadDeadline(time.Now().Add(replayTimeout))
+	_, err := io.ReadFull(c, make([]byte, n))
+	return err
+}
+
+func readEOF(c net.Conn) (int, error) {
+	c.SetReadDeadline(time.Now().Add(replayTimeout))
+	n, err := io.Copy(io.Discard, c)
+	return int(n), err
+}
+
+// replayScenario is one golden capture.
+type replayScenario struct {
+	name, desc string
+	tcp        replay.TCP
+	closed     bool // no listener
+	rules      []impair.Rule
+	dropEgress func(pkt []byte) bool // built per run
+	settle     time.Duration         // recording goes on this long after both sides are done
+	peer       func(r *replayRec) error
+	app        func(r *replayRec, c net.Conn) error
+}
+
+var replayScenarios = []replayScenario{
+	{
+		name: "bulk", desc: "handshake, 1200 bytes to the stack, 1600 back, both close",
+		peer: func(r *replayRec) error {
+			c, err := r.dial(replayPort, nil)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if _, err := c.Write(replayPattern(0, 1200)); err != nil {
+				return err
+			}
+			c.(*net.TCPConn).CloseWrite()
+			_, err = readEOF(c)
+			return err
+		},
+		app: func(r *replayRec, c net.Conn) error {
+			if _, err := r.readEOF(c); err != nil {
+				return err
+			}
+			if err := r.write(c, 1600); err != nil {
+				return err
+			}
+			return r.close(c)
+		},
+	},
+	{
+		name: "rto", desc: "the last of three data segments is lost: one RTO",
+		rules: []impair.Rule{{Dir: impair.Egress, Match: impair.MatchData, Skip: 2, Count: 1}},
+		peer:  peerReadClose(1400), app: appWriteClose(1400),
+	},
+	{
+		name: "rto_backoff", desc: "the last data segment and its retransmission are lost: two RTOs, backed off",
+		rules: []impair.Rule{{Dir: impair.Egress, Match: impair.MatchData, Skip: 2, Count: 2}},
+		peer:  peerReadClose(1400), app: appWriteClose(1400),
+	},
+	{
+		name: "synack_drop", desc: "the SYN-ACK is lost: retransmitted after the initial RTO (300 ms here)",
+		tcp:   replay.TCP{InitialRTO: replay.Duration(300 * time.Millisecond)},
+		rules: []impair.Rule{{Dir: impair.Egress, Match: impair.MatchSYNACK, Count: 1}},
+		peer:  peerWriteClose(100, 0), app: appReadClose,
+	},
+	{
+		name: "delack", desc: "100 bytes in, nothing to send back: a delayed ACK",
+		peer: peerWriteClose(100, 150*time.Millisecond), app: appReadClose,
+	},
+	{
+		name: "rst_closed", desc: "a SYN to a port with no listener is answered with a RST",
+		closed: true,
+		peer: func(r *replayRec) error {
+			c, err := r.dial(replayPort, nil)
+			if err == nil {
+				c.Close()
+				return errors.New("dial to a closed port succeeded")
+			}
+			if !errors.Is(err, syscall.ECONNREFUSED) {
+				return err
+			}
+			return nil
+		},
+	},
+	{
+		name: "keepalive", desc: "keepalive probes (idle 200 ms, interval 100 ms, 3 probes) unanswered: abort",
+		tcp: replay.TCP{KeepAlive: true, KeepIdle: replay.Duration(200 * time.Millisecond),
+			KeepInterval: replay.Duration(100 * time.Millisecond), KeepCount: 3},
+		settle: 200 * time.Millisecond,
+		peer: func(r *replayRec) error {
+			c, err := r.dial(replayPort, nil)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = c.Write(replayPattern(0, 10))
+			if err != nil {
+				return err
+			}
+			readEOF(c) // the stack's RST ends it
+			return nil
+		},
+		app: func(r *replayRec, c net.Conn) error {
+			if err := r.readN(c, 10); err != nil {
+				return err
+			}
+			time.Sleep(100 * time.Millisecond) // the delayed ACK has gone
+			r.black.Store(true)                // from now on the kernel's answers are lost
+			_, err := r.readEOF(c)
+			if err == nil {
+				return errors.New("keepalive did not abort the connection")
+			}
+			return nil
+		},
+	},
+	{
+		name: "zero_window", desc: "the kernel's small buffer fills and it stops reading: zero-window probes with backoff",
+		settle: 100 * time.Millisecond,
+		peer: func(r *replayRec) error {
+			c, err := r.dial(replayPort, func(fd uintptr) {
+				syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1)
+			})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			time.Sleep(1500 * time.Millisecond)
+			return readN(c, 6000)
+		},
+		app: appWriteClose(6000),
+	},
+	{
+		name: "sack", desc: "the second of six data segments is lost: SACKed duplicate ACKs, fast retransmit",
+		rules: []impair.Rule{{Dir: impair.Egress, Match: impair.MatchData, Skip: 1, Count: 1}},
+		peer:  peerReadClose(6 * 536), app: appWriteClose(6 * 536),
+	},
+	{
+		name: "time_wait", desc: "the stack closes first; its last ACK is lost, the kernel resends its FIN, TIME-WAIT answers",
+		tcp:    replay.TCP{TimeWait: replay.Duration(2 * time.Second)},
+		settle: 800 * time.Millisecond,
+		dropEgress: func() func([]byte) bool {
+			var finSent, dropped atomic.Bool
+			return func(pkt []byte) bool {
+				f, n, ok := replayTCPFlags(pkt)
+				if !ok {
+					return false
+				}
+				if f&header.TCPFlagFin != 0 {
+					finSent.Store(true)
+					return false
+				}
+				if finSent.Load() && n == 0 && f == header.TCPFlagAck && dropped.CompareAndSwap(false, true) {
+					return true
+				}
+				return false
+			}
+		}(),
+		peer: func(r *replayRec) error {
+			c, err := r.dial(replayPort, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := c.Write(replayPattern(0, 100)); err != nil {
+				return err
+			}
+			if _, err := readEOF(c); err != nil {
+				return err
+			}
+			return c.Close()
+		},
+		app: func(r *replayRec, c net.Conn) error {
+			if err := r.readN(c, 100); err != nil {
+				return err
+			}
+			if err := r.write(c, 100); err != nil {
+				return err
+			}
+			return r.close(c)
+		},
+	},
+}
+
+func replayTCPFlags(pkt []byte) (header.TCPFlags, int, bool) {
+	ip := header.IPv4(pkt)
+	if !ip.IsValid(len(pkt)) || ip.Protocol() != uint8(header.TCPProtocolNumber) {
+		return 0, 0, false
+	}
+	t := header.TCP(pkt[ip.HeaderLength():ip.TotalLength()])
+	if len(t) < header.TCPMinimumSize || int(t.DataOffset()) > len(t) {
+		return 0, 0, false
+	}
+	return t.Flags(), len(t) - int(t.DataOffset()), true
+}
+
+func peerReadClose(n int) func(r *replayRec) error {
+	return func(r *replayRec) error {
+		c, err := r.dial(replayPort, nil)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return readN(c, n)
+	}
+}
+
+func peerWriteClose(n int, pause time.Duration) func(r *replayRec) error {
+	return func(r *replayRec) error {
+		c, err := r.dial(replayPort, nil)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if _, err := c.Write(replayPattern(0, n)); err != nil {
+			return err
+		}
+		time.Sleep(pause)
+		return nil
+	}
+}
+
+// appWriteClose writes n bytes, then reads until the peer closes, and closes.
+func appWriteClose(n int) func(r *replayRec, c net.Conn) error {
+	return func(r *replayRec, c net.Conn) error {
+		if err := r.write(c, n); err != nil {
+			return err
+		}
+		if _, err := r.readEOF(c); err != nil {
+			return err
+		}
+		return r.close(c)
+	}
+}
+
+func appReadClose(r *replayRec, c net.Conn) error {
+	if _, err := r.readEOF(c); err != nil {
+		return err
+	}
+	return r.close(c)
+}
+
+// record runs sc and writes dir/NAME.pcap and dir/NAME.json.
+func (sc *replayScenario) record(t *testing.T, dir string) {
+	t.Helper()
+	benchRequire(t)
+	att, err := tun.Attach(tun.NamespaceConfig{
+		Namespace: tun.UniqueName("twr"),
+		Link:      tun.UniqueName("twr"),
+		PeerAddr:  replayKernelPrefix,
+		MTU:       replayMTU,
+	})
+	if err != nil {
+		t.Fatalf("tun.Attach: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := att.Close(); err != nil {
+			t.Errorf("closing the attachment: %v", err)
+		}
+	})
+	r := &replayRec{att: att}
+	icfg := impair.Config{Seed: 1, Rules: sc.rules, DropEgress: sc.dropEgress,
+		DropIngress: func([]byte) bool { return r.black.Load() }}
+	if r.imp, err = impair.Wrap(att.Dev, icfg); err != nil {
+		t.Fatal(err)
+	}
+	pcapPath := filepath.Join(dir, sc.name+".pcap")
+	tap, err := pcaptap.Create(pcapPath, r.imp, pcaptap.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcfg := sc.tcp.Config()
+	tcfg.ISN = func(tcp.ID, time.Duration) seqnum.Value { return replayISN }
+	s, err := stack.New(stack.Config{Device: tap, Addr: replayStackAddr, TCP: tcfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	appErr := make(chan error, 1)
+	if !sc.closed {
+		ln, err := s.Listen("tcp", fmt.Sprintf(":%d", replayPort))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				appErr <- err
+				return
+			}
+			defer c.Close()
+			appErr <- sc.app(r, c)
+		}()
+	} else {
+		appErr <- nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*replayTimeout)
+	defer cancel()
+	peerErr := make(chan error, 1)
+	go func() { peerErr <- sc.peer(r) }()
+	for range 2 {
+		select {
+		case err := <-peerErr:
+			if err != nil {
+				t.Fatalf("%s: kernel peer: %v", sc.name, err)
+			}
+		case err := <-appErr:
+			if err != nil {
+				t.Fatalf("%s: stack application: %v", sc.name, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: timed out", sc.name)
+		}
+	}
+	settle := sc.settle
+	if settle == 0 {
+		settle = 300 * time.Millisecond
+	}
+	time.Sleep(settle)
+	if err := tap.Close(); err != nil { // ends the capture before the stack goes down
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	script := replay.Script{
+		Description: sc.desc, Stack: replayStackAddr.String(), Closed: sc.closed,
+		MTU: replayMTU, TCP: sc.tcp, ExplicitReads: true, Actions: r.actions,
+	}
+	r.mu.Unlock()
+	b, err := json.MarshalIndent(script, "", "\t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(replay.ScriptPath(pcapPath), append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecordGolden re-records integration/testdata/*.pcap. It runs only with
+// -record: the captures are committed, and replaying them needs no root.
+func TestRecordGolden(t *testing.T) {
+	if !*replayRecord {
+		t.Skip("re-recording the golden captures needs -record (scripts/record-golden.sh)")
+	}
+	for i := range replayScenarios {
+		sc := &replayScenarios[i]
+		t.Run(sc.name, func(t *testing.T) {
+			sc.record(t, "testdata")
+			replayCheckFile(t, filepath.Join("testdata", sc.name+".pcap"), 0)
+		})
+	}
+}
+
+// TestReplayLive records every scenario against the kernel of the day and
+// replays it. The tolerance is wider than the golden files' since the
+// recording may run under -race on a loaded machine.
+func TestReplayLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	for i := range replayScenarios {
+		sc := &replayScenarios[i]
+		t.Run(sc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			sc.record(t, dir)
+			replayCheckFile(t, filepath.Join(dir, sc.name+".pcap"), 20*time.Millisecond)
+		})
+	}
+}
