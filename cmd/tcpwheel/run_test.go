@@ -7,11 +7,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/gopacket/pcapgo"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/vishvananda/netns"
 )
@@ -82,7 +84,8 @@ func TestServe(t *testing.T) {
 		}
 		t.Skip("no /dev/net/tun")
 	}
-	cfg, err := parseRunFlags([]string{"-netns", tun.UniqueName("twrun"), "-tun", tun.UniqueName("twr"), "-loss", "0.01", "-stats", "100ms"}, io.Discard)
+	capture := filepath.Join(t.TempDir(), "run.pcap")
+	cfg, err := parseRunFlags([]string{"-netns", tun.UniqueName("twrun"), "-tun", tun.UniqueName("twr"), "-loss", "0.01", "-stats", "100ms", "-pcap", capture}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +139,51 @@ func TestServe(t *testing.T) {
 	if h, err := netns.GetFromName(cfg.netns); err == nil {
 		h.Close()
 		t.Fatalf("namespace %s still exists after serve returned", cfg.netns)
+	}
+	checkCaptureWithTcpdump(t, capture)
+}
+
+// checkCaptureWithTcpdump reads the capture with pcapgo and with tcpdump: tcpdump
+// must print every packet we wrote, and decode a handshake with our stack.
+func checkCaptureWithTcpdump(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatalf("pcapgo cannot read the capture: %v", err)
+	}
+	records := 0
+	for {
+		if _, _, err := r.ReadPacketData(); err != nil {
+			if err != io.EOF {
+				t.Fatalf("record %d: %v", records+1, err)
+			}
+			break
+		}
+		records++
+	}
+	if _, err := exec.LookPath("tcpdump"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("tcpdump is missing (CI=true; scripts/deps.sh installs it)")
+		}
+		t.Skip("tcpdump is missing")
+	}
+	out, err := exec.Command("tcpdump", "-nr", path).Output()
+	if err != nil {
+		t.Fatalf("tcpdump -nr: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if records == 0 || len(lines) != records {
+		t.Fatalf("tcpdump printed %d lines for %d records", len(lines), records)
+	}
+	for _, want := range []string{"> 198.18.0.2.80: Flags [S]", "198.18.0.2.80 > 198.18.0.1.", "Flags [S.]", "ICMP echo reply"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("tcpdump output lacks %q; first lines:\n%s", want, strings.Join(lines[:min(5, len(lines))], "\n"))
+		}
 	}
 }
 
