@@ -9,6 +9,7 @@ require (
 	github.com/vishvananda/netns v0.0.5
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.49.0
+	gonum.org/v1/plot v0.17.0
 	gvisor.dev/gvisor v0.0.0-20260905035102-160fafc42237
 )
 
@@ -24,5 +25,4 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
-	gonum.org/v1/plot v0.17.0 // indirect
 )

@@ -1,0 +1,400 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/segwatch"
+	"github.com/tcpwheel/tcpwheel/tun"
+	"github.com/tcpwheel/tcpwheel/tun/impair"
+	"github.com/tcpwheel/tcpwheel/tun/pcaptap"
+)
+
+// compareCase is one row group of the report: a scenario with its parameters
+// (bulk expands to one case per direction and loss rate).
+type compareCase struct {
+	name     string // e.g. "tail-loss", "bulk-up-1%"
+	scenario string
+	loss     float64 // random loss, both directions
+	up       bool    // bulk: stack -> kernel
+}
+
+func expandCases(cfg compareConfig) []compareCase {
+	var cs []compareCase
+	for _, sc := range cfg.scenarios {
+		if sc != "bulk" {
+			cs = append(cs, compareCase{name: sc, scenario: sc})
+			continue
+		}
+		for _, up := range []bool{true, false} {
+			dir := "down"
+			if up {
+				dir = "up"
+			}
+			for _, p := range cfg.bulkLoss {
+				cs = append(cs, compareCase{name: fmt.Sprintf("bulk-%s-%g%%", dir, p*100), scenario: sc, loss: p, up: up})
+			}
+		}
+	}
+	return cs
+}
+
+// runEnv is one run: a fresh namespace with the kernel side, the device chain
+// and the stack under test.
+//
+//	stack ── segwatch ── pcap tap ── impair ── TUN ── kernel (namespace)
+type runEnv struct {
+	ctx   context.Context
+	cfg   compareConfig
+	c     compareCase
+	run   int
+	stack stackUnderTest
+	att   *tun.Attachment
+	imp   *impair.Device
+	w     *segwatch.Watcher
+	res   *runResult
+
+	// The scenario's drop decisions, called by impair for every packet.
+	dropEgress, dropIngress atomic.Pointer[func(pkt []byte) bool]
+	egressPackets           atomic.Uint64
+
+	cleanups []func()
+	mu       sync.Mutex
+}
+
+// runOne runs case c once on the named stack and returns the result; failures
+// are recorded in it. Everything the run made is gone when it returns.
+func runOne(parent context.Context, cfg compareConfig, c compareCase, stackName string, run int) *runResult {
+	res := &runResult{Stack: stackName, Case: c.name, Run: run + 1, Metrics: map[string]float64{}}
+	ctx, cancel := context.WithTimeout(parent, cfg.runTimeout)
+	defer cancel()
+	start := time.Now()
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+			}
+		}()
+		e, err := newRunEnv(ctx, cfg, c, stackName, run, res)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			res.collectEvents(e.w.Events())
+			if cerr := e.close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+		// On timeout or SIGINT, tear everything down at once: blocked reads,
+		// writes and accepts return.
+		stop := context.AfterFunc(ctx, func() { e.closeNow() })
+		defer stop()
+		return scenarioFuncs[c.scenario](e)
+	}()
+	res.WallMS = ms(time.Since(start))
+	if err != nil {
+		if ctx.Err() != nil && parent.Err() == nil {
+			err = fmt.Errorf("%w (run timeout %v)", err, cfg.runTimeout)
+		}
+		res.Error = err.Error()
+	}
+	return res
+}
+
+func newRunEnv(ctx context.Context, cfg compareConfig, c compareCase, stackName string, run int, res *runResult) (_ *runEnv, err error) {
+	e := &runEnv{ctx: ctx, cfg: cfg, c: c, run: run, res: res}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	e.att, err = tun.Attach(tun.NamespaceConfig{
+		Namespace: tun.UniqueName("twc"),
+		Link:      tun.UniqueName("twc"),
+		PeerAddr:  cmpKernelPrefix,
+		MTU:       tun.DefaultMTU,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.cleanups = append(e.cleanups, func() { e.att.Close() })
+	e.w = segwatch.New(segwatch.Config{Local: cmpStackAddr})
+	e.cleanups = append(e.cleanups, e.w.Close)
+	e.imp, err = impair.Wrap(e.att.Dev, impair.Config{
+		// The same seed for every stack in a run: the same packets are lost.
+		Seed:        cfg.seed + uint64(run),
+		EgressLoss:  c.loss,
+		IngressLoss: c.loss,
+		DropEgress: func(pkt []byte) bool {
+			e.egressPackets.Add(1)
+			if f := e.dropEgress.Load(); f != nil {
+				return (*f)(pkt)
+			}
+			return false
+		},
+		DropIngress: func(pkt []byte) bool {
+			if f := e.dropIngress.Load(); f != nil {
+				return (*f)(pkt)
+			}
+			return false
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var dev tun.Device = e.imp
+	if cfg.pcapDir != "" {
+		path := filepath.Join(cfg.pcapDir, fmt.Sprintf("%s-%s-%d.pcap", c.name, stackName, run+1))
+		path = strings.ReplaceAll(path, "%", "pct")
+		tap, err := pcaptap.Create(path, dev, pcaptap.Config{})
+		if err != nil {
+			dev.Close()
+			return nil, err
+		}
+		dev = tap
+		res.Pcap = path
+	}
+	if c.scenario != "many-conns" {
+		// Many connections are measured for memory and CPU: no watcher there.
+		dev = segwatch.Wrap(dev, e.w)
+	}
+	e.stack, err = newStackUnderTest(stackName, dev)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// onClose adds a cleanup, run (last first) when the run ends.
+func (e *runEnv) onClose(f func()) {
+	e.mu.Lock()
+	e.cleanups = append(e.cleanups, f)
+	e.mu.Unlock()
+}
+
+// closeNow closes the stack and the namespace, which unblocks everything.
+func (e *runEnv) closeNow() {
+	if e.stack != nil {
+		e.stack.Close()
+	}
+	e.att.Close()
+}
+
+// close runs the cleanups: connections, the stack, the watcher, the namespace.
+func (e *runEnv) close() error {
+	e.mu.Lock()
+	cs := e.cleanups
+	e.cleanups = nil
+	e.mu.Unlock()
+	if e.stack != nil {
+		// The stack goes first: it aborts its connections and closes the device
+		// chain (the pcap tap flushes).
+		e.stack.Close()
+	}
+	for i := len(cs) - 1; i >= 0; i-- {
+		cs[i]()
+	}
+	if e.att != nil {
+		if err := e.att.Close(); err != nil {
+			return fmt.Errorf("cleaning up: %w", err)
+		}
+	}
+	return nil
+}
+
+// setDrop installs the scenario's drop decisions (nil: none).
+func (e *runEnv) setDrop(egress, ingress func(pkt []byte) bool) {
+	if egress != nil {
+		e.dropEgress.Store(&egress)
+	} else {
+		e.dropEgress.Store(nil)
+	}
+	if ingress != nil {
+		e.dropIngress.Store(&ingress)
+	} else {
+		e.dropIngress.Store(nil)
+	}
+}
+
+// deadline is the run's deadline, for every socket.
+func (e *runEnv) deadline() time.Time {
+	d, ok := e.ctx.Deadline()
+	if !ok {
+		d = time.Now().Add(e.cfg.runTimeout)
+	}
+	return d
+}
+
+// now reads the watcher's clock: every time of a run is on it.
+func (e *runEnv) now() time.Duration { return e.w.Now() }
+
+// track samples c's RTO and RTO expirations after every packet of its flow.
+func (e *runEnv) track(c net.Conn) {
+	f := flowOf(c)
+	e.w.Track(f, func() segwatch.Sample { return e.stack.Sample(c) })
+}
+
+func flowOf(c net.Conn) segwatch.Flow {
+	l, _ := netip.ParseAddrPort(c.LocalAddr().String())
+	r, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+	return segwatch.Flow{Local: l, Remote: r}
+}
+
+// kernelListen listens on the kernel's port inside the namespace; rcvbuf > 0
+// sets SO_RCVBUF before listen, so that accepted sockets get it.
+func (e *runEnv) kernelListen(port, rcvbuf int) (net.Listener, error) {
+	lc := net.ListenConfig{}
+	if rcvbuf > 0 {
+		lc.Control = func(network, address string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	var ln net.Listener
+	err := e.att.Do(func() (err error) {
+		ln, err = lc.Listen(e.ctx, "tcp4", kernelAddrPort(port))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kernel listen: %w", err)
+	}
+	e.onClose(func() { ln.Close() })
+	return ln, nil
+}
+
+// kernelDial connects from the namespace to the stack's port.
+func (e *runEnv) kernelDial(port int) (net.Conn, error) {
+	var c net.Conn
+	err := e.att.Do(func() (err error) {
+		d := net.Dialer{}
+		c, err = d.DialContext(e.ctx, "tcp4", net.JoinHostPort(cmpStackAddr.String(), fmt.Sprint(port)))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kernel dial: %w", err)
+	}
+	c.SetDeadline(e.deadline())
+	e.onClose(func() { c.Close() })
+	return c, nil
+}
+
+// stackDial connects the stack to the kernel's port, with the run's deadline.
+func (e *runEnv) stackDial(port int) (net.Conn, error) {
+	c, err := e.stack.Dial(e.ctx, port)
+	if err != nil {
+		return nil, fmt.Errorf("stack dial: %w", err)
+	}
+	c.SetDeadline(e.deadline())
+	e.onClose(func() { c.Close() })
+	return c, nil
+}
+
+// accept accepts one connection, with the run's deadline.
+func (e *runEnv) accept(ln net.Listener) (net.Conn, error) {
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		c, err := ln.Accept()
+		ch <- result{c, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("accept: %w", r.err)
+		}
+		r.c.SetDeadline(e.deadline())
+		e.onClose(func() { r.c.Close() })
+		return r.c, nil
+	case <-e.ctx.Done():
+		ln.Close()
+		return nil, fmt.Errorf("accept: %w", e.ctx.Err())
+	}
+}
+
+// cpuTime is the process's user plus system CPU time: every thread, the
+// stack's, the Go runtime's, and the kernel work done in our syscalls (the
+// kernel peer's too, where it runs in them).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// measure records the CPU time and the wheel's counters over f.
+func (e *runEnv) measure(f func() error) error {
+	t0, _ := e.stack.Timers()
+	c0 := cpuTime()
+	err := f()
+	e.res.Metrics["cpu_ms"] = ms(cpuTime() - c0)
+	if t1, ok := e.stack.Timers(); ok {
+		e.res.Metrics["timers_fired"] = float64(t1.Fired - t0.Fired)
+		e.res.Metrics["timers_stopped"] = float64(t1.Stopped - t0.Stopped)
+	}
+	return err
+}
+
+// tcpInfo is what the scenarios' drop decisions read from a packet.
+type tcpInfo struct {
+	src, dst netip.AddrPort
+	seq      uint32
+	flags    header.TCPFlags
+	payload  int
+}
+
+func parseTCPPacket(pkt []byte) (tcpInfo, bool) {
+	ip := header.IPv4(pkt)
+	if !ip.IsValid(len(pkt)) || ip.Protocol() != uint8(header.TCPProtocolNumber) {
+		return tcpInfo{}, false
+	}
+	hlen, tlen := int(ip.HeaderLength()), int(ip.TotalLength())
+	t := header.TCP(pkt[hlen:tlen])
+	if len(t) < header.TCPMinimumSize || int(t.DataOffset()) > len(t) || int(t.DataOffset()) < header.TCPMinimumSize {
+		return tcpInfo{}, false
+	}
+	return tcpInfo{
+		src:     netip.AddrPortFrom(netip.AddrFrom4(ip.SourceAddress().As4()), t.SourcePort()),
+		dst:     netip.AddrPortFrom(netip.AddrFrom4(ip.DestinationAddress().As4()), t.DestinationPort()),
+		seq:     t.SequenceNumber(),
+		flags:   t.Flags(),
+		payload: len(t) - int(t.DataOffset()),
+	}, true
+}
+
+func (t tcpInfo) has(f header.TCPFlags) bool { return t.flags&f == f }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// errShort is returned when a peer got less than it should have.
+var errShort = errors.New("short transfer")
+
+// ignoreClosed turns the errors of a connection closed on purpose into nil.
+func ignoreClosed(err error) error {
+	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// stackColors keeps a stack's colour the same in both panels.
+var stackColors = map[string]color.RGBA{
+	stackTcpwheel:    {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	stackGVisor:      {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	stackGVisorWheel: {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+}
+
+// writePlot draws two panels side by side: the CDF of RTO slack per stack (quiet
+// RTO retransmissions of every case), and the median transfer time of each case
+// that has one, per stack. The format follows path's extension (.svg or .png).
+func (rep *report) writePlot(path string, stacks []string) error {
+	cdf, err := rep.slackCDF(stacks)
+	if err != nil {
+		return err
+	}
+	bars, err := rep.transferBars(stacks)
+	if err != nil {
+		return err
+	}
+	const w, h = 28 * vg.Centimeter, 11 * vg.Centimeter
+	var c draw.Canvas
+	var save func() error
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".svg":
+		sc := vgsvg.New(w, h)
+		c = draw.New(sc)
+		save = func() error { return writeTo(path, sc.WriteTo) }
+	case ".png":
+		ic := vgimg.New(w, h)
+		c = draw.New(ic)
+		save = func() error { return writeTo(path, vgimg.PngCanvas{Canvas: ic}.WriteTo) }
+	default:
+		return fmt.Errorf("plot %s: the name must end in .svg or .png", path)
+	}
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
+	plots := [][]*plot.Plot{{cdf, bars}}
+	canvases := plot.Align(plots, tiles, c)
+	cdf.Draw(canvases[0][0])
+	bars.Draw(canvases[0][1])
+	return save()
+}
+
+func writeTo(path string, write func(w io.Writer) (int64, error)) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	if _, err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func (rep *report) slackCDF(stacks []string) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "RTO slack: retransmission gap - RTO (quiet RTOs)"
+	p.X.Label.Text = "slack (ms)"
+	p.Y.Label.Text = "fraction of retransmissions"
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Legend.Top = false
+	p.Legend.Left = false
+	some := false
+	for _, st := range stacks {
+		vs, ok := rep.pooled("rto_slack_ms", st)
+		if !ok {
+			continue
+		}
+		some = true
+		pts := make(plotter.XYs, 0, 2*len(vs))
+		for i, v := range vs {
+			pts = append(pts, plotter.XY{X: v, Y: float64(i) / float64(len(vs))})
+			pts = append(pts, plotter.XY{X: v, Y: float64(i+1) / float64(len(vs))})
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = stackColors[st]
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s (n=%d)", st, len(vs)), l)
+	}
+	if !some {
+		p.Title.Text += ": no data"
+	}
+	p.Add(plotter.NewGrid())
+	return p, nil
+}
+
+func (rep *report) transferBars(stacks []string) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "transfer time per case (median)"
+	p.Y.Label.Text = "ms (log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	var cases []string
+	for _, r := range rep.Summary {
+		if r.Metric == "transfer_ms" && !slices.Contains(cases, r.Case) {
+			cases = append(cases, r.Case)
+		}
+	}
+	if len(cases) == 0 {
+		p.Title.Text += ": no data"
+		p.Y.Scale, p.Y.Tick.Marker = plot.LinearScale{}, plot.DefaultTicks{}
+		return p, nil
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	shapes := []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}}
+	for k, st := range stacks {
+		var pts plotter.XYs
+		for i, c := range cases {
+			if r, ok := rep.row(c, "transfer_ms", st); ok && r.Median > 0 {
+				pts = append(pts, plotter.XY{X: float64(i) + 0.15*(float64(k)-float64(len(stacks)-1)/2), Y: r.Median})
+				lo, hi = min(lo, r.Median), max(hi, r.Median)
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(pts)
+		if err != nil {
+			return nil, err
+		}
+		sc.GlyphStyle.Color = stackColors[st]
+		sc.GlyphStyle.Radius = vg.Points(4)
+		sc.GlyphStyle.Shape = shapes[k%len(shapes)]
+		p.Add(sc)
+		p.Legend.Add(st, sc)
+	}
+	p.Add(plotter.NewGrid())
+	if lo <= hi {
+		p.Y.Min, p.Y.Max = lo/2, hi*2
+	}
+	p.X.Min, p.X.Max = -0.5, float64(len(cases))-0.5
+	p.Legend.Top = true
+	p.NominalX(cases...)
+	p.X.Tick.Label.Rotation = 0.5
+	p.X.Tick.Label.XAlign = draw.XRight
+	return p, nil
+}

@@ -1,0 +1,497 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/segwatch"
+)
+
+// runResult is one run of one case on one stack.
+type runResult struct {
+	Stack   string                 `json:"stack"`
+	Case    string                 `json:"case"`
+	Run     int                    `json:"run"`
+	Error   string                 `json:"error,omitempty"`
+	WallMS  float64                `json:"wall_ms"`
+	Metrics map[string]float64     `json:"metrics"`
+	Samples map[string][]float64   `json:"samples,omitempty"` // per event: slack, gaps
+	Events  []retransmissionRecord `json:"events,omitempty"`
+	Pcap    string                 `json:"pcap,omitempty"`
+}
+
+func (r *runResult) addSample(key string, v float64) {
+	if r.Samples == nil {
+		r.Samples = map[string][]float64{}
+	}
+	r.Samples[key] = append(r.Samples[key], v)
+}
+
+// retransmissionRecord is a segwatch.Event as the JSON shows it.
+type retransmissionRecord struct {
+	Kind            string  `json:"kind"`
+	AtMS            float64 `json:"at_ms"`
+	Flow            string  `json:"flow"`
+	Seq             uint32  `json:"seq"`
+	Len             int     `json:"len"`
+	SYN             bool    `json:"syn,omitempty"`
+	FIN             bool    `json:"fin,omitempty"`
+	Nth             int     `json:"nth"`
+	GapMS           float64 `json:"gap_ms"`
+	SinceOriginalMS float64 `json:"since_original_ms"`
+	RTOMS           float64 `json:"rto_ms,omitempty"`
+	SlackMS         float64 `json:"slack_ms,omitempty"`
+	Quiet           bool    `json:"quiet,omitempty"`
+	Acked           bool    `json:"acked,omitempty"`     // already acknowledged: spurious     // nothing else sent since the range's previous transmission
+	TimedOut        *bool   `json:"timed_out,omitempty"` // the stack's RTO expiry count grew (absent: not sampled)
+	DupAcks         int     `json:"dupacks"`
+	SACKed          bool    `json:"sacked,omitempty"`
+}
+
+// collectEvents turns the watcher's events into the run's records, samples and
+// counts.
+func (r *runResult) collectEvents(evs []segwatch.Event) {
+	counts := map[segwatch.Kind]int{}
+	acked := 0
+	for _, ev := range evs {
+		rec := retransmissionRecord{
+			Kind: ev.Kind.String(), AtMS: ms(ev.At), Flow: ev.Flow.String(), Seq: ev.Seq, Len: ev.Len,
+			SYN: ev.SYN, FIN: ev.FIN, Nth: ev.Nth, GapMS: ms(ev.Gap), SinceOriginalMS: ms(ev.SinceOriginal),
+			DupAcks: ev.DupAcks, SACKed: ev.SACKed, Quiet: ev.Quiet, Acked: ev.Acked,
+		}
+		if ev.TimeoutKnown {
+			rec.TimedOut = &ev.TimedOut
+		}
+		if ev.RTOKnown {
+			rec.RTOMS = ms(ev.RTO)
+			if ev.Kind == segwatch.KindRTO {
+				rec.SlackMS = ms(ev.Slack())
+			}
+		}
+		if len(r.Events) < 10000 {
+			r.Events = append(r.Events, rec)
+		}
+		counts[ev.Kind]++
+		if ev.Acked {
+			acked++
+		}
+		switch ev.Kind {
+		case segwatch.KindRTO:
+			if ev.RTOKnown {
+				r.addSample("rto_slack_all_ms", ms(ev.Slack()))
+				if ev.Quiet {
+					r.addSample("rto_slack_ms", ms(ev.Slack()))
+				}
+			}
+			if ev.SYN {
+				r.addSample("syn_retry_gap_ms", ms(ev.Gap))
+			}
+		case segwatch.KindTLP, segwatch.KindRACK, segwatch.KindFast:
+			r.addSample(ev.Kind.String()+"_gap_ms", ms(ev.Gap))
+		}
+	}
+	total := 0
+	for _, k := range []segwatch.Kind{segwatch.KindRTO, segwatch.KindTLP, segwatch.KindRACK, segwatch.KindFast, segwatch.KindOther} {
+		r.Metrics["retx_"+k.String()] = float64(counts[k])
+		total += counts[k]
+	}
+	r.Metrics["retransmits"] = float64(total)
+	r.Metrics["retx_acked"] = float64(acked)
+}
+
+// metricInfo says how to show a metric; the order of metricOrder is the table's.
+type metricInfo struct {
+	name, label string
+}
+
+var metricOrder = []metricInfo{
+	{"recovery_ms", "recovery (ms)"},
+	{"transfer_ms", "transfer time (ms)"},
+	{"throughput_mbps", "throughput (Mbit/s)"},
+	{"handshake_ms", "handshake (ms)"},
+	{"rto_slack_ms", "RTO slack (ms; quiet RTOs: timer lateness)"},
+	{"rto_slack_all_ms", "RTO slack (ms; every RTO, gap - RTO)"},
+	{"syn_retry_gap_ms", "SYN/SYN-ACK retry gap (ms)"},
+	{"tlp_gap_ms", "TLP gap (ms)"},
+	{"rack_gap_ms", "RACK retransmit gap (ms)"},
+	{"fast_gap_ms", "fast retransmit gap (ms)"},
+	{"retransmits", "retransmissions"},
+	{"retx_rto", "  of which RTO"},
+	{"retx_tlp", "  of which TLP"},
+	{"retx_rack", "  of which RACK"},
+	{"retx_fast", "  of which fast"},
+	{"retx_other", "  of which other"},
+	{"retx_acked", "  of which already ACKed"},
+	{"keepalive_idle_slack_ms", "keepalive idle slack (ms, per probe)"},
+	{"keepalive_interval_slack_ms", "keepalive interval slack (ms, per probe)"},
+	{"keepalive_probes", "keepalive probes"},
+	{"keepalive_abort_after_last_probe_ms", "abort after last probe (ms; interval 100)"},
+	{"zwp_gap1_ms", "zero-window probe 1 gap (ms)"},
+	{"zwp_gap2_ms", "zero-window probe 2 gap (ms)"},
+	{"zwp_gap3_ms", "zero-window probe 3 gap (ms)"},
+	{"zwp_gap_ms", "zero-window probe gaps (ms, all)"},
+	{"zwp_drain_ms", "drain after reading again (ms)"},
+	{"setup_ms", "setup, all connections (ms)"},
+	{"setup_cpu_ms", "setup CPU (ms)"},
+	{"mem_per_conn_bytes", "heap+stacks per connection (bytes)"},
+	{"goroutines_per_conn", "goroutines per connection"},
+	{"idle_cpu_us_per_conn_s", "idle CPU (µs per connection-second)"},
+	{"idle_pkts_out_per_conn_s", "idle packets out (per connection-second)"},
+	{"idle_timers_fired_per_conn_s", "idle timers fired (per connection-second)"},
+	{"cpu_ms", "CPU time (ms, process rusage)"},
+	{"timers_fired", "wheel timers fired"},
+	{"timers_stopped", "wheel timers stopped"},
+}
+
+func metricLabel(name string) string {
+	for _, m := range metricOrder {
+		if m.name == name {
+			return m.label
+		}
+	}
+	return name
+}
+
+func metricRank(name string) int {
+	for i, m := range metricOrder {
+		if m.name == name {
+			return i
+		}
+	}
+	return len(metricOrder)
+}
+
+// summaryRow is one line of the table: one metric of one case on one stack.
+type summaryRow struct {
+	Case   string  `json:"case"`
+	Metric string  `json:"metric"`
+	Stack  string  `json:"stack"`
+	N      int     `json:"n"`
+	Median float64 `json:"median"`
+	P90    float64 `json:"p90"`
+	P99    float64 `json:"p99"`
+	Max    float64 `json:"max"`
+	// VsGVisor is median / gvisor's median for the same case and metric; absent
+	// without a gvisor figure or when it is zero.
+	VsGVisor *float64 `json:"vs_gvisor,omitempty"`
+}
+
+// goal is a target the comparison checks, per stack.
+type goal struct {
+	Name   string          `json:"name"`
+	Source string          `json:"source"`
+	Result map[string]bool `json:"met"`    // by stack; absent: no data
+	Value  map[string]any  `json:"values"` // the figure judged, by stack
+}
+
+type reportConfig struct {
+	Stacks       []string  `json:"stacks"`
+	Scenarios    []string  `json:"scenarios"`
+	Runs         int       `json:"runs"`
+	Seed         uint64    `json:"seed"`
+	BulkBytes    int64     `json:"bulk_bytes"`
+	BulkLoss     []float64 `json:"bulk_loss"`
+	Conns        int       `json:"conns"`
+	HoldMS       float64   `json:"hold_ms"`
+	RunTimeoutMS float64   `json:"run_timeout_ms"`
+}
+
+func reportConfigOf(cfg compareConfig) reportConfig {
+	return reportConfig{
+		Stacks: cfg.stacks, Scenarios: cfg.scenarios, Runs: cfg.runs, Seed: cfg.seed,
+		BulkBytes: cfg.bulkSize, BulkLoss: cfg.bulkLoss, Conns: cfg.conns,
+		HoldMS: ms(cfg.hold), RunTimeoutMS: ms(cfg.runTimeout),
+	}
+}
+
+// report is everything `tcpwheel compare` found.
+type report struct {
+	Config   reportConfig `json:"config"`
+	Started  time.Time    `json:"started"`
+	Finished time.Time    `json:"finished"`
+	Summary  []summaryRow `json:"summary"`
+	Goals    []goal       `json:"goals"`
+	Runs     []*runResult `json:"runs"`
+}
+
+func (rep *report) failedRuns() int {
+	n := 0
+	for _, r := range rep.Runs {
+		if r.Error != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// values gathers one metric of one case on one stack: a run's metric, or all of
+// its samples, over every run that succeeded.
+func (rep *report) values(caseName, stack, metric string) []float64 {
+	var vs []float64
+	for _, r := range rep.Runs {
+		if r.Case != caseName || r.Stack != stack || r.Error != "" {
+			continue
+		}
+		if s, ok := r.Samples[metric]; ok {
+			vs = append(vs, s...)
+		} else if v, ok := r.Metrics[metric]; ok {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+// quantile is the nearest-rank quantile of sorted vs.
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func (rep *report) summarize(stacks []string, cases []compareCase) {
+	rep.Summary = nil
+	for _, c := range cases {
+		names := map[string]bool{}
+		for _, r := range rep.Runs {
+			if r.Case != c.name || r.Error != "" {
+				continue
+			}
+			for k := range r.Metrics {
+				names[k] = true
+			}
+			for k := range r.Samples {
+				names[k] = true
+			}
+		}
+		metrics := sortedKeys(names)
+		sort.SliceStable(metrics, func(i, j int) bool { return metricRank(metrics[i]) < metricRank(metrics[j]) })
+		for _, m := range metrics {
+			var base *summaryRow
+			var rows []summaryRow
+			for _, st := range stacks {
+				vs := rep.values(c.name, st, m)
+				if len(vs) == 0 {
+					continue
+				}
+				slices.Sort(vs)
+				row := summaryRow{Case: c.name, Metric: m, Stack: st, N: len(vs),
+					Median: quantile(vs, 0.5), P90: quantile(vs, 0.9), P99: quantile(vs, 0.99), Max: vs[len(vs)-1]}
+				rows = append(rows, row)
+				if st == stackGVisor {
+					base = &rows[len(rows)-1]
+				}
+			}
+			if allZero(rows) && (strings.HasPrefix(m, "retx_") || strings.HasPrefix(m, "timers_")) {
+				continue // a kind that never happened: no row
+			}
+			if base != nil && base.Median != 0 {
+				for i := range rows {
+					v := rows[i].Median / base.Median
+					rows[i].VsGVisor = &v
+				}
+			}
+			rep.Summary = append(rep.Summary, rows...)
+		}
+	}
+	rep.Goals = rep.judge(stacks)
+}
+
+func (rep *report) row(caseName, metric, stack string) (summaryRow, bool) {
+	for _, r := range rep.Summary {
+		if r.Case == caseName && r.Metric == metric && r.Stack == stack {
+			return r, true
+		}
+	}
+	return summaryRow{}, false
+}
+
+// Goals. Only the tail-loss target is from the issue; the others are set from
+// the gVisor baseline measured on this TUN path (RTO slack p50 0.65-0.95 ms, max
+// 1.37 ms; SYN-ACK retry at 1000.4-1000.5 ms) and from gVisor in the same run.
+const (
+	goalTailLossMS     = 15.0
+	goalSYNACKSlackMS  = 2.0
+	goalKeepaliveSlack = 2.0
+)
+
+func (rep *report) judge(stacks []string) []goal {
+	var gs []goal
+	add := func(name, source string, judge func(st string) (any, bool, bool)) {
+		g := goal{Name: name, Source: source, Result: map[string]bool{}, Value: map[string]any{}}
+		for _, st := range stacks {
+			v, met, ok := judge(st)
+			if ok {
+				g.Result[st], g.Value[st] = met, v
+			}
+		}
+		gs = append(gs, g)
+	}
+	add(fmt.Sprintf("tail-loss recovery median <= %g ms", goalTailLossMS), "issue", func(st string) (any, bool, bool) {
+		r, ok := rep.row("tail-loss", "recovery_ms", st)
+		return r.Median, r.Median <= goalTailLossMS, ok
+	})
+	add("RTO slack median <= gvisor's (all cases)", "same run", func(st string) (any, bool, bool) {
+		mine, ok1 := rep.pooled("rto_slack_ms", st)
+		base, ok2 := rep.pooled("rto_slack_ms", stackGVisor)
+		if !ok1 || !ok2 {
+			return nil, false, false
+		}
+		m, b := quantile(mine, 0.5), quantile(base, 0.5)
+		return m, m <= b, true
+	})
+	add(fmt.Sprintf("SYN-ACK retry within RTO + %g ms (max)", goalSYNACKSlackMS), "baseline 1000.4-1000.5 ms", func(st string) (any, bool, bool) {
+		r, ok := rep.row("synack-loss", "rto_slack_ms", st)
+		return r.Max, r.Max <= goalSYNACKSlackMS, ok
+	})
+	add(fmt.Sprintf("keepalive probes within %g ms of due (max |slack|)", goalKeepaliveSlack), "this tool", func(st string) (any, bool, bool) {
+		a, ok1 := rep.row("keepalive", "keepalive_idle_slack_ms", st)
+		b, ok2 := rep.row("keepalive", "keepalive_interval_slack_ms", st)
+		if !ok1 || !ok2 {
+			return nil, false, false
+		}
+		worst := max(math.Abs(a.Max), math.Abs(b.Max), math.Abs(a.Median), math.Abs(b.Median))
+		return worst, worst <= goalKeepaliveSlack && a.Median >= 0 && b.Median >= 0, true
+	})
+	return gs
+}
+
+// pooled gathers a sample metric over every case.
+func (rep *report) pooled(metric, stack string) ([]float64, bool) {
+	var vs []float64
+	for _, r := range rep.Runs {
+		if r.Stack == stack && r.Error == "" {
+			vs = append(vs, r.Samples[metric]...)
+		}
+	}
+	slices.Sort(vs)
+	return vs, len(vs) > 0
+}
+
+func fmtNum(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case v == math.Trunc(v) && math.Abs(v) < 1e7:
+		return fmt.Sprintf("%.0f", v)
+	case math.Abs(v) >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case math.Abs(v) >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+func allZero(rows []summaryRow) bool {
+	for _, r := range rows {
+		if r.Max != 0 || r.Median != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// writeTable prints the summary: text columns aligned left, figures right.
+func (rep *report) writeTable(w io.Writer) {
+	header := []string{"case", "metric", "stack", "n", "median", "p90", "p99", "max", "×gvisor"}
+	lines := [][]string{header}
+	lastCase, lastMetric := "", ""
+	for _, r := range rep.Summary {
+		c, m := r.Case, metricLabel(r.Metric)
+		if r.Case != lastCase && lastCase != "" {
+			lines = append(lines, nil)
+		}
+		if c == lastCase {
+			c = ""
+			if r.Metric == lastMetric {
+				m = ""
+			}
+		}
+		lastCase, lastMetric = r.Case, r.Metric
+		ratio := "-"
+		if r.VsGVisor != nil {
+			ratio = fmt.Sprintf("%.2f", *r.VsGVisor)
+		}
+		lines = append(lines, []string{c, m, r.Stack, fmt.Sprint(r.N),
+			fmtNum(r.Median), fmtNum(r.P90), fmtNum(r.P99), fmtNum(r.Max), ratio})
+	}
+	width := make([]int, len(header))
+	for _, l := range lines {
+		for i, f := range l {
+			width[i] = max(width[i], utf8.RuneCountInString(f))
+		}
+	}
+	for _, l := range lines {
+		if l == nil {
+			fmt.Fprintln(w)
+			continue
+		}
+		var b strings.Builder
+		for i, f := range l {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(f))
+			if i < 3 {
+				b.WriteString(f + pad + "  ")
+			} else {
+				b.WriteString(pad + f + "  ")
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "goals:")
+	for _, g := range rep.Goals {
+		var parts []string
+		for _, st := range rep.Config.Stacks {
+			met, ok := g.Result[st]
+			switch {
+			case !ok:
+				parts = append(parts, st+": no data")
+			case met:
+				parts = append(parts, fmt.Sprintf("%s: MET (%s)", st, fmtAny(g.Value[st])))
+			default:
+				parts = append(parts, fmt.Sprintf("%s: MISSED (%s)", st, fmtAny(g.Value[st])))
+			}
+		}
+		fmt.Fprintf(w, "  %s [%s]\n      %s\n", g.Name, g.Source, strings.Join(parts, ", "))
+	}
+	if n := rep.failedRuns(); n > 0 {
+		fmt.Fprintf(w, "\n%d runs failed:\n", n)
+		for _, r := range rep.Runs {
+			if r.Error != "" {
+				fmt.Fprintf(w, "  %s %s run %d: %s\n", r.Case, r.Stack, r.Run, firstLine(r.Error))
+			}
+		}
+	}
+}
+
+func fmtAny(v any) string {
+	if f, ok := v.(float64); ok {
+		return fmtNum(f)
+	}
+	return fmt.Sprint(v)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// writeJSON writes the report; NaN figures become null.
+func (rep *report) writeJSON(path string) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/segwatch"
+	"github.com/tcpwheel/tcpwheel/stack"
+	"github.com/tcpwheel/tcpwheel/stack/gvisorstack"
+	"github.com/tcpwheel/tcpwheel/timer"
+	"github.com/tcpwheel/tcpwheel/timer/tcpipclock"
+	"github.com/tcpwheel/tcpwheel/tun"
+)
+
+// The addresses of every run: the kernel side in the namespace, and the stack.
+var (
+	cmpKernelPrefix = netip.MustParsePrefix("198.18.0.1/24")
+	cmpKernelAddr   = cmpKernelPrefix.Addr()
+	cmpStackAddr    = netip.MustParseAddr("198.18.0.2")
+)
+
+// timerCounts are a wheel's counters, where the stack has a wheel.
+type timerCounts struct {
+	Fired, Stopped, Pending uint64
+}
+
+// stackUnderTest is what a scenario needs from a stack; the three stacks differ
+// only here.
+type stackUnderTest interface {
+	// Listen listens on the stack's port.
+	Listen(port int) (net.Listener, error)
+	// Dial connects to the kernel's port.
+	Dial(ctx context.Context, port int) (net.Conn, error)
+	// Sample returns the connection's current RTO (TCP_INFO-like) and its count
+	// of RTO expirations. It may block on the stack: never call it from the
+	// packet path.
+	Sample(c net.Conn) segwatch.Sample
+	// SetKeepAlive configures keepalive on the connection.
+	SetKeepAlive(c net.Conn, cfg net.KeepAliveConfig) error
+	// Timers reports the wheel's counters, and false for a stack without one.
+	Timers() (timerCounts, bool)
+	Close() error
+}
+
+// newStackUnderTest starts the named stack on dev, which it then owns.
+func newStackUnderTest(name string, dev tun.Device) (stackUnderTest, error) {
+	switch name {
+	case stackTcpwheel:
+		s, err := stack.New(stack.Config{Device: dev, Addr: cmpStackAddr})
+		if err != nil {
+			dev.Close()
+			return nil, err
+		}
+		return &tcpwheelStack{s: s}, nil
+	case stackGVisor:
+		s, err := gvisorstack.New(gvisorstack.Config{Device: dev, Addr: cmpStackAddr})
+		if err != nil {
+			return nil, err
+		}
+		return &gvisorStack{s: s}, nil
+	case stackGVisorWheel:
+		clock, err := tcpipclock.New(timer.Config{})
+		if err != nil {
+			dev.Close()
+			return nil, err
+		}
+		s, err := gvisorstack.New(gvisorstack.Config{Device: dev, Addr: cmpStackAddr, Clock: clock})
+		if err != nil {
+			clock.Close()
+			return nil, err
+		}
+		return &gvisorStack{s: s, clock: clock}, nil
+	}
+	dev.Close()
+	return nil, fmt.Errorf("unknown stack %q", name)
+}
+
+func kernelAddrPort(port int) string {
+	return net.JoinHostPort(cmpKernelAddr.String(), strconv.Itoa(port))
+}
+
+// tcpwheelStack is tcpwheel's own stack.
+type tcpwheelStack struct{ s *stack.Stack }
+
+func (t *tcpwheelStack) Listen(port int) (net.Listener, error) {
+	return t.s.Listen("tcp", ":"+strconv.Itoa(port))
+}
+
+func (t *tcpwheelStack) Dial(ctx context.Context, port int) (net.Conn, error) {
+	return t.s.DialContext(ctx, "tcp", kernelAddrPort(port))
+}
+
+func (t *tcpwheelStack) Sample(c net.Conn) segwatch.Sample {
+	if tc, ok := c.(*stack.Conn); ok {
+		i := tc.Info()
+		return segwatch.Sample{RTO: i.RTO, Timeouts: i.RTOEvents, HasTimeouts: true}
+	}
+	return segwatch.Sample{}
+}
+
+func (t *tcpwheelStack) SetKeepAlive(c net.Conn, cfg net.KeepAliveConfig) error {
+	return c.(*stack.Conn).SetKeepAliveConfig(cfg)
+}
+
+func (t *tcpwheelStack) Timers() (timerCounts, bool) {
+	w := t.s.Stats().Wheel
+	return timerCounts{Fired: w.Fired, Stopped: w.Stopped, Pending: uint64(w.Pending)}, true
+}
+
+func (t *tcpwheelStack) Close() error { return t.s.Close() }
+
+// gvisorStack is gVisor's netstack, on the Go runtime's timers or, with clock,
+// on tcpwheel's wheel.
+type gvisorStack struct {
+	s     *gvisorstack.Stack
+	clock *tcpipclock.Clock // nil: tcpip.NewStdClock
+	once  sync.Once
+}
+
+func (g *gvisorStack) Listen(port int) (net.Listener, error) {
+	return g.s.Listen("tcp", ":"+strconv.Itoa(port))
+}
+
+func (g *gvisorStack) Dial(ctx context.Context, port int) (net.Conn, error) {
+	return g.s.DialContext(ctx, "tcp", kernelAddrPort(port))
+}
+
+func (g *gvisorStack) Sample(c net.Conn) segwatch.Sample {
+	if gc, ok := c.(*gvisorstack.Conn); ok {
+		i := gc.Info()
+		return segwatch.Sample{RTO: i.RTO, Timeouts: i.Timeouts, HasTimeouts: true}
+	}
+	return segwatch.Sample{}
+}
+
+func (g *gvisorStack) SetKeepAlive(c net.Conn, cfg net.KeepAliveConfig) error {
+	return c.(*gvisorstack.Conn).SetKeepAliveConfig(cfg)
+}
+
+func (g *gvisorStack) Timers() (timerCounts, bool) {
+	if g.clock == nil {
+		return timerCounts{}, false
+	}
+	st := g.clock.Stats()
+	return timerCounts{Fired: st.Fired, Stopped: st.Stopped, Pending: uint64(st.Pending)}, true
+}
+
+func (g *gvisorStack) Close() error {
+	g.once.Do(func() {
+		g.s.Close()
+		if g.clock != nil {
+			g.clock.Close()
+		}
+	})
+	return nil
+}

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCompareFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{nil, true},
+		{[]string{"-stacks", "gvisor,tcpwheel", "-scenarios", "tail-loss", "-runs", "1"}, true},
+		{[]string{"-stacks", " tcpwheel , gvisor-wheel "}, true},
+		{[]string{"-json", filepath.Join(dir, "out.json"), "-plot", filepath.Join(dir, "out.svg")}, true},
+		{[]string{"-plot", filepath.Join(dir, "out.png"), "-pcap", dir}, true},
+		{[]string{"-bulk-size", "512KiB", "-bulk-loss", "0,0.5,10"}, true},
+		{[]string{"-stacks", "linux"}, false},
+		{[]string{"-stacks", ""}, false},
+		{[]string{"-stacks", ","}, false},
+		{[]string{"-scenarios", "tail-loss,bogus"}, false},
+		{[]string{"-runs", "0"}, false},
+		{[]string{"-runs", "-3"}, false},
+		{[]string{"-runs", "x"}, false},
+		{[]string{"-json", "/nonexistent-dir/x.json"}, false},
+		{[]string{"-json", dir}, false}, // a directory
+		{[]string{"-plot", filepath.Join(dir, "out.pdf")}, false},
+		{[]string{"-plot", "/nonexistent-dir/x.svg"}, false},
+		{[]string{"-pcap", "/nonexistent-dir"}, false},
+		{[]string{"-bulk-size", "lots"}, false},
+		{[]string{"-bulk-size", "0"}, false},
+		{[]string{"-bulk-loss", "100"}, false},
+		{[]string{"-bulk-loss", "-1"}, false},
+		{[]string{"-conns", "0"}, false},
+		{[]string{"-conns", "100000"}, false},
+		{[]string{"-hold", "-1s"}, false},
+		{[]string{"-run-timeout", "10ms"}, false},
+		{[]string{"-bogus"}, false},
+		{[]string{"extra"}, false},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := parseCompareFlags(tc.args, io.Discard)
+			if tc.ok && err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			if !tc.ok && !errors.Is(err, errUsage) {
+				t.Fatalf("parse: %v, want a usage error (exit 2)", err)
+			}
+		})
+	}
+	// Checking the output paths leaves nothing behind.
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("flag checks left %d files in %s", len(left), dir)
+	}
+}
+
+// TestCompareBadInputExit2 goes through run, as main does: a bad input is a usage
+// error, printed with the reason, before anything is set up.
+func TestCompareBadInputExit2(t *testing.T) {
+	for _, args := range [][]string{
+		{"compare", "-stacks", "tcpwheel,nope"},
+		{"compare", "-scenarios", "nope"},
+		{"compare", "-runs", "0"},
+		{"compare", "-json", "/proc/no/such/file.json"},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(args, &out, &errOut)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("run(%q) = %v, want a usage error (exit 2)", args, err)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if err := run([]string{"compare", "-h"}, &out, &errOut); !strings.Contains(errOut.String(), "tail-loss") {
+		t.Errorf("compare -h printed %q, want the scenarios listed (err %v)", errOut.String(), err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"20MB": 20e6, "512KiB": 512 << 10, "1000": 1000, "3 GB": 3e9, "7B": 7} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MB", "1.5MB", "-1", "99999999999GiB"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) succeeded", in)
+		}
+	}
+}
+
+func TestQuantileAndSummary(t *testing.T) {
+	vs := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for q, want := range map[float64]float64{0.5: 5, 0.9: 9, 0.99: 10, 1: 10, 0: 1} {
+		if got := quantile(vs, q); got != want {
+			t.Errorf("quantile(1..10, %v) = %v, want %v", q, got, want)
+		}
+	}
+	rep := &report{Config: reportConfig{Stacks: allStacks}}
+	for i, st := range allStacks {
+		rep.Runs = append(rep.Runs, &runResult{Stack: st, Case: "tail-loss", Metrics: map[string]float64{
+			"recovery_ms": float64(10 * (i + 1)), "retx_fast": 0,
+		}, Samples: map[string][]float64{"rto_slack_ms": {0.1 * float64(i+1)}}})
+	}
+	rep.Runs = append(rep.Runs, &runResult{Stack: stackTcpwheel, Case: "tail-loss", Error: "boom", Metrics: map[string]float64{"recovery_ms": 1e6}})
+	rep.summarize(allStacks, []compareCase{{name: "tail-loss", scenario: "tail-loss"}})
+	r, ok := rep.row("tail-loss", "recovery_ms", stackGVisorWheel)
+	if !ok || r.Median != 30 || r.VsGVisor == nil || *r.VsGVisor != 1.5 {
+		t.Errorf("gvisor-wheel recovery row %+v: want median 30, 1.5x gvisor", r)
+	}
+	if r, _ := rep.row("tail-loss", "recovery_ms", stackTcpwheel); r.N != 1 || r.Max != 10 {
+		t.Errorf("tcpwheel row %+v: the failed run must not count", r)
+	}
+	if _, ok := rep.row("tail-loss", "retx_fast", stackTcpwheel); ok {
+		t.Error("a retransmission kind that never happened got a row")
+	}
+	if g := rep.Goals[0]; !g.Result[stackTcpwheel] || g.Result[stackGVisor] {
+		t.Errorf("tail-loss goal %+v: want met by tcpwheel (10 ms), missed by gvisor (20 ms)", g)
+	}
+	var out bytes.Buffer
+	rep.writeTable(&out)
+	for _, want := range []string{"recovery (ms)", "gvisor-wheel", "1.50", "MET", "MISSED", "1 runs failed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// requireRootTUN skips without root or /dev/net/tun, unless CI=true, where it
+// fails.
+func requireRootTUN(t *testing.T) {
+	t.Helper()
+	reason := ""
+	if os.Geteuid() != 0 {
+		reason = "needs root"
+	} else if _, err := os.Stat("/dev/net/tun"); err != nil {
+		reason = "needs /dev/net/tun"
+	}
+	if reason == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s (CI=true: not skipping)", reason)
+	}
+	t.Skip(reason)
+}
+
+// ourNamespaces lists the namespaces this process's runs create.
+func ourNamespaces(t *testing.T) []string {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Logf("ip netns list: %v", err)
+		return nil
+	}
+	var ns []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "twc") {
+			ns = append(ns, f[0])
+		}
+	}
+	return ns
+}
+
+// TestCompareSmoke runs two cheap scenarios once on every stack, end to end,
+// with the JSON and the plot, and checks that nothing is left behind.
+func TestCompareSmoke(t *testing.T) {
+	requireRootTUN(t)
+	before := ourNamespaces(t)
+	goroutines := runtime.NumGoroutine()
+	dir := t.TempDir()
+	jsonPath, plotPath := filepath.Join(dir, "cmp.json"), filepath.Join(dir, "cmp.svg")
+	cfg, err := parseCompareFlags([]string{"-runs", "1", "-scenarios", "tail-loss,synack-loss", "-json", jsonPath, "-plot", plotPath, "-run-timeout", "20s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	start := time.Now()
+	if err := compare(ctx, cfg, &out, &errOut); err != nil {
+		t.Fatalf("compare: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	t.Logf("took %v\n%s", time.Since(start), out.String())
+	for _, want := range []string{"tail-loss", "synack-loss", "recovery (ms)", "SYN/SYN-ACK retry gap", "tcpwheel", "gvisor-wheel", "goals:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if !strings.Contains(errOut.String(), "[6/6] synack-loss") {
+		t.Errorf("progress %q: want a line per run", errOut.String())
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("JSON: %v", err)
+	}
+	if len(rep.Runs) != 6 {
+		t.Fatalf("JSON has %d runs, want 6", len(rep.Runs))
+	}
+	for _, r := range rep.Runs {
+		if r.Error != "" {
+			t.Errorf("%s %s: %s", r.Case, r.Stack, r.Error)
+		}
+		switch r.Case {
+		case "synack-loss":
+			// The SYN-ACK timer: one RTO retransmission at 1 s.
+			g := r.Samples["syn_retry_gap_ms"]
+			if len(g) != 1 || g[0] < 1000 || g[0] > 1100 {
+				t.Errorf("%s synack-loss: SYN-ACK retry gaps %v ms, want one at 1000-1100", r.Stack, g)
+			}
+		case "tail-loss":
+			if v := r.Metrics["recovery_ms"]; v <= 0 || v > 1500 {
+				t.Errorf("%s tail-loss: recovery %v ms", r.Stack, v)
+			}
+			if r.Metrics["retransmits"] < 2 {
+				t.Errorf("%s tail-loss: %v retransmissions, want the data segment's and the FIN's", r.Stack, r.Metrics["retransmits"])
+			}
+		}
+	}
+	if st, err := os.Stat(plotPath); err != nil || st.Size() == 0 {
+		t.Errorf("plot: %v", err)
+	}
+	if after := ourNamespaces(t); len(after) > len(before) {
+		t.Errorf("namespaces left behind: %v (before: %v)", after, before)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > goroutines+2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > goroutines+2 {
+		buf := make([]byte, 1<<20)
+		t.Errorf("%d goroutines after compare, %d before:\n%s", n, goroutines, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestCompareInterrupted: a cancelled context (SIGINT) stops at once with an
+// error, and leaves no namespace behind.
+func TestCompareInterrupted(t *testing.T) {
+	requireRootTUN(t)
+	before := ourNamespaces(t)
+	cfg, err := parseCompareFlags([]string{"-runs", "2", "-scenarios", "synack-loss", "-stacks", "tcpwheel", "-q"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond) // mid-handshake
+	defer cancel()
+	start := time.Now()
+	err = compare(ctx, cfg, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Errorf("compare after cancel: %v, want interrupted", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v to stop", d)
+	}
+	if after := ourNamespaces(t); len(after) > len(before) {
+		t.Errorf("namespaces left behind: %v", after)
+	}
+}

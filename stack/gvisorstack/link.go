@@ -1,0 +1,182 @@
+package gvisorstack
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/tcpwheel/tcpwheel/tun"
+)
+
+// link is a gVisor stack.LinkEndpoint on a tun.Device: a raw IP link (no link
+// header, no link address, no ARP). Outbound packets are flattened and written
+// to the device on the goroutine that sends them, with no queue in between (so
+// that a full queue never drops a packet that tcpwheel's stack would have sent,
+// and no goroutine hop delays it); a reader goroutine delivers inbound packets.
+type link struct {
+	dev tun.Device
+	mtu uint32 // immutable
+
+	mu         sync.RWMutex
+	dispatcher gstack.NetworkDispatcher // guarded by mu
+
+	bufs sync.Pool // *[]byte of mtu bytes, for flattening outbound packets
+
+	startOnce sync.Once
+	closeOnce sync.Once
+	done      chan struct{} // closed by Close
+	readerWG  sync.WaitGroup
+
+	writeErrors, readErrors, notIPv4, tooBig atomic.Uint64
+}
+
+var _ gstack.LinkEndpoint = (*link)(nil)
+
+func newLink(dev tun.Device) *link {
+	l := &link{dev: dev, mtu: uint32(dev.MTU()), done: make(chan struct{})}
+	l.bufs.New = func() any { b := make([]byte, l.mtu); return &b }
+	return l
+}
+
+// MTU implements stack.LinkEndpoint: the device's MTU.
+func (l *link) MTU() uint32 { return l.mtu }
+
+// SetMTU implements stack.LinkEndpoint; the device's MTU is fixed, so it does
+// nothing.
+func (l *link) SetMTU(uint32) {}
+
+// MaxHeaderLength implements stack.LinkEndpoint: there is no link header.
+func (*link) MaxHeaderLength() uint16 { return 0 }
+
+// LinkAddress implements stack.LinkEndpoint: there is no link address.
+func (*link) LinkAddress() tcpip.LinkAddress { return "" }
+
+// SetLinkAddress implements stack.LinkEndpoint.
+func (*link) SetLinkAddress(tcpip.LinkAddress) {}
+
+// Capabilities implements stack.LinkEndpoint: none; gVisor computes and checks
+// every checksum, as tcpwheel's stack does.
+func (*link) Capabilities() gstack.LinkEndpointCapabilities { return gstack.CapabilityNone }
+
+// Attach implements stack.LinkEndpoint: it starts the reader on the first
+// attach. A nil dispatcher detaches: inbound packets are then discarded.
+func (l *link) Attach(d gstack.NetworkDispatcher) {
+	l.mu.Lock()
+	l.dispatcher = d
+	l.mu.Unlock()
+	if d != nil {
+		l.startOnce.Do(func() {
+			l.readerWG.Add(1)
+			go l.reader()
+		})
+	}
+}
+
+// IsAttached implements stack.LinkEndpoint.
+func (l *link) IsAttached() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.dispatcher != nil
+}
+
+// Wait implements stack.LinkEndpoint: it waits for the reader to end (after
+// Close).
+func (l *link) Wait() { l.readerWG.Wait() }
+
+// ARPHardwareType implements stack.LinkEndpoint.
+func (*link) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareNone }
+
+// AddHeader implements stack.LinkEndpoint: there is no header to add.
+func (*link) AddHeader(*gstack.PacketBuffer) {}
+
+// ParseHeader implements stack.LinkEndpoint: there is no header to parse.
+func (*link) ParseHeader(*gstack.PacketBuffer) bool { return true }
+
+// SetOnCloseAction implements stack.LinkEndpoint.
+func (*link) SetOnCloseAction(func()) {}
+
+// Close implements stack.LinkEndpoint: it closes the device, which ends the
+// reader. It is idempotent.
+func (l *link) Close() {
+	l.closeOnce.Do(func() {
+		close(l.done)
+		l.dev.Close()
+	})
+}
+
+// WritePackets implements stack.LinkWriter: each packet, whole IPv4 header
+// included, is written to the device in order. A packet the device refuses is
+// dropped, as a lossy link would; only a closed device is reported.
+func (l *link) WritePackets(pkts gstack.PacketBufferList) (int, tcpip.Error) {
+	bp := l.bufs.Get().(*[]byte)
+	defer l.bufs.Put(bp)
+	n := 0
+	for _, pkt := range pkts.AsSlice() {
+		b := (*bp)[:0]
+		if pkt.Size() > len(*bp) {
+			l.tooBig.Add(1)
+			n++
+			continue
+		}
+		for _, s := range pkt.AsSlices() {
+			b = append(b, s...)
+		}
+		if err := l.dev.WritePacket(b); err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				if n == 0 {
+					return 0, &tcpip.ErrClosedForSend{}
+				}
+				return n, nil
+			}
+			l.writeErrors.Add(1)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// reader delivers the device's IPv4 packets to the stack until the device is
+// closed.
+func (l *link) reader() {
+	defer l.readerWG.Done()
+	buf := make([]byte, l.mtu)
+	for {
+		n, err := l.dev.ReadPacket(buf)
+		if err != nil {
+			if errors.Is(err, io.ErrShortBuffer) {
+				l.tooBig.Add(1)
+				continue
+			}
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			l.readErrors.Add(1)
+			continue
+		}
+		if n < header.IPv4MinimumSize || header.IPVersion(buf[:n]) != header.IPv4Version {
+			l.notIPv4.Add(1)
+			continue
+		}
+		l.mu.RLock()
+		d := l.dispatcher
+		l.mu.RUnlock()
+		if d == nil {
+			continue
+		}
+		pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{Payload: buffer.MakeWithData(buf[:n])})
+		d.DeliverNetworkPacket(header.IPv4ProtocolNumber, pkt)
+		pkt.DecRef()
+	}
+}

@@ -1,0 +1,488 @@
+// Package gvisorstack is the baseline that tcpwheel is measured against: gVisor's
+// netstack (gvisor.dev/gvisor/pkg/tcpip) on a tun.Device, with an API shaped like
+// tcpwheel's own package stack: Listen and DialContext return net.Listener and
+// net.Conn (gVisor's gonet underneath), and each connection reports TCP_INFO-like
+// figures (RTO, SRTT, cwnd) through Conn.Info.
+//
+//	s, err := gvisorstack.New(gvisorstack.Config{Device: dev, Addr: netip.MustParseAddr("198.18.0.2")})
+//	c, err := s.DialContext(ctx, "tcp", "198.18.0.1:8080")
+//	rto := c.(*gvisorstack.Conn).Info().RTO
+//
+// The device carries whole IPv4 packets without a link header, as for tcpwheel's
+// stack, so that both stacks run behind the same TUN device, impairment layer and
+// pcap tap. Outbound packets are written to the device on the goroutine that
+// sends them (no queue that could drop them); one reader goroutine delivers the
+// inbound ones.
+//
+// Config.Clock chooses gVisor's clock: nil means tcpip.NewStdClock (Go runtime
+// timers); a timer/tcpipclock.Clock runs gVisor's timers on tcpwheel's wheel.
+package gvisorstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/tcpwheel/tcpwheel/tun"
+)
+
+// nicID is the one NIC of the stack.
+const nicID tcpip.NICID = 1
+
+// listenBacklog is the backlog of every listener: Linux's default somaxconn.
+const listenBacklog = 4096
+
+// ErrConfig is wrapped by New for an invalid Config.
+var ErrConfig = errors.New("gvisorstack: invalid config")
+
+// KeepAlive configures keepalive probes (RFC 1122 4.2.3.6) on a connection. Zero
+// durations and count mean gVisor's defaults (2 h, 75 s, 9, as Linux).
+type KeepAlive struct {
+	Enable   bool
+	Idle     time.Duration
+	Interval time.Duration
+	Count    int
+}
+
+// Config configures a Stack.
+type Config struct {
+	// Device is the link: whole IPv4 packets, no link header. Required. The
+	// stack closes it on Close.
+	Device tun.Device
+	// Addr is the stack's IPv4 address. Required.
+	Addr netip.Addr
+	// PrefixLen is the length of the on-link prefix around Addr; zero means 24.
+	// Everything else is routed to the device too.
+	PrefixLen int
+	// Clock is gVisor's clock; nil means tcpip.NewStdClock(). The stack does not
+	// close it.
+	Clock tcpip.Clock
+	// KeepAlive applies to every connection, dialed or accepted.
+	KeepAlive KeepAlive
+	// DisableSACK turns SACK (and with it RACK-TLP) off; gVisor's default is on.
+	DisableSACK bool
+	// MinRTO is the lower bound of the RTO; zero means gVisor's 200 ms.
+	MinRTO time.Duration
+}
+
+// Stack is a gVisor netstack on a tun.Device. Its methods are safe for concurrent
+// use.
+type Stack struct {
+	cfg  Config
+	s    *gstack.Stack
+	link *link
+
+	closeOnce sync.Once
+}
+
+// New starts a stack on cfg.Device.
+func New(cfg Config) (*Stack, error) {
+	if cfg.Device == nil {
+		return nil, fmt.Errorf("%w: no device", ErrConfig)
+	}
+	if !cfg.Addr.Is4() {
+		return nil, fmt.Errorf("%w: address %v is not IPv4", ErrConfig, cfg.Addr)
+	}
+	if cfg.PrefixLen == 0 {
+		cfg.PrefixLen = 24
+	}
+	if cfg.PrefixLen < 1 || cfg.PrefixLen > 32 {
+		return nil, fmt.Errorf("%w: prefix length %d", ErrConfig, cfg.PrefixLen)
+	}
+	if mtu := cfg.Device.MTU(); mtu < tun.MinMTU {
+		return nil, fmt.Errorf("%w: device MTU %d is below IPv4's %d", ErrConfig, mtu, tun.MinMTU)
+	}
+	if cfg.KeepAlive.Idle < 0 || cfg.KeepAlive.Interval < 0 || cfg.KeepAlive.Count < 0 || cfg.MinRTO < 0 {
+		return nil, fmt.Errorf("%w: negative keepalive or RTO setting", ErrConfig)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = tcpip.NewStdClock()
+	}
+	s := gstack.New(gstack.Options{
+		NetworkProtocols:   []gstack.NetworkProtocolFactory{ipv4.NewProtocol},
+		TransportProtocols: []gstack.TransportProtocolFactory{tcp.NewProtocol},
+		Clock:              cfg.Clock,
+	})
+	fail := func(what string, err tcpip.Error) (*Stack, error) {
+		s.Destroy()
+		cfg.Device.Close()
+		return nil, fmt.Errorf("gvisorstack: %s: %s", what, err)
+	}
+	sack := tcpip.TCPSACKEnabled(!cfg.DisableSACK)
+	if err := s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack); err != nil {
+		return fail("enable SACK", err)
+	}
+	if cfg.MinRTO > 0 {
+		opt := tcpip.TCPMinRTOOption(cfg.MinRTO)
+		if err := s.SetTransportProtocolOption(tcp.ProtocolNumber, &opt); err != nil {
+			return fail("set MinRTO", err)
+		}
+	}
+	l := newLink(cfg.Device)
+	if err := s.CreateNIC(nicID, l); err != nil {
+		l.Close()
+		return fail("create NIC", err)
+	}
+	pa := tcpip.ProtocolAddress{
+		Protocol: ipv4.ProtocolNumber,
+		AddressWithPrefix: tcpip.AddressWithPrefix{
+			Address:   tcpip.AddrFrom4(cfg.Addr.As4()),
+			PrefixLen: cfg.PrefixLen,
+		},
+	}
+	if err := s.AddProtocolAddress(nicID, pa, gstack.AddressProperties{}); err != nil {
+		return fail("add address", err)
+	}
+	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}})
+	return &Stack{cfg: cfg, s: s, link: l}, nil
+}
+
+// Addr returns the stack's IPv4 address.
+func (s *Stack) Addr() netip.Addr { return s.cfg.Addr }
+
+// GVisor returns the gVisor stack underneath, for what this package does not
+// offer.
+func (s *Stack) GVisor() *gstack.Stack { return s.s }
+
+// Close aborts every connection and listener, stops gVisor's goroutines and
+// closes the device. It is idempotent and returns nil.
+func (s *Stack) Close() error {
+	s.closeOnce.Do(func() {
+		s.s.Close()
+		s.link.Close() // unblocks the reader; Wait below removes the NIC
+		s.s.Wait()
+	})
+	return nil
+}
+
+// Stats is a snapshot of the stack's TCP counters.
+type Stats struct {
+	SegmentsSent, SegmentsReceived uint64
+	Retransmits                    uint64 // segments resent, for any reason
+	Timeouts                       uint64 // RTO expirations
+	FastRetransmits                uint64
+	TLPRecoveries                  uint64 // tail loss probes that recovered a loss
+	SACKRecoveries                 uint64
+	CurrentEstablished             uint64
+	// Link counters: outbound packets the device refused, inbound read errors,
+	// inbound packets that were not IPv4, packets larger than the MTU.
+	LinkWriteErrors, LinkReadErrors, LinkNotIPv4, LinkTooBig uint64
+}
+
+// Stats returns the stack's counters.
+func (s *Stack) Stats() Stats {
+	t := s.s.Stats().TCP
+	return Stats{
+		SegmentsSent:       t.SegmentsSent.Value(),
+		SegmentsReceived:   t.ValidSegmentsReceived.Value(),
+		Retransmits:        t.Retransmits.Value(),
+		Timeouts:           t.Timeouts.Value(),
+		FastRetransmits:    t.FastRetransmit.Value(),
+		TLPRecoveries:      t.TLPRecovery.Value(),
+		SACKRecoveries:     t.SACKRecovery.Value(),
+		CurrentEstablished: t.CurrentEstablished.Value(),
+		LinkWriteErrors:    s.link.writeErrors.Load(),
+		LinkReadErrors:     s.link.readErrors.Load(),
+		LinkNotIPv4:        s.link.notIPv4.Load(),
+		LinkTooBig:         s.link.tooBig.Load(),
+	}
+}
+
+// parseAddr parses "ip:port" (IPv4, no name resolution) for network "tcp" or
+// "tcp4". An empty or unspecified IP is allowed when listen is true.
+func parseAddr(network, address string, listen bool) (netip.AddrPort, error) {
+	if network != "tcp" && network != "tcp4" {
+		return netip.AddrPort{}, net.UnknownNetworkError(network)
+	}
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if host == "" && listen {
+		host = "0.0.0.0"
+	}
+	ap, err := netip.ParseAddrPort(net.JoinHostPort(host, port))
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("bad address %q: %w", address, err)
+	}
+	if !ap.Addr().Is4() || (!listen && (ap.Port() == 0 || ap.Addr().IsUnspecified())) {
+		return netip.AddrPort{}, fmt.Errorf("address %s is not IPv4 with a port", address)
+	}
+	return ap, nil
+}
+
+func fullAddr(ap netip.AddrPort) tcpip.FullAddress {
+	fa := tcpip.FullAddress{NIC: nicID, Port: ap.Port()}
+	if !ap.Addr().IsUnspecified() {
+		fa.Addr = tcpip.AddrFrom4(ap.Addr().As4())
+	}
+	return fa
+}
+
+// tcpipErr turns a gVisor error into one that errors.Is can match against the
+// errno a kernel socket would give, where there is one.
+func tcpipErr(err tcpip.Error) error {
+	var errno syscall.Errno
+	switch err.(type) {
+	case *tcpip.ErrConnectionRefused:
+		errno = syscall.ECONNREFUSED
+	case *tcpip.ErrConnectionReset:
+		errno = syscall.ECONNRESET
+	case *tcpip.ErrTimeout:
+		errno = syscall.ETIMEDOUT
+	case *tcpip.ErrConnectionAborted:
+		errno = syscall.ECONNABORTED
+	case *tcpip.ErrPortInUse:
+		errno = syscall.EADDRINUSE
+	case *tcpip.ErrHostUnreachable:
+		errno = syscall.EHOSTUNREACH
+	case *tcpip.ErrNetworkUnreachable:
+		errno = syscall.ENETUNREACH
+	default:
+		return errors.New(err.String())
+	}
+	return fmt.Errorf("%s: %w", err, errno)
+}
+
+// newEndpoint makes a TCP endpoint with the stack's keepalive configuration.
+func (s *Stack) newEndpoint() (tcpip.Endpoint, *waiter.Queue, tcpip.Error) {
+	var wq waiter.Queue
+	ep, err := s.s.NewEndpoint(tcp.ProtocolNumber, ipv4.ProtocolNumber, &wq)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ep, &wq, nil
+}
+
+// setKeepAlive configures keepalive on ep.
+func setKeepAlive(ep tcpip.Endpoint, ka KeepAlive) error {
+	if ka.Idle > 0 {
+		opt := tcpip.KeepaliveIdleOption(ka.Idle)
+		if err := ep.SetSockOpt(&opt); err != nil {
+			return tcpipErr(err)
+		}
+	}
+	if ka.Interval > 0 {
+		opt := tcpip.KeepaliveIntervalOption(ka.Interval)
+		if err := ep.SetSockOpt(&opt); err != nil {
+			return tcpipErr(err)
+		}
+	}
+	if ka.Count > 0 {
+		if err := ep.SetSockOptInt(tcpip.KeepaliveCountOption, ka.Count); err != nil {
+			return tcpipErr(err)
+		}
+	}
+	ep.SocketOptions().SetKeepAlive(ka.Enable)
+	return nil
+}
+
+// DialContext connects to address ("ip:port", IPv4) over the stack. It returns a
+// *Conn when the handshake completes, and fails when the connection is refused,
+// times out, or ctx ends.
+func (s *Stack) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	ap, err := parseAddr(network, address, false)
+	raddr := net.TCPAddrFromAddrPort(ap)
+	fail := func(err error) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	ep, wq, terr := s.newEndpoint()
+	if terr != nil {
+		return fail(tcpipErr(terr))
+	}
+	if s.cfg.KeepAlive != (KeepAlive{}) {
+		if err := setKeepAlive(ep, s.cfg.KeepAlive); err != nil {
+			ep.Close()
+			return fail(err)
+		}
+	}
+	entry, notify := waiter.NewChannelEntry(waiter.WritableEvents)
+	wq.EventRegister(&entry)
+	defer wq.EventUnregister(&entry)
+	terr = ep.Connect(fullAddr(ap))
+	if _, ok := terr.(*tcpip.ErrConnectStarted); ok {
+		select {
+		case <-ctx.Done():
+			ep.Abort()
+			return fail(ctx.Err())
+		case <-notify:
+		}
+		terr = ep.LastError()
+	}
+	if terr != nil {
+		ep.Close()
+		return fail(tcpipErr(terr))
+	}
+	return newConn(wq, ep), nil
+}
+
+// Listen listens on address (":port" or "ip:port", IPv4). Accept returns *Conn.
+func (s *Stack) Listen(network, address string) (net.Listener, error) {
+	ap, err := parseAddr(network, address, true)
+	laddr := net.TCPAddrFromAddrPort(ap)
+	fail := func(err error) (net.Listener, error) {
+		return nil, &net.OpError{Op: "listen", Net: network, Addr: laddr, Err: err}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	ep, wq, terr := s.newEndpoint()
+	if terr != nil {
+		return fail(tcpipErr(terr))
+	}
+	if s.cfg.KeepAlive != (KeepAlive{}) {
+		// Accepted endpoints inherit the listener's options.
+		if err := setKeepAlive(ep, s.cfg.KeepAlive); err != nil {
+			ep.Close()
+			return fail(err)
+		}
+	}
+	if terr := ep.Bind(fullAddr(ap)); terr != nil {
+		ep.Close()
+		return fail(tcpipErr(terr))
+	}
+	if terr := ep.Listen(listenBacklog); terr != nil {
+		ep.Close()
+		return fail(tcpipErr(terr))
+	}
+	if ap.Port() == 0 {
+		if fa, err := ep.GetLocalAddress(); err == nil {
+			laddr.Port = int(fa.Port)
+		}
+	}
+	return &Listener{ep: ep, wq: wq, addr: laddr, closed: make(chan struct{})}, nil
+}
+
+// Listener is a listening gVisor endpoint. It implements net.Listener.
+type Listener struct {
+	ep        tcpip.Endpoint
+	wq        *waiter.Queue
+	addr      *net.TCPAddr
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var _ net.Listener = (*Listener)(nil)
+
+// Accept implements net.Listener: it returns the next connection, a *Conn. After
+// Close it fails with an error matching net.ErrClosed.
+func (l *Listener) Accept() (net.Conn, error) {
+	entry, notify := waiter.NewChannelEntry(waiter.ReadableEvents)
+	l.wq.EventRegister(&entry)
+	defer l.wq.EventUnregister(&entry)
+	for {
+		select {
+		case <-l.closed:
+			return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.addr, Err: net.ErrClosed}
+		default:
+		}
+		n, wq, err := l.ep.Accept(nil)
+		if _, ok := err.(*tcpip.ErrWouldBlock); ok {
+			select {
+			case <-l.closed:
+			case <-notify:
+			}
+			continue
+		}
+		if err != nil {
+			return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.addr, Err: tcpipErr(err)}
+		}
+		return newConn(wq, n), nil
+	}
+}
+
+// Close implements net.Listener: pending Accepts return, and connections not yet
+// accepted are reset.
+func (l *Listener) Close() error {
+	l.closeOnce.Do(func() {
+		close(l.closed)
+		l.ep.Close()
+	})
+	return nil
+}
+
+// Addr implements net.Listener.
+func (l *Listener) Addr() net.Addr { return l.addr }
+
+// Conn is a gVisor TCP connection: a gonet.TCPConn (net.Conn with deadlines and
+// CloseWrite) that also reports its TCP state.
+type Conn struct {
+	*gonet.TCPConn
+	ep tcpip.Endpoint
+}
+
+var _ net.Conn = (*Conn)(nil)
+
+func newConn(wq *waiter.Queue, ep tcpip.Endpoint) *Conn {
+	return &Conn{TCPConn: gonet.NewTCPConn(wq, ep), ep: ep}
+}
+
+// Info is a TCP_INFO-like snapshot of a connection, from gVisor's
+// tcpip.TCPInfoOption.
+type Info struct {
+	State          tcpip.EndpointState
+	RTO            time.Duration // current, backoff included
+	SRTT, RTTVar   time.Duration
+	Cwnd, Ssthresh uint32 // segments
+	CcState        tcpip.CongestionControlState
+	ReorderSeen    bool
+	// Counters of this connection.
+	Timeouts        uint64 // RTO expirations
+	Retransmits     uint64 // segments resent, for any reason
+	FastRetransmits uint64
+}
+
+// Info returns the connection's TCP state. It takes the endpoint's lock: do not
+// call it from code that runs while gVisor sends a packet (a device's
+// WritePacket).
+func (c *Conn) Info() Info {
+	var o tcpip.TCPInfoOption
+	if err := c.ep.GetSockOpt(&o); err != nil {
+		return Info{}
+	}
+	i := Info{
+		State: o.State, RTO: o.RTO, SRTT: o.RTT, RTTVar: o.RTTVar,
+		Cwnd: o.SndCwnd, Ssthresh: o.SndSsthresh, CcState: o.CcState, ReorderSeen: o.ReorderSeen,
+	}
+	if st, ok := c.ep.Stats().(*tcp.Stats); ok {
+		i.Timeouts = st.SendErrors.Timeouts.Value()
+		i.Retransmits = st.SendErrors.Retransmits.Value()
+		i.FastRetransmits = st.SendErrors.FastRetransmit.Value()
+	}
+	return i
+}
+
+// SetKeepAliveConfig configures keepalive probes like net.TCPConn's: zero Idle,
+// Interval or Count keep the current value.
+func (c *Conn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
+	err := setKeepAlive(c.ep, KeepAlive{Enable: cfg.Enable, Idle: cfg.Idle, Interval: cfg.Interval, Count: cfg.Count})
+	if err != nil {
+		return &net.OpError{Op: "set", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	}
+	return nil
+}
+
+// Abort resets the connection at once (RST), as SO_LINGER 0 would.
+func (c *Conn) Abort() error {
+	c.ep.Abort()
+	return nil
+}
