@@ -161,8 +161,12 @@ func (s *Stack) GVisor() *gstack.Stack { return s.s }
 // closes the device. It is idempotent and returns nil.
 func (s *Stack) Close() error {
 	s.closeOnce.Do(func() {
+		// The reader must end before gVisor's Wait: Wait holds the stack's
+		// lock while it waits for the link, and a packet the reader is still
+		// delivering needs that lock (FindRoute), which deadlocked Close.
+		s.link.Close() // closes the device: the reader's read fails
+		s.link.Wait()  // the reader has ended; no stack lock is held yet
 		s.s.Close()
-		s.link.Close() // unblocks the reader; Wait below removes the NIC
 		s.s.Wait()
 	})
 	return nil
