@@ -162,6 +162,10 @@ type replayScenario struct {
 	settle     time.Duration         // recording goes on this long after both sides are done
 	peer       func(r *replayRec) error
 	app        func(r *replayRec, c net.Conn) error
+	// notLive says why TestReplayLive leaves the scenario out: its recording
+	// depends on a race that a loaded machine can lose (the golden capture,
+	// recorded on purpose, still replays in TestReplayGolden).
+	notLive string
 }
 
 var replayScenarios = []replayScenario{
@@ -191,6 +195,8 @@ var replayScenarios = []replayScenario{
 		},
 	},
 	{
+		// A lone segment without a FIN gets no tail-loss probe by default (RFC
+		// 8985 7.2: PTO = 2*SRTT + TLP.max_ack_delay, 200 ms, beyond the RTO).
 		name: "rto", desc: "the last of three data segments is lost: one RTO",
 		rules: []impair.Rule{{Dir: impair.Egress, Match: impair.MatchData, Skip: 2, Count: 1}},
 		peer:  peerReadClose(1400), app: appWriteClose(1400),
@@ -199,6 +205,21 @@ var replayScenarios = []replayScenario{
 		name: "rto_backoff", desc: "the last data segment and its retransmission are lost: two RTOs, backed off",
 		rules: []impair.Rule{{Dir: impair.Egress, Match: impair.MatchData, Skip: 2, Count: 2}},
 		peer:  peerReadClose(1400), app: appWriteClose(1400),
+	},
+	{
+		name: "tlp", desc: "the last data segment and the FIN are lost: a tail-loss probe at 2*SRTT resends the FIN, its SACK lets RACK resend the data (RFC 8985)",
+		notLive: "the probe leaves 2*SRTT+2ms after the last send; when the recording's loop is delayed past that margin, the probe races the kernel's ACK and the capture shows the race, which replay (feeding the ACK at its recorded instant) rightly does not reproduce",
+		rules: []impair.Rule{
+			{Dir: impair.Egress, Match: impair.MatchData, Skip: 2, Count: 1},
+			{Dir: impair.Egress, Match: impair.MatchFIN, Count: 1},
+		},
+		peer: peerReadClose(1400),
+		app: func(r *replayRec, c net.Conn) error {
+			if err := r.write(c, 1400); err != nil {
+				return err
+			}
+			return r.close(c)
+		},
 	},
 	{
 		name: "synack_drop", desc: "the SYN-ACK is lost: retransmitted after the initial RTO (300 ms here)",
@@ -273,7 +294,7 @@ var replayScenarios = []replayScenario{
 		app: appWriteClose(6000),
 	},
 	{
-		name: "sack", desc: "the second of six data segments is lost: SACKed duplicate ACKs, fast retransmit",
+		name: "sack", desc: "the second of six data segments is lost: SACKed duplicate ACKs, fast retransmit (RACK)",
 		rules: []impair.Rule{{Dir: impair.Egress, Match: impair.MatchData, Skip: 1, Count: 1}},
 		peer:  peerReadClose(6 * 536), app: appWriteClose(6 * 536),
 	},
@@ -501,6 +522,10 @@ func TestReplayLive(t *testing.T) {
 	}
 	for i := range replayScenarios {
 		sc := &replayScenarios[i]
+		if sc.notLive != "" {
+			t.Logf("%s: not recorded live: %s", sc.name, sc.notLive)
+			continue
+		}
 		t.Run(sc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			sc.record(t, dir)

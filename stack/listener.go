@@ -67,6 +67,9 @@ func (s *Stack) Listen(network, address string) (net.Listener, error) {
 			Backlog:  s.cfg.Backlog,
 			Endpoint: s.cfg.TCP,
 			Accept:   l.accept,
+			QueueFull: func() bool {
+				return len(l.acceptq) == cap(l.acceptq)
+			},
 		})
 		if err != nil {
 			lerr = err

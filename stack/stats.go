@@ -42,6 +42,7 @@ type Stats struct {
 	TCP         tcp.Counters
 	Connections int // in the demultiplexer, TIME-WAIT included
 	Listeners   int
+	Listen      tcp.ListenerStats // summed over the open listeners (ResetsSent is in TCP)
 	Wheel       WheelStats
 }
 
@@ -67,6 +68,13 @@ func (s *Stack) Stats() Stats {
 		for _, l := range s.listeners {
 			ls := l.tl.Stats()
 			st.TCP.ResetsSent += ls.ResetsSent
+			st.Listen.SYNsIn += ls.SYNsIn
+			st.Listen.Accepted += ls.Accepted
+			st.Listen.Refused += ls.Refused
+			st.Listen.DropsBacklog += ls.DropsBacklog
+			st.Listen.DropsAcceptQueue += ls.DropsAcceptQueue
+			st.Listen.DropsOther += ls.DropsOther
+			st.Listen.HalfOpenTimeouts += ls.HalfOpenTimeouts
 		}
 		st.Connections = len(s.conns)
 		st.Listeners = len(s.listeners)

@@ -56,6 +56,17 @@ const (
 	DefaultKeepIdle     = 2 * time.Hour          // RFC 1122 4.2.3.6
 	DefaultKeepInterval = 75 * time.Second
 	DefaultKeepCount    = 9
+	// DefaultTLPMaxAckDelay is RFC 8985's TLP.max_ack_delay (7.2: implementation
+	// specific): what a PTO adds when one segment is in flight, for the peer may
+	// hold its ACK that long: Linux delays up to 200 ms (TCP_DELACK_MAX), and
+	// adds TCP_RTO_MIN here. A value near the peer's delayed ACK (40 ms) makes
+	// the probe race that ACK. With MinRTO at 200 ms the RTO then comes first.
+	DefaultTLPMaxAckDelay = MaxDelayedACK
+	// DefaultTLPSlack is added to 2*SRTT in every PTO (Linux's
+	// TCP_TIMEOUT_MIN): on a sub-millisecond path 2*SRTT is within the
+	// scheduling jitter of the ACK path and of the timer's own wake-up, and a
+	// probe would go out ahead of ACKs already on their way.
+	DefaultTLPSlack = 2 * time.Millisecond
 )
 
 // Config configures an endpoint (and, through a Listener, the endpoints it
@@ -87,6 +98,18 @@ type Config struct {
 	FinWait2   time.Duration // FIN_WAIT_2 timeout after Close
 
 	InitialCwnd int // segments
+
+	// DisableRACKTLP turns off RACK-TLP (RFC 8985): time-based loss detection
+	// and tail-loss probes. Loss is then detected by three duplicate ACKs
+	// (RFC 5681, RFC 6582, with SACK holes resent) and the RTO alone.
+	DisableRACKTLP bool
+	// TLPMaxAckDelay is RFC 8985 7.2's TLP.max_ack_delay, added to the probe
+	// timeout when a single segment without a FIN is in flight. Zero means
+	// DefaultTLPMaxAckDelay; negative means none.
+	TLPMaxAckDelay time.Duration
+	// TLPSlack is added to 2*SRTT in every PTO, or TLPMaxAckDelay if larger
+	// where that applies. Zero means DefaultTLPSlack; negative means none.
+	TLPSlack time.Duration
 
 	DisableTimestamps  bool
 	DisableSACK        bool
@@ -132,6 +155,8 @@ func (cfg Config) withDefaults() Config {
 	def(&cfg.DelayedACK, DefaultDelayedACK)
 	def(&cfg.TimeWait, DefaultTimeWait)
 	def(&cfg.FinWait2, DefaultFinWait2)
+	def(&cfg.TLPMaxAckDelay, DefaultTLPMaxAckDelay) // negative stays: none
+	def(&cfg.TLPSlack, DefaultTLPSlack)
 	if cfg.InitialCwnd == 0 {
 		cfg.InitialCwnd = DefaultInitialCwnd
 	}

@@ -9,6 +9,17 @@
 //     covers the segment stops it. The expiry of the oldest outstanding segment is
 //     an RTO event, RFC 6298 (5.4)-(5.7). SYN and SYN-ACK retransmissions are the
 //     same mechanism, with their own retry limit.
+//   - loss detection, RACK-TLP (RFC 8985, on unless Config.DisableRACKTLP): the
+//     tail-loss probe timeout (PTO, 2*SRTT + 2 ms) and RACK's reordering timer
+//     are two entries embedded in the Endpoint, beside the per-segment RTO
+//     entries, which stay as they are. A PTO is armed only when it comes
+//     before the oldest segment's RTO; its probe (new data, else the last
+//     segment again) elicits an ACK whose SACK lets RACK find the lost segments
+//     and resend them at once; an unanswered probe leaves the RTO to fire as
+//     before. RACK marks a segment lost once one sent reo_wnd (min RTT/4) or
+//     more after it was delivered; it works beside NewReno's three duplicate
+//     ACKs (RFC 5681, RFC 6582), whichever detects the loss first starting
+//     fast recovery. See timers.go.
 //   - delayed ACK, keepalive, persist (zero-window probes), TIME_WAIT and the
 //     FIN_WAIT_2 timeout, and the user timeout (RFC 5482) are entries embedded in
 //     the Endpoint.

@@ -191,8 +191,8 @@ func transfer(t *testing.T, payload []byte, cfgf func(*Config), drop func(from, 
 		t.Fatalf("timers left: %d", l.w.Len())
 	}
 	ci := c.Info()
-	t.Logf("%v: done at %v, %d drops, client: %d segs out, %d retransmits (%d RTO, %d fast), srtt %v",
-		t.Name(), l.clk.Now(), l.drops, ci.SegsOut, ci.SegsRetransmitted, ci.RTOEvents, ci.FastRetransmits, ci.SRTT)
+	t.Logf("%v: done at %v, %d drops, client: %d segs out, %d retransmits (%d RTO, %d fast of which %d RACK, %d TLP), srtt %v",
+		t.Name(), l.clk.Now(), l.drops, ci.SegsOut, ci.SegsRetransmitted, ci.RTOEvents, ci.FastRetransmits, ci.RACKRetransmits, ci.TLPProbes, ci.SRTT)
 }
 
 func TestEndToEndRandomLoss(t *testing.T) {
@@ -259,5 +259,146 @@ func TestDataAfterPeerFIN(t *testing.T) {
 	}
 	if l.server.State() != StateClosed {
 		t.Fatalf("server ends in %v, want CLOSED", l.server.State())
+	}
+}
+
+// TestTailLossRecovery: over a 0.2 ms link, the last data segment and the FIN
+// are lost. RACK-TLP recovers within a few SRTTs (the target: 15 ms);
+// without it the RTO does, after MinRTO (200 ms).
+func TestTailLossRecovery(t *testing.T) {
+	const size = 20000
+	for _, tc := range []struct {
+		name       string
+		disable    bool
+		separate   bool // the FIN in a segment of its own
+		within     time.Duration
+		notBefore  time.Duration
+		wantProbes uint64
+	}{
+		{"RACK-TLP, the FIN on the last data segment", false, false, 15 * time.Millisecond, 0, 1},
+		{"RACK-TLP, the last data segment and the FIN apart", false, true, 15 * time.Millisecond, 0, 1},
+		{"RTO alone, the last data segment and the FIN apart", true, true, time.Second, DefaultMinRTO, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLink(t, 200*time.Microsecond)
+			payload := data(size)
+			var lostAt time.Duration
+			var dataLost, finLost bool
+			l.drop = func(from, n int, s *Segment) bool {
+				if from != 0 {
+					return false
+				}
+				end := s.Seq.Add(seqnum.Size(len(s.Payload)))
+				last := len(s.Payload) > 0 && end == testISS+1+size && !dataLost
+				fin := s.Flags&FlagFIN != 0 && !finLost
+				if last || fin {
+					dataLost = dataLost || last
+					finLost = finLost || fin
+					if lostAt == 0 {
+						lostAt = l.w.Now()
+					}
+					return true
+				}
+				return false
+			}
+			cfg := Config{ISN: func(ID, time.Duration) seqnum.Value { return testISS }, DisableRACKTLP: tc.disable}
+			ln, err := NewListener(l.w, linkOut{l, 1}, ListenerConfig{Endpoint: cfg, Accept: func(ep *Endpoint) bool { l.server = ep; return true }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.ln = ln
+			c, err := Dial(l.w, linkOut{l, 0}, testID, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.client = c
+			written, closed := 0, false
+			var doneAt time.Duration
+			buf := make([]byte, size)
+			for steps := 0; steps < 100000 && doneAt == 0; steps++ {
+				if c.State() == StateEstablished && written < size {
+					n, _ := c.Write(payload[written:])
+					written += n
+					if !tc.separate && written == size {
+						c.Close()
+						closed = true
+					}
+				}
+				if tc.separate && !closed && written == size && c.sndMax == testISS+1+size {
+					c.Close() // all the data has gone: the FIN goes alone
+					closed = true
+				}
+				if s := l.server; s != nil {
+					s.Read(buf)
+					if s.finRcvd {
+						doneAt = l.w.Now()
+					}
+				}
+				if !l.step() {
+					break
+				}
+			}
+			if !dataLost || !finLost || doneAt == 0 {
+				t.Fatalf("data lost %v, FIN lost %v, done at %v", dataLost, finLost, doneAt)
+			}
+			took := doneAt - lostAt
+			ci := c.Info()
+			t.Logf("tail loss at %v recovered in %v (SRTT %v): %d probes, %d RACK retransmits, %d RTO events",
+				lostAt, took, ci.SRTT, ci.TLPProbes, ci.RACKRetransmits, ci.RTOEvents)
+			if took > tc.within || took < tc.notBefore {
+				t.Errorf("recovered in %v, want within [%v, %v]", took, tc.notBefore, tc.within)
+			}
+			if lim := 10*ci.SRTT + DefaultTLPSlack; !tc.disable && took > lim {
+				t.Errorf("recovered in %v, want within 10 SRTT + the PTO's slack (%v)", took, lim)
+			}
+			if ci.TLPProbes != tc.wantProbes || (!tc.disable && ci.RTOEvents != 0) {
+				t.Errorf("probes %d, RTO events %d; want %d probes and, with RACK-TLP, no RTO", ci.TLPProbes, ci.RTOEvents, tc.wantProbes)
+			}
+		})
+	}
+}
+
+// TestAcceptQueueFull: while the stack's accept queue is full the handshake's
+// final ACK is dropped (Linux's tcp_abort_on_overflow = 0), not answered with a
+// RST; the SYN-ACK retransmission completes the handshake once there is room.
+func TestAcceptQueueFull(t *testing.T) {
+	l := newLink(t, time.Millisecond)
+	full := true
+	ln, err := NewListener(l.w, linkOut{l, 1}, ListenerConfig{
+		Accept:    func(ep *Endpoint) bool { l.server = ep; return true },
+		QueueFull: func() bool { return full },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.ln = ln
+	c, err := Dial(l.w, linkOut{l, 0}, testID, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.client = c
+	for l.clk.Now() < 500*time.Millisecond && l.step() {
+	}
+	if c.State() != StateEstablished {
+		t.Fatalf("client in %v, want ESTABLISHED (its ACK was sent)", c.State())
+	}
+	if l.server != nil || ln.HalfOpen() != 1 {
+		t.Fatalf("accepted %v, half-open %d while the queue is full; want not accepted, 1", l.server != nil, ln.HalfOpen())
+	}
+	st := ln.Stats()
+	if st.DropsAcceptQueue == 0 || st.ResetsSent != 0 || st.Refused != 0 {
+		t.Fatalf("listener stats %+v: want the ACK dropped and counted, no RST, no refusal", st)
+	}
+	full = false
+	for steps := 0; l.server == nil && steps < 1000 && l.step(); steps++ {
+	}
+	if l.server == nil {
+		t.Fatalf("not accepted after the queue emptied (at %v)", l.clk.Now())
+	}
+	if at := l.clk.Now(); at < time.Second || at > time.Second+10*time.Millisecond {
+		t.Fatalf("accepted at %v, want right after the SYN-ACK retransmission at 1s", at)
+	}
+	if l.server.State() != StateEstablished || c.Info().ResetsReceived != 0 {
+		t.Fatalf("server %v, client resets %d; want ESTABLISHED and none", l.server.State(), c.Info().ResetsReceived)
 	}
 }

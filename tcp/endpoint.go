@@ -56,6 +56,9 @@ type Endpoint struct {
 	recover        seqnum.Value // RFC 6582 "recover"
 	highSACK       seqnum.Value // highest SACKed sequence number + 1
 	sackedBytes    int
+	sackedSegs     int // segments SACKed above SND.UNA (RACK.segs_sacked)
+
+	rack rackState // RACK-TLP (RFC 8985), see rack.go
 
 	// Negotiated options.
 	tsOK, sackOK, wsOK bool
@@ -80,6 +83,8 @@ type Endpoint struct {
 	persist    timer.Entry
 	closeTimer timer.Entry // TIME_WAIT and the FIN_WAIT_2 timeout
 	userTO     timer.Entry
+	pto        timer.Entry // RFC 8985 7.2: the tail-loss probe timeout
+	reoTimer   timer.Entry // RFC 8985 6.2 step 5: RACK's reordering timer
 
 	keepProbes     int
 	persistBackoff int
@@ -130,6 +135,9 @@ func newEndpoint(w *timer.Wheel, out Output, id ID, cfg Config) *Endpoint {
 	e.persist.Init(e.onPersist)
 	e.closeTimer.Init(e.onCloseTimer)
 	e.userTO.Init(e.onUserTimeout)
+	e.pto.Init(e.onPTO)
+	e.reoTimer.Init(e.onReorderTimer)
+	e.rack.fack = e.iss
 	return e
 }
 
@@ -287,8 +295,7 @@ func (e *Endpoint) Close() error {
 		return nil
 	}
 	if e.rcvBuf.len() > 0 || len(e.ooo) > 0 {
-		e.stats.ResetsSent++
-		e.abort(nil, true)
+		e.abort(nil, true) // RFC 2525 2.17: unread data is lost: reset (sendRST counts it)
 		return nil
 	}
 	e.closeWrite()
@@ -332,6 +339,8 @@ func (e *Endpoint) enterClosed(err error) {
 	e.w.Stop(&e.persist)
 	e.w.Stop(&e.closeTimer)
 	e.w.Stop(&e.userTO)
+	e.w.Stop(&e.pto)
+	e.w.Stop(&e.reoTimer)
 	e.ooo = nil
 	e.setState(StateClosed)
 	if err != nil && e.err == nil {
@@ -366,7 +375,10 @@ func (e *Endpoint) startTimer(t *timer.Entry, d time.Duration) {
 func (e *Endpoint) now() time.Duration { return e.w.Now() }
 
 // tsVal is our timestamp clock, 1 ms per tick (RFC 7323 5.4).
-func (e *Endpoint) tsVal() uint32 { return uint32(e.now()/time.Millisecond) + e.tsOffset }
+func (e *Endpoint) tsVal() uint32 { return e.tsAt(e.now()) }
+
+// tsAt is our timestamp clock's value at the wheel's instant t.
+func (e *Endpoint) tsAt(t time.Duration) uint32 { return uint32(t/time.Millisecond) + e.tsOffset }
 
 // Info is a snapshot of the connection, like Linux's TCP_INFO.
 type Info struct {
@@ -383,12 +395,20 @@ type Info struct {
 	SndWScale, RcvWScale int // -1 when window scaling is off
 	Timestamps, SACK     bool
 	InRecovery           bool
-	SndBuffered          int // bytes in the send buffer (unacked and unsent)
-	RcvBuffered          int
-	KeepAlive            bool // RFC 1122 4.2.3.6 probes on, with these parameters
-	KeepIdle             time.Duration
-	KeepInterval         time.Duration
-	KeepCount            int
+	// RACK-TLP (RFC 8985): on unless Config.DisableRACKTLP; RACK.rtt and
+	// RACK.reo_wnd as they stand; whether reordering was seen; whether a
+	// tail-loss probe is outstanding (its episode not yet ended).
+	RACKTLP        bool
+	RACKRTT        time.Duration
+	ReoWnd         time.Duration
+	ReorderingSeen bool
+	TLPOutstanding bool
+	SndBuffered    int // bytes in the send buffer (unacked and unsent)
+	RcvBuffered    int
+	KeepAlive      bool // RFC 1122 4.2.3.6 probes on, with these parameters
+	KeepIdle       time.Duration
+	KeepInterval   time.Duration
+	KeepCount      int
 	Counters
 }
 
@@ -400,7 +420,11 @@ type Counters struct {
 	BytesSent, BytesRetrans         uint64 // payload bytes sent, and resent
 	BytesAcked, BytesReceived       uint64
 	SegsRetransmitted               uint64 // segments resent, for any reason
-	RTOEvents, FastRetransmits      uint64
+	RTOEvents, FastRetransmits      uint64 // FastRetransmits includes RACKRetransmits
+	TLPProbes                       uint64 // RFC 8985 7.3: tail-loss probes sent
+	TLPRecoveries                   uint64 // RFC 8985 7.4.2: probes that repaired a loss
+	RACKRetransmits                 uint64 // segments RACK found lost, resent (RFC 8985 6.2)
+	RACKReorderTimeouts             uint64 // expiries of RACK's reordering timer
 	SYNRetransmits                  uint64
 	DupAcksIn                       uint64
 	ChallengeACKs                   uint64
@@ -418,33 +442,38 @@ type Counters struct {
 // Info returns a snapshot of the connection.
 func (e *Endpoint) Info() Info {
 	i := Info{
-		State:        e.state,
-		RTO:          e.rtt.rto(),
-		SRTT:         e.rtt.srtt,
-		RTTVar:       e.rtt.rttvar,
-		MinRTT:       e.rtt.minSeen,
-		Retransmits:  e.rtoRetries,
-		Backoff:      e.rtt.backoff,
-		Cwnd:         e.cwnd,
-		Ssthresh:     e.ssthresh,
-		SndMSS:       e.smss,
-		RcvMSS:       e.rcvMSS,
-		Unacked:      len(e.rtxq),
-		Sacked:       e.sackedBytes,
-		SndWnd:       int(e.sndWnd),
-		RcvWnd:       int(e.rcvAdv - e.rcvNxt),
-		SndWScale:    -1,
-		RcvWScale:    -1,
-		Timestamps:   e.tsOK,
-		SACK:         e.sackOK,
-		InRecovery:   e.inRecovery,
-		SndBuffered:  e.sndBuf.len(),
-		RcvBuffered:  e.rcvBuf.len(),
-		KeepAlive:    e.cfg.KeepAlive,
-		KeepIdle:     e.cfg.KeepIdle,
-		KeepInterval: e.cfg.KeepInterval,
-		KeepCount:    e.cfg.KeepCount,
-		Counters:     e.stats,
+		State:          e.state,
+		RTO:            e.rtt.rto(),
+		SRTT:           e.rtt.srtt,
+		RTTVar:         e.rtt.rttvar,
+		MinRTT:         e.rtt.minSeen,
+		Retransmits:    e.rtoRetries,
+		Backoff:        e.rtt.backoff,
+		Cwnd:           e.cwnd,
+		Ssthresh:       e.ssthresh,
+		SndMSS:         e.smss,
+		RcvMSS:         e.rcvMSS,
+		Unacked:        len(e.rtxq),
+		Sacked:         e.sackedBytes,
+		SndWnd:         int(e.sndWnd),
+		RcvWnd:         int(e.rcvAdv - e.rcvNxt),
+		SndWScale:      -1,
+		RcvWScale:      -1,
+		Timestamps:     e.tsOK,
+		SACK:           e.sackOK,
+		InRecovery:     e.inRecovery,
+		RACKTLP:        e.rackOn(),
+		RACKRTT:        e.rack.rtt,
+		ReoWnd:         e.rackReoWnd(),
+		ReorderingSeen: e.rack.reorderingSeen,
+		TLPOutstanding: e.rack.tlpActive,
+		SndBuffered:    e.sndBuf.len(),
+		RcvBuffered:    e.rcvBuf.len(),
+		KeepAlive:      e.cfg.KeepAlive,
+		KeepIdle:       e.cfg.KeepIdle,
+		KeepInterval:   e.cfg.KeepInterval,
+		KeepCount:      e.cfg.KeepCount,
+		Counters:       e.stats,
 	}
 	if e.wsOK {
 		i.SndWScale, i.RcvWScale = int(e.sndWS), int(e.rcvWS)

@@ -197,6 +197,10 @@ func (e *Endpoint) handleSynchronized(seg *Segment) {
 			e.sendRSTFor(seg) // RFC 9293 3.10.7.4: <SEQ=SEG.ACK><CTL=RST>
 			return
 		}
+		if l := e.listener; l != nil && l.queueFull() {
+			l.stats.DropsAcceptQueue++ // stay in SYN-RECEIVED: the SYN-ACK retry asks for the ACK again
+			return
+		}
 		e.setState(StateEstablished)
 		if e.finQueued {
 			e.setState(StateFinWait1)
@@ -287,5 +291,7 @@ func (e *Endpoint) enterTimeWait() {
 	e.w.Stop(&e.keepalive)
 	e.w.Stop(&e.persist)
 	e.w.Stop(&e.userTO)
+	e.w.Stop(&e.pto)
+	e.w.Stop(&e.reoTimer)
 	e.startTimer(&e.closeTimer, e.cfg.TimeWait) // RFC 9293 3.10.7.4: TIME-WAIT lasts 2 MSL
 }

@@ -19,12 +19,20 @@ type ListenerConfig struct {
 	// The stack registers the endpoint under its ID and queues it for Accept.
 	// Returning false refuses it: the endpoint is reset.
 	Accept func(ep *Endpoint) bool
+	// QueueFull, if set, reports whether the stack's queue of connections
+	// waiting for Accept is full. While it is, the ACK that would complete a
+	// handshake is dropped and counted (DropsAcceptQueue), as Linux does with
+	// tcp_abort_on_overflow = 0: the connection stays in SYN-RECEIVED, its
+	// SYN-ACK retransmission makes the peer ACK again, and the handshake
+	// completes once the application has accepted.
+	QueueFull func() bool
 }
 
 // ListenerStats counts a listener's work.
 type ListenerStats struct {
 	SYNsIn, Accepted, Refused uint64
 	DropsBacklog, DropsOther  uint64
+	DropsAcceptQueue          uint64 // handshake-completing ACKs dropped: the accept queue was full
 	ResetsSent                uint64
 	HalfOpenTimeouts          uint64
 }
@@ -105,11 +113,16 @@ func (l *Listener) accepted(e *Endpoint) {
 	delete(l.half, e.id)
 	if l.closed || l.cfg.Accept == nil || !l.cfg.Accept(e) {
 		l.stats.Refused++
+		l.stats.ResetsSent++ // the endpoint is never registered: count its RST here
 		e.abort(nil, true)
 		return
 	}
 	l.stats.Accepted++
 }
+
+// queueFull reports whether a completed handshake would find no room in the
+// stack's accept queue.
+func (l *Listener) queueFull() bool { return l.cfg.QueueFull != nil && l.cfg.QueueFull() }
 
 // dropHalfOpen is called by a half-open endpoint that closed (reset, or its
 // SYN-ACK retries ran out).

@@ -213,7 +213,7 @@ func (e *Endpoint) sackBlocks(o *Options) {
 	var blocks [maxOOO]SACKBlock
 	nb := 0
 	for _, s := range e.ooo {
-		start, end := s.seq, s.seq.Add(seqnum.Size(len(s.data)))
+		start, end := s.seq, s.end() // a FIN takes its sequence number, as in Linux's blocks
 		if nb > 0 && start.LessThanEq(blocks[nb-1].End) {
 			if blocks[nb-1].End.LessThan(end) {
 				blocks[nb-1].End = end

@@ -15,11 +15,15 @@ type txSeg struct {
 	e      *Endpoint
 	entry  timer.Entry
 	seq    seqnum.Value
-	len    seqnum.Size // in sequence space: data plus SYN and FIN
-	flags  Flags       // FlagSYN and FlagFIN
-	sentAt time.Duration
-	xmits  int  // times sent
-	sacked bool // covered by a SACK block
+	len    seqnum.Size   // in sequence space: data plus SYN and FIN
+	flags  Flags         // FlagSYN and FlagFIN
+	sentAt time.Duration // RFC 8985 5.2: Segment.xmit_ts
+	// prevSentAt is the time of the transmission before, when xmits > 1.
+	prevSentAt time.Duration
+	rtoAt      time.Duration // when its retransmission timer expires, while it runs
+	xmits      int           // times sent
+	sacked     bool          // covered by a SACK block
+	lost       bool          // RFC 8985 5.2: Segment.lost, by RACK, until resent
 	// rtxInRecovery: resent in the current fast recovery episode.
 	rtxInRecovery bool
 }
@@ -109,15 +113,23 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 		}
 	}
 	s.xmits++
-	s.sentAt = e.now()
+	s.prevSentAt, s.sentAt = s.sentAt, e.now() // RFC 8985 6.1: Segment.xmit_ts = Now()
+	s.lost = false                             // RFC 8985 6.1: Segment.lost = FALSE
 	e.send(&seg)
 	if e.state == StateClosed { // the wheel failed us inside send
 		return
 	}
-	e.startTimer(&s.entry, e.rtt.rto()) // RFC 6298 (5.1): start the timer when a segment is sent
+	e.armRTO(s) // RFC 6298 (5.1): start the timer when a segment is sent
 	if e.cfg.UserTimeout > 0 && !e.userTO.Pending() {
 		e.startTimer(&e.userTO, e.cfg.UserTimeout) // RFC 5482: data now waits for an ACK
 	}
+}
+
+// armRTO starts s's retransmission timer at the current RTO.
+func (e *Endpoint) armRTO(s *txSeg) {
+	d := e.rtt.rto()
+	s.rtoAt = e.now() + d
+	e.startTimer(&s.entry, d)
 }
 
 // send fills the fields every segment shares (ports, ACK, window, timestamps,
@@ -182,13 +194,20 @@ func (e *Endpoint) flightSize() int { return int(e.sndMax - e.sndUna) }
 
 // output sends what the windows allow: segments being resent after an RTO
 // (go-back-N from SND.NXT up to the highest sent, skipping SACKed ones), then
-// new data, then the FIN.
+// new data, then the FIN. New data (re)starts the loss probe timeout (RFC 8985
+// 7.2).
 func (e *Endpoint) output() {
-	switch e.state {
-	case StateEstablished, StateCloseWait, StateFinWait1, StateClosing, StateLastAck:
-	default:
+	if !e.state.canSendData() {
 		return
 	}
+	sndMax := e.sndMax
+	e.outputLoop()
+	if e.sndMax != sndMax && e.state != StateClosed && e.rackOn() {
+		e.armPTO() // RFC 8985 7.2: after transmitting new data
+	}
+}
+
+func (e *Endpoint) outputLoop() {
 	for e.state != StateClosed {
 		wnd := min(e.cwnd, int(e.sndWnd))
 		inflight := int(e.sndNxt - e.sndUna)
@@ -234,21 +253,51 @@ func (e *Endpoint) output() {
 		if n < e.smss && n < avail && inflight > 0 && n < int(e.maxSndWnd/2) {
 			return
 		}
-		fin := e.finQueued && n == avail
-		l := seqnum.Size(n)
-		var flags Flags
-		if fin {
-			l++
-			flags = FlagFIN
-			e.finSent, e.finSeq = true, e.sndNxt.Add(seqnum.Size(n))
-		}
-		s := e.newSeg(e.sndNxt, l, flags)
-		e.rtxq = append(e.rtxq, s)
-		e.sndNxt = e.sndNxt.Add(l)
-		e.sndMax = e.sndNxt
-		e.w.Stop(&e.persist)
-		e.transmit(s, false)
+		e.sendData(n)
 	}
+}
+
+// sendData queues and sends the next n bytes of unsent data, with the FIN if
+// they are the last and the FIN is queued.
+func (e *Endpoint) sendData(n int) {
+	avail := e.sndBuf.len() - int(e.sndNxt-e.sndBufSeq)
+	fin := e.finQueued && n == avail
+	l := seqnum.Size(n)
+	var flags Flags
+	if fin {
+		l++
+		flags = FlagFIN
+		e.finSent, e.finSeq = true, e.sndNxt.Add(seqnum.Size(n))
+	}
+	s := e.newSeg(e.sndNxt, l, flags)
+	e.rtxq = append(e.rtxq, s)
+	e.sndNxt = e.sndNxt.Add(l)
+	e.sndMax = e.sndNxt
+	e.w.Stop(&e.persist)
+	e.transmit(s, false)
+}
+
+// sendNewSegment sends, as a tail-loss probe (RFC 8985 7.3), the next segment
+// of unsent data, or the FIN alone, if there is one and the peer's window
+// takes it; cwnd is not consulted. It reports whether it sent.
+func (e *Endpoint) sendNewSegment() bool {
+	if e.sndNxt != e.sndMax || e.finSent {
+		return false
+	}
+	avail := e.sndBuf.len() - int(e.sndNxt-e.sndBufSeq)
+	if avail <= 0 {
+		if e.finQueued {
+			e.queueFIN()
+			return true
+		}
+		return false
+	}
+	n := min(avail, e.smss)
+	if int(e.sndNxt-e.sndUna)+n > int(e.sndWnd) {
+		return false // RFC 8985 7.3: the receive window does not allow new data
+	}
+	e.sendData(n)
+	return true
 }
 
 // queueFIN sends a FIN with no data.
@@ -300,6 +349,7 @@ func (e *Endpoint) onRTO(s *txSeg) {
 		return
 	}
 	e.rtoRetries++
+	e.rackOnRTO()
 	if e.rtoRetries == 1 {
 		e.ssthresh = max(e.flightSize()/2, 2*e.smss) // RFC 5681 (4), once per timeout episode
 	}
@@ -365,9 +415,12 @@ func (e *Endpoint) handleAck(seg *Segment, forceWnd bool) bool {
 			e.stats.DupAcksIn++
 			e.onDupAck()
 		}
-		return true
+	} else {
+		e.ackRange(ack, seg)
 	}
-	e.ackRange(ack, seg)
+	if e.rackOn() && e.state != StateClosed {
+		e.rackOnAck(seg, acked > 0)
+	}
 	return true
 }
 
@@ -400,6 +453,9 @@ func (e *Endpoint) ackRange(ack seqnum.Value, seg *Segment) {
 	for _, s := range e.rtxq[:n] {
 		if s.sacked {
 			e.sackedBytes -= int(s.len)
+			e.sackedSegs--
+		} else {
+			e.rackDelivered(s) // RFC 8985 6.2 steps 2 and 3
 		}
 		e.freeSeg(s) // STOP_TIMER: acknowledged
 	}
@@ -467,7 +523,9 @@ func (e *Endpoint) congestionOnAck(acked int) {
 			e.cwnd += e.smss
 		}
 		e.cwnd = max(e.cwnd, e.smss)
-		if len(e.rtxq) > 0 && !e.rtxq[0].sacked {
+		if len(e.rtxq) > 0 && !e.rtxq[0].sacked && !(e.rackOn() && e.rtxq[0].rtxInRecovery) {
+			// (With RACK, a segment resent in this episode is resent again only
+			// when RACK finds the resend lost, RFC 8985 6.2.)
 			h := e.rtxq[0]
 			h.rtxInRecovery = true
 			e.stats.FastRetransmits++
@@ -567,9 +625,11 @@ func (e *Endpoint) updateSACK(blocks []SACKBlock) bool {
 				break
 			}
 			if !s.sacked {
-				s.sacked = true
+				s.sacked, s.lost = true, false
 				e.sackedBytes += int(s.len)
+				e.sackedSegs++
 				e.w.Stop(&s.entry) // STOP_TIMER: SACKed
+				e.rackDelivered(s) // RFC 8985 6.2 steps 2 and 3
 				news = true
 			}
 		}
@@ -593,11 +653,11 @@ func (e *Endpoint) ensureRTOTimer() {
 			return
 		}
 		if !s.sacked {
-			e.startTimer(&s.entry, e.rtt.rto()) // RFC 6298 (5.3)
+			e.armRTO(s) // RFC 6298 (5.3)
 			return
 		}
 	}
 	if len(e.rtxq) > 0 && e.rtxq[0].seq.LessThan(e.sndNxt) {
-		e.startTimer(&e.rtxq[0].entry, e.rtt.rto()) // everything SACKed: a reneging peer
+		e.armRTO(e.rtxq[0]) // everything SACKed: a reneging peer
 	}
 }

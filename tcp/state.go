@@ -34,6 +34,16 @@ func (s State) synchronized() bool { return s >= StateEstablished }
 // canSend reports whether new data may be sent: our FIN is not yet queued.
 func (s State) canSend() bool { return s == StateEstablished || s == StateCloseWait }
 
+// canSendData reports whether segments of the send queue (data, FIN) may go
+// out: the states in which output sends.
+func (s State) canSendData() bool {
+	switch s {
+	case StateEstablished, StateCloseWait, StateFinWait1, StateClosing, StateLastAck:
+		return true
+	}
+	return false
+}
+
 // canReceive reports whether the peer may still send data: no FIN received.
 func (s State) canReceive() bool {
 	return s == StateEstablished || s == StateFinWait1 || s == StateFinWait2

@@ -273,7 +273,7 @@ func TestListen(t *testing.T) {
 
 func TestEstablished(t *testing.T) {
 	t.Run("data out, ACK in", func(t *testing.T) {
-		h := established(t, testConfig())
+		h := established(t, noTLPConfig()) // the ACK comes at 10 ms, after the PTO of 20 µs
 		if n, err := h.ep.Write(data(3000)); n != 3000 || err != nil {
 			t.Fatalf("Write: got %d, %v; want 3000, nil", n, err)
 		}
@@ -461,7 +461,7 @@ func TestClosing(t *testing.T) {
 		}
 	})
 	t.Run("FIN retransmitted at RTO", func(t *testing.T) {
-		h := established(t, testConfig())
+		h := established(t, noTLPConfig())
 		h.ep.CloseWrite()
 		h.expect(flagsAre(FlagACK | FlagFIN))
 		h.expectAt(200*time.Millisecond, flagsAre(FlagACK|FlagFIN), seqIs(testISS+1))

@@ -15,6 +15,28 @@ import "time"
 //     flight.
 //   - closeTimer: TIME-WAIT (2*MSL), and FIN-WAIT-2 after Close.
 //   - userTO: while sent data is unacknowledged, when Config.UserTimeout is set.
+//   - pto (RFC 8985 7.2, rack.go): the tail-loss probe timeout, while data is in
+//     flight, an SRTT is known, nothing is SACKed, no recovery (fast or RTO) is
+//     under way and no probe is outstanding; (re)started when new data is sent
+//     and when an ACK acknowledges new data; stopped otherwise.
+//   - reoTimer (RFC 8985 6.2 step 5, rack.go): RACK's reordering timer, while a
+//     segment sent before the most recently delivered one may yet arrive.
+//
+// RACK-TLP beside per-segment RTO entries. Linux (and RFC 8985 8) keeps one
+// timer that is either the RTO, the PTO or the reordering timer. Here each
+// in-flight segment keeps its own RTO entry exactly as without RACK-TLP, and
+// the PTO and the reordering timer are two more entries on the same wheel,
+// armed with Start and cancelled with Stop. The PTO (2*SRTT + Config.TLPSlack,
+// or + TLP.max_ack_delay for a lone segment without our FIN) is armed only if it
+// expires before the oldest segment's RTO entry (RFC 8985 7.2 caps it at the
+// RTO; here the RTO itself fires instead). When it fires, the probe (new data,
+// else the last segment again) goes out and the RTO entries keep running: the
+// probed segment's entry restarts with the probe, like any transmission (7.3:
+// after a probe the RTO is armed, not the PTO). If the probe's ACK reveals a
+// loss (a SACK of the probe above a hole), RACK marks the hole lost and it is
+// resent at once, in fast recovery; if the probe is unanswered, the oldest
+// segment's RTO entry expires as it always did. An RTO stops both RACK-TLP
+// timers and ends the probe episode.
 
 // onDelayedACK sends the ACK that was held back (RFC 1122 4.2.3.2).
 func (e *Endpoint) onDelayedACK() {

@@ -11,7 +11,7 @@ import (
 
 func TestRetransmission(t *testing.T) {
 	t.Run("nothing at RTO-1 tick, retransmit at RTO, then doubling", func(t *testing.T) {
-		h := established(t, testConfig())
+		h := established(t, noTLPConfig())
 		h.ep.Write(data(100))
 		h.expect(seqIs(testISS+1), lenIs(100))
 		at := time.Duration(0)
@@ -28,7 +28,7 @@ func TestRetransmission(t *testing.T) {
 		}
 	})
 	t.Run("each segment has its own timer; ACK stops them", func(t *testing.T) {
-		h := established(t, testConfig())
+		h := established(t, noTLPConfig())
 		h.ep.Write(data(1448))
 		h.expect(lenIs(1448))
 		h.advance(50 * time.Millisecond)
@@ -49,7 +49,7 @@ func TestRetransmission(t *testing.T) {
 		}
 	})
 	t.Run("RTO resends go-back-N as cwnd allows", func(t *testing.T) {
-		h := established(t, testConfig())
+		h := established(t, noTLPConfig())
 		h.ep.Write(data(3 * 1448))
 		for range 3 {
 			h.expect(lenIs(1448))
@@ -65,7 +65,7 @@ func TestRetransmission(t *testing.T) {
 		h.expectNone()
 	})
 	t.Run("Karn: no sample from a retransmitted segment", func(t *testing.T) {
-		h := established(t, testConfig(), noTS)
+		h := established(t, noTLPConfig(), noTS)
 		h.ep.Write(data(10))
 		h.expect(lenIs(10))
 		h.expectAt(200*time.Millisecond, lenIs(10))
@@ -89,7 +89,7 @@ func TestRetransmission(t *testing.T) {
 		}
 	})
 	t.Run("timestamps disambiguate a retransmission", func(t *testing.T) {
-		h := established(t, testConfig())
+		h := established(t, noTLPConfig())
 		h.ep.Write(data(10))
 		h.expect(lenIs(10))
 		rtx := h.expectAt(200*time.Millisecond, lenIs(10))
@@ -101,7 +101,7 @@ func TestRetransmission(t *testing.T) {
 		}
 	})
 	t.Run("Retries2 limit aborts with RST", func(t *testing.T) {
-		cfg := testConfig()
+		cfg := noTLPConfig()
 		cfg.Retries2 = 3
 		h := established(t, cfg)
 		h.ep.Write(data(10))
@@ -119,7 +119,7 @@ func TestRetransmission(t *testing.T) {
 		}
 	})
 	t.Run("MaxRTO caps the backoff", func(t *testing.T) {
-		cfg := testConfig()
+		cfg := noTLPConfig()
 		cfg.MaxRTO = time.Second
 		h := established(t, cfg)
 		h.ep.Write(data(10))
@@ -131,7 +131,7 @@ func TestRetransmission(t *testing.T) {
 		}
 	})
 	t.Run("user timeout aborts (RFC 5482)", func(t *testing.T) {
-		cfg := testConfig()
+		cfg := noTLPConfig()
 		cfg.UserTimeout = 1500 * time.Millisecond
 		h := established(t, cfg)
 		h.ep.Write(data(10))
@@ -145,7 +145,7 @@ func TestRetransmission(t *testing.T) {
 		}
 	})
 	t.Run("user timeout restarts on progress", func(t *testing.T) {
-		cfg := testConfig()
+		cfg := noTLPConfig()
 		cfg.UserTimeout = 150 * time.Millisecond
 		h := established(t, cfg)
 		h.ep.Write(data(2896))
@@ -183,7 +183,7 @@ func TestDelayedACK(t *testing.T) {
 		h.expectNone()
 	})
 	t.Run("data piggybacks the ACK", func(t *testing.T) {
-		h := established(t, testConfig())
+		h := established(t, noTLPConfig()) // no probe of the reply within the 100 ms
 		h.sendData(data(100))
 		h.ep.Write([]byte("reply"))
 		h.expect(ackIs(peerISS+101), lenIs(5))
@@ -301,7 +301,7 @@ func TestFastRetransmit(t *testing.T) {
 		return SACKBlock{testISS + 1 + seqnum.Value(i*1448), testISS + 1 + seqnum.Value((i+1)*1448)}
 	}
 	t.Run("three duplicate ACKs: NewReno", func(t *testing.T) {
-		h := established(t, testConfig(), noSACK)
+		h := established(t, noTLPConfig(), noSACK)
 		send(h, 6)
 		h.advance(10 * time.Millisecond)
 		dup(h)
@@ -327,7 +327,7 @@ func TestFastRetransmit(t *testing.T) {
 		}
 	})
 	t.Run("SACK: holes resent, SACKed segments not", func(t *testing.T) {
-		h := established(t, testConfig())
+		h := established(t, noTLPConfig())
 		send(h, 6)
 		// segments 0 and 2 lost
 		dup(h, seg(1))
@@ -344,7 +344,7 @@ func TestFastRetransmit(t *testing.T) {
 		}
 	})
 	t.Run("RTO skips SACKed segments", func(t *testing.T) {
-		h := established(t, testConfig())
+		h := established(t, noTLPConfig())
 		send(h, 3)
 		dup(h, seg(1))
 		h.expectAt(200*time.Millisecond, seqIs(seg(0).Start))

@@ -1,0 +1,325 @@
+package tcp
+
+import (
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+)
+
+// RACK-TLP (RFC 8985): time-based loss detection and tail-loss probes. The
+// design, and how its two timers live beside the per-segment RTO entries, is
+// described in timers.go and in the package documentation.
+
+// rackState is RFC 8985 5.3's per-connection state.
+type rackState struct {
+	// RACK.xmit_ts, RACK.end_seq, RACK.rtt: the most recently sent segment
+	// among those delivered (cumulatively ACKed or SACKed), and its RTT.
+	xmitTS time.Duration
+	endSeq seqnum.Value
+	rtt    time.Duration
+	valid  bool // a segment has been delivered since the connection began
+	// RACK.fack: the highest sequence number delivered.
+	fack seqnum.Value
+	// RACK.reordering_seen: a segment below RACK.fack was delivered without
+	// having been retransmitted.
+	reorderingSeen bool
+
+	// TLP.end_seq and TLP.is_retrans (RFC 8985 5.3): the probe of the current
+	// episode, while tlpActive.
+	tlpActive    bool
+	tlpEndSeq    seqnum.Value
+	tlpIsRetrans bool
+}
+
+// dupThresh is RFC 8985 6.2 step 4's DupThresh (RFC 6675's).
+const dupThresh = 3
+
+func (e *Endpoint) rackOn() bool { return !e.cfg.DisableRACKTLP }
+
+// rackSentAfter is RFC 8985 6.2's RACK_sent_after: t1 later than t2, or as
+// late and further in sequence (segments sent in one burst share a time).
+func rackSentAfter(t1 time.Duration, seq1 seqnum.Value, t2 time.Duration, seq2 seqnum.Value) bool {
+	return t1 > t2 || (t1 == t2 && seq2.LessThan(seq1))
+}
+
+// rackDelivered is RFC 8985 6.2 steps 2 and 3 for a segment that the ACK being
+// processed newly acknowledges or SACKs.
+func (e *Endpoint) rackDelivered(s *txSeg) {
+	if !e.rackOn() || s.flags&FlagSYN != 0 {
+		return
+	}
+	rtt := e.now() - s.sentAt
+	if s.xmits > 1 && rtt < e.rtt.minSeen && e.now()-s.prevSentAt <= e.rtt.srtt+rttK*e.rtt.rttvar {
+		// RFC 8985 6.2 step 2: the ACK may be for the earlier transmission: an
+		// RTT below the minimum says so. Unless that transmission is older
+		// than RFC 6298's bound on an RTT (SRTT + 4*RTTVAR, unclamped): a tail
+		// probe's original is always, so a SACK of the probe counts, however
+		// close to the minimum RTT the path's jitter brings its RTT. (The
+		// RFC's other test, a TSecr older than this transmission, is left out,
+		// as Linux does: RFC 7323 4.3 makes a receiver echo the last in-order
+		// segment's TSval, so a SACK of an out-of-order retransmission carries
+		// an older echo.)
+		return
+	}
+	if !e.rack.valid || rackSentAfter(s.sentAt, s.end(), e.rack.xmitTS, e.rack.endSeq) {
+		e.rack.xmitTS, e.rack.endSeq, e.rack.rtt, e.rack.valid = s.sentAt, s.end(), rtt, true // RFC 8985 6.2 step 2
+	}
+	if e.rack.fack.LessThan(s.end()) {
+		e.rack.fack = s.end() // RFC 8985 6.2 step 3
+	} else if s.end().LessThan(e.rack.fack) && s.xmits == 1 {
+		e.rack.reorderingSeen = true // RFC 8985 6.2 step 3: delivered out of order, never resent
+	}
+}
+
+// recovering reports fast recovery or RTO recovery: SND.UNA has not reached
+// the recovery point of either (RFC 6582 "recover").
+func (e *Endpoint) recovering() bool { return e.inRecovery || e.sndUna.LessThan(e.recover) }
+
+// rackReoWnd is RFC 8985 6.2 step 4 (RACK_update_reo_wnd), without the DSACK
+// adaptation: RACK.reo_wnd_mult stays 1.
+func (e *Endpoint) rackReoWnd() time.Duration {
+	if !e.rack.reorderingSeen {
+		if e.recovering() {
+			return 0 // RFC 8985 6.2 step 4: in fast or RTO recovery
+		}
+		if e.sackedSegs >= dupThresh {
+			return 0 // RFC 8985 6.2 step 4: RACK.segs_sacked >= DupThresh
+		}
+	}
+	return min(e.rtt.minSeen/4, e.rtt.srtt) // RFC 8985 6.2 step 4: min(RACK.min_RTT / 4, SRTT)
+}
+
+// rackDetectLoss is RFC 8985 6.2 step 5 (RACK_detect_loss_and_arm_timer): a
+// segment sent RACK.rtt + RACK.reo_wnd before the most recently sent one that
+// was delivered is lost; one sent later than that, but before it, may still
+// be reordered, and the reordering timer runs until it cannot be. It then
+// retransmits what is lost.
+func (e *Endpoint) rackDetectLoss() {
+	if !e.rack.valid || !e.sackOK {
+		// RACK needs SACK (RFC 8985 4): without it, segments sent before a
+		// delivered retransmission look lost while they are merely not yet
+		// cumulatively acknowledged. Duplicate ACKs and the RTO detect loss,
+		// and TLP still probes the tail.
+		return
+	}
+	reo := e.rackReoWnd()
+	now := e.now()
+	var timeout time.Duration
+	lost := false
+	for _, s := range e.rtxq {
+		if !s.seq.LessThan(e.sndNxt) {
+			break // waiting to be resent after an RTO (go-back-N)
+		}
+		if s.sacked || s.lost || s.flags&FlagSYN != 0 {
+			continue
+		}
+		if !rackSentAfter(e.rack.xmitTS, e.rack.endSeq, s.sentAt, s.end()) {
+			continue
+		}
+		if remaining := s.sentAt + e.rack.rtt + reo - now; remaining <= 0 {
+			s.lost = true // RFC 8985 6.2 step 5: Segment.lost = TRUE
+			lost = true
+		} else {
+			timeout = max(timeout, remaining) // RFC 8985 6.2 step 5
+		}
+	}
+	if timeout > 0 {
+		e.w.Stop(&e.pto)                   // RFC 8985 8: one of the reordering timer and the PTO
+		e.startTimer(&e.reoTimer, timeout) // RFC 8985 6.2 step 5: arm the RACK timer
+	} else {
+		e.w.Stop(&e.reoTimer)
+	}
+	if lost {
+		e.rackRecover()
+	}
+	e.rackRetransmitLost(false)
+}
+
+// rackRecover starts fast recovery for a loss RACK detected (RFC 8985 3.3:
+// RACK-TLP triggers it instead of, or before, the third duplicate ACK).
+func (e *Endpoint) rackRecover() {
+	if e.recovering() {
+		return
+	}
+	e.ssthresh = max(e.flightSize()/2, 2*e.smss) // RFC 5681 (4)
+	e.recover = e.sndMax                         // RFC 6582 3.2 (2), RFC 6675 5 (2)
+	e.inRecovery = true
+	e.cwnd = e.ssthresh // RFC 6675 5 (4.2): cwnd = ssthresh; pipe, not inflation, paces the rest
+	e.caAcked = 0
+	e.w.Stop(&e.pto) // RFC 8985 7.2: no probes in fast recovery
+	e.rackRetransmitLost(true)
+}
+
+// rackRetransmitLost resends the segments RACK marked lost, lowest first, as
+// long as the data in the network (RFC 6675's pipe: sent, not SACKed, not
+// lost) is below cwnd. With first, the first goes regardless, as fast
+// retransmit does (RFC 5681 3.2 (3)).
+func (e *Endpoint) rackRetransmitLost(first bool) {
+	lostBytes := 0
+	for _, s := range e.rtxq {
+		if s.lost {
+			lostBytes += int(s.len)
+		}
+	}
+	if lostBytes == 0 {
+		return
+	}
+	for _, s := range e.rtxq {
+		if !s.seq.LessThan(e.sndNxt) || e.state == StateClosed {
+			return
+		}
+		if !s.lost {
+			continue
+		}
+		pipe := int(e.sndNxt-e.sndUna) - e.sackedBytes - lostBytes
+		if !first && pipe >= e.cwnd {
+			return
+		}
+		first = false
+		lostBytes -= int(s.len)
+		s.rtxInRecovery = true
+		e.stats.FastRetransmits++
+		e.stats.RACKRetransmits++
+		e.transmit(s, true) // RFC 8985 6.1: Segment.lost = FALSE, a new xmit_ts
+	}
+}
+
+// onReorderTimer runs RACK's reordering timer (RFC 8985 6.2 step 5, 8).
+func (e *Endpoint) onReorderTimer() {
+	defer e.flush()
+	if !e.state.canSendData() || len(e.rtxq) == 0 {
+		return
+	}
+	e.stats.RACKReorderTimeouts++
+	e.rackDetectLoss()
+}
+
+// rackOnAck runs RACK-TLP's part of an acceptable ACK, after SND.UNA and the
+// SACK scoreboard were updated (steps 2 and 3 ran for each segment then).
+// advanced: the ACK acknowledged new data.
+func (e *Endpoint) rackOnAck(seg *Segment, advanced bool) {
+	e.tlpOnAck(seg, advanced)
+	if len(e.rtxq) == 0 {
+		e.w.Stop(&e.pto)
+		e.w.Stop(&e.reoTimer)
+		return
+	}
+	e.rackDetectLoss()
+	if e.state == StateClosed {
+		return
+	}
+	if advanced || !e.tlpAllowed() {
+		e.armPTO() // RFC 8985 7.2: restart on an ACK of new data; stop once not allowed
+	}
+}
+
+// tlpOnAck is RFC 8985 7.4.2 (TLP_process_ack): the end of a probe episode.
+// A probe of new data, or one the peer reports with a D-SACK (RFC 2883) as a
+// duplicate, repaired nothing. A retransmission that is acknowledged and
+// followed by an ACK beyond it repaired a loss: congestion control responds,
+// as it would have to the fast recovery the probe spared. A pure duplicate
+// ACK at the probe (no SACK: the peer had the data) ends the episode too.
+func (e *Endpoint) tlpOnAck(seg *Segment, advanced bool) {
+	r := &e.rack
+	if !r.tlpActive || seg.Ack.LessThan(r.tlpEndSeq) {
+		return
+	}
+	switch {
+	case !r.tlpIsRetrans:
+		r.tlpActive = false // RFC 8985 7.4.2: TLP of new data delivered
+	case e.dsackCovers(seg, r.tlpEndSeq):
+		r.tlpActive = false // RFC 8985 7.4.2: the retransmission was redundant
+	case r.tlpEndSeq.LessThan(seg.Ack):
+		r.tlpActive = false // RFC 8985 7.4.2: the probe repaired a single loss
+		e.stats.TLPRecoveries++
+		e.ssthresh = max(e.cwnd/2, 2*e.smss) // RFC 8985 7.4.2: lower cwnd and ssthresh
+		e.cwnd = e.ssthresh
+		e.caAcked = 0
+	case !advanced && seg.Options.NSACK == 0 && len(seg.Payload) == 0:
+		r.tlpActive = false // RFC 8985 7.4.2: a duplicate ACK without SACK
+	}
+}
+
+// dsackCovers reports whether seg's first SACK block is a D-SACK (RFC 2883 4:
+// below SEG.ACK) that ends at end.
+func (e *Endpoint) dsackCovers(seg *Segment, end seqnum.Value) bool {
+	if !e.sackOK || seg.Options.NSACK == 0 {
+		return false
+	}
+	b := seg.Options.SACK[0]
+	return b.End.LessThanEq(seg.Ack) && b.Start.LessThan(end) && end.LessThanEq(b.End)
+}
+
+// tlpAllowed is RFC 8985 7.2's condition for scheduling a probe: data in
+// flight, an SRTT, not in fast or RTO recovery, nothing SACKed, no probe
+// outstanding (7.3: one per episode), and the RTO timer running.
+func (e *Endpoint) tlpAllowed() bool {
+	if !e.rackOn() || len(e.rtxq) == 0 || e.rack.tlpActive || !e.state.canSendData() {
+		return false
+	}
+	h := e.rtxq[0]
+	return h.flags&FlagSYN == 0 && e.rtt.hasSample && !e.recovering() && e.rtoRetries == 0 &&
+		e.sndNxt == e.sndMax && e.sackedBytes == 0 && h.entry.Pending()
+}
+
+// armPTO (re)starts the probe timeout (RFC 8985 7.2), or stops it when no
+// probe may be scheduled. The PTO is 2*SRTT plus Config.TLPSlack (Linux's
+// TCP_TIMEOUT_MIN, 2 ms), or plus TLP.max_ack_delay when the flight is one
+// segment that does not carry our FIN (a FIN is ACKed at once:
+// receiveFIN here, tcp_fin in Linux's FIN-WAIT-2, and otherwise the peer's own
+// FIN usually follows). RFC 8985 7.2 caps the PTO at the RTO's expiry; here a
+// PTO that would not come first is not armed at all, and the RTO entry of the
+// oldest segment fires as it always does.
+func (e *Endpoint) armPTO() {
+	if !e.tlpAllowed() {
+		e.w.Stop(&e.pto)
+		return
+	}
+	extra := max(e.cfg.TLPSlack, 0) // as Linux: 2*SRTT + TCP_TIMEOUT_MIN
+	if len(e.rtxq) == 1 && e.rtxq[0].flags&FlagFIN == 0 {
+		extra = max(extra, e.cfg.TLPMaxAckDelay) // RFC 8985 7.2: FlightSize is one segment: PTO += TLP.max_ack_delay
+	}
+	pto := 2*e.rtt.srtt + extra // RFC 8985 7.2: PTO = 2*SRTT
+	if pto >= e.rtxq[0].rtoAt-e.now() {
+		e.w.Stop(&e.pto) // RFC 8985 7.2: If Now() + PTO > TCP_RTO_expiration(): the RTO fires instead
+		return
+	}
+	e.startTimer(&e.pto, pto)
+}
+
+// onPTO sends the tail-loss probe (RFC 8985 7.3): a new segment if there is
+// unsent data the peer's window takes (cwnd is not consulted), else the
+// highest-sequence segment sent again. One probe per episode: TLP.end_seq
+// stays set until an ACK ends the episode (7.4), and no PTO is armed meanwhile.
+// The RTO entries keep running (7.3: after the probe the RTO is armed, not the
+// PTO): an unanswered probe ends in the RTO.
+func (e *Endpoint) onPTO() {
+	defer e.flush()
+	if !e.tlpAllowed() {
+		return
+	}
+	e.stats.TLPProbes++
+	r := &e.rack
+	if e.sendNewSegment() {
+		r.tlpIsRetrans = false // RFC 8985 7.3: new data
+	} else {
+		r.tlpIsRetrans = true                   // RFC 8985 7.3: retransmit the highest-sequence segment
+		e.transmit(e.rtxq[len(e.rtxq)-1], true) // its RTO entry restarts: RFC 8985 7.3 arms the RTO
+	}
+	if e.state == StateClosed {
+		return
+	}
+	r.tlpActive, r.tlpEndSeq = true, e.sndMax // RFC 8985 7.3: TLP.end_seq = SND.NXT
+}
+
+// rackOnRTO forgets RACK-TLP's transient state at an RTO: the timers stop,
+// the go-back-N resend covers every lost mark (RFC 8985 6.3), and the probe
+// episode ends.
+func (e *Endpoint) rackOnRTO() {
+	e.w.Stop(&e.pto)
+	e.w.Stop(&e.reoTimer)
+	for _, s := range e.rtxq {
+		s.lost = false
+	}
+	e.rack.tlpActive = false
+}
