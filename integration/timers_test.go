@@ -1,0 +1,385 @@
+package integration
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+
+	"github.com/tcpwheel/tcpwheel/stack"
+	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/tun/impair"
+)
+
+// A note on the timing checks. A tap stamps a packet when the stack writes it,
+// a few microseconds after the wheel read the clock and armed the timer, so
+// the gap between two stamped packets may come out a hair shorter than the
+// timer's duration even though the timer did not fire early. The "never
+// early" checks are therefore made against an instant taken before the timer
+// was armed (a packet read before the stack handled it, or a clock reading
+// before the call that armed it); the "not too late" checks use the gap
+// between the stamped packets.
+
+// TestSYNACKRetransmit: the stack's first SYN-ACK is dropped; the stack sends
+// it again after the initial RTO (1 s), and the handshake completes.
+func TestSYNACKRetransmit(t *testing.T) {
+	e := newEnv(t, envOptions{Subnet: 6})
+	ln := e.listen(t, 80)
+	synacks := e.watch(impair.Egress, func(s segInfo) bool { return s.TCP && s.has(header.TCPFlagSyn|header.TCPFlagAck) })
+	syns := e.watch(impair.Ingress, func(s segInfo) bool {
+		return s.TCP && s.Flags&(header.TCPFlagSyn|header.TCPFlagAck) == header.TCPFlagSyn
+	})
+	if _, err := e.Imp.DropNext(impair.Egress, impair.MatchSYNACK, 1); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel retransmits its SYN after 1 s too, and the stack answers a
+	// retransmitted SYN with its SYN-ACK at once; drop those SYNs so that only
+	// the stack's own timer can bring the SYN-ACK back.
+	if _, err := e.Imp.AddRule(impair.Rule{Dir: impair.Ingress, Match: impair.MatchSYN, Skip: 1, Count: 10}); err != nil {
+		t.Fatal(err)
+	}
+	accepted := acceptOne(ln)
+	start := time.Now()
+	k, err := e.kernelDial(80, 10*time.Second)
+	if err != nil {
+		t.Fatalf("kernel dial: %v", err)
+	}
+	connectTime := time.Since(start)
+	c := waitAccept(t, accepted, 5*time.Second).(*stack.Conn)
+
+	sa, sy := synacks.records(), syns.records()
+	if len(sa) != 2 || len(sy) == 0 {
+		t.Fatalf("saw %d SYN-ACKs and %d SYNs, want 2 SYN-ACKs (the first dropped) after a SYN", len(sa), len(sy))
+	}
+	if !sa[0].Dropped || sa[1].Dropped {
+		t.Errorf("SYN-ACK drops = %v, %v; want the first one dropped only", sa[0].Dropped, sa[1].Dropped)
+	}
+	gap := sa[1].At.Sub(sa[0].At)
+	sinceSYN := sa[1].At.Sub(sy[0].At)
+	want := tcp.DefaultInitialRTO
+	t.Logf("SYN-ACK retransmitted %s after the first (%s after the kernel's SYN was read); connect took %v",
+		ms(gap), ms(sinceSYN), connectTime.Round(time.Millisecond))
+	if sinceSYN < want {
+		t.Errorf("SYN-ACK retransmitted %s after the SYN arrived: earlier than the initial RTO %v", ms(sinceSYN), want)
+	}
+	if gap > want+lateSlack() {
+		t.Errorf("SYN-ACK retransmitted %s after the first, want %v (+%v at most)", ms(gap), want, lateSlack())
+	}
+	if sa[1].Seg.Seq != sa[0].Seg.Seq || sa[1].Seg.Ack != sa[0].Seg.Ack {
+		t.Errorf("retransmitted SYN-ACK seq/ack %d/%d, first %d/%d; want the same", sa[1].Seg.Seq, sa[1].Seg.Ack, sa[0].Seg.Seq, sa[0].Seg.Ack)
+	}
+	info := c.Info()
+	if info.State != tcp.StateEstablished || info.SYNRetransmits != 1 {
+		t.Errorf("accepted connection: state %v, %d SYN retransmits; want ESTABLISHED, 1", info.State, info.SYNRetransmits)
+	}
+	// And it works.
+	if _, err := k.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "hello" {
+		t.Fatalf("read %q, %v; want hello", buf, err)
+	}
+}
+
+// connectedPair dials from the stack to a kernel listener and returns both
+// ends. rcvbuf, if positive, is the kernel socket's SO_RCVBUF.
+func connectedPair(t *testing.T, e *env, port, rcvbuf int) (*stack.Conn, *net.TCPConn) {
+	t.Helper()
+	ln := e.kernelListen(t, port, rcvbuf)
+	accepted := acceptOne(ln)
+	c := e.dial(t, port)
+	k := waitAccept(t, accepted, 5*time.Second).(*net.TCPConn)
+	return c, k
+}
+
+// drain reads everything from k in the background and delivers its hash and
+// length at EOF.
+func drain(k net.Conn) <-chan drained {
+	ch := make(chan drained, 1)
+	go func() {
+		h := sha256.New()
+		n, err := io.Copy(h, k)
+		var d drained
+		copy(d.sum[:], h.Sum(nil))
+		d.n, d.err = n, err
+		ch <- d
+	}()
+	return ch
+}
+
+type drained struct {
+	sum [32]byte
+	n   int64
+	err error
+}
+
+// waitIdle waits until everything c sent is acknowledged, then a little more
+// so that no delayed ACK is on its way.
+func waitIdle(t *testing.T, c *stack.Conn) {
+	t.Helper()
+	if !waitUntil(5*time.Second, func() bool { i := c.Info(); return i.Unacked == 0 && i.SndBuffered == 0 }) {
+		t.Fatalf("data still unacknowledged: %+v", c.Info())
+	}
+	time.Sleep(100 * time.Millisecond)
+}
+
+// TestRTO: the last data segment of a write is dropped; the stack resends it
+// after the RTO it reports (Info().RTO just before), and when the resent
+// segment is dropped too, after twice that.
+func TestRTO(t *testing.T) {
+	e := newEnv(t, envOptions{Subnet: 7})
+	c, k := connectedPair(t, e, 9000, 0)
+	got := drain(k)
+	var sent bytes.Buffer
+
+	// Warm up: RTT samples, so that the RTO is computed, not the initial 1 s.
+	warm := randomBytes(70, 256<<10)
+	if _, err := c.Write(warm); err != nil {
+		t.Fatal(err)
+	}
+	sent.Write(warm)
+	waitIdle(t, c)
+
+	data := e.watch(impair.Egress, func(s segInfo) bool {
+		return s.TCP && s.Payload > 0 && s.Src.Port() == c.LocalAddr().(*net.TCPAddr).AddrPort().Port()
+	})
+	// Three segments: two full ones and the tail.
+	mss := c.Info().SndMSS
+	chunk := 2*mss + mss/2
+
+	// write sends chunk bytes with the next lost times drops of its third
+	// (tail) segment, and returns the clock reading taken before the call
+	// that armed the timer, the RTO reported before, and the tail's
+	// transmissions.
+	write := func(t *testing.T, seed uint64, lost int) (before time.Time, rto time.Duration, tail []tapRecord) {
+		t.Helper()
+		waitIdle(t, c)
+		n0 := len(data.records())
+		if _, err := e.Imp.AddRule(impair.Rule{Dir: impair.Egress, Match: impair.MatchData, Skip: 2, Count: lost}); err != nil {
+			t.Fatal(err)
+		}
+		info := c.Info()
+		rto = info.RTO
+		if info.Backoff != 0 {
+			t.Fatalf("backoff %d in force before the write", info.Backoff)
+		}
+		b := randomBytes(seed, chunk)
+		before = time.Now()
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		sent.Write(b)
+		recs := data.waitFor(n0+3+lost, 10*time.Second)[n0:]
+		if len(recs) < 3+lost {
+			t.Fatalf("saw %d data segments, want %d", len(recs), 3+lost)
+		}
+		tailSeq := recs[2].Seg.Seq
+		for _, r := range recs[2:] {
+			if r.Seg.Seq != tailSeq {
+				t.Fatalf("segment %d after the tail, want only the tail's retransmissions", r.Seg.Seq)
+			}
+		}
+		for i, r := range recs[:2] {
+			if r.Dropped || r.Seg.Payload != mss {
+				t.Errorf("segment %d: %d bytes, dropped %v; want %d, not dropped", i, r.Seg.Payload, r.Dropped, mss)
+			}
+		}
+		return before, rto, recs[2:]
+	}
+
+	t.Run("tail", func(t *testing.T) {
+		before, rto, tail := write(t, 71, 1)
+		if !tail[0].Dropped || tail[1].Dropped {
+			t.Fatalf("tail transmissions dropped: %v, %v; want true, false", tail[0].Dropped, tail[1].Dropped)
+		}
+		gap := tail[1].At.Sub(tail[0].At)
+		t.Logf("reported RTO %s; tail resent %s after it was dropped", ms(rto), ms(gap))
+		if d := tail[1].At.Sub(before); d < rto {
+			t.Errorf("tail resent %s after the write began: earlier than the RTO %s", ms(d), ms(rto))
+		}
+		if gap > rto+lateSlack() {
+			t.Errorf("tail resent %s after its loss, want the RTO %s (+%v at most)", ms(gap), ms(rto), lateSlack())
+		}
+	})
+
+	t.Run("backoff", func(t *testing.T) {
+		// Check the reported state while the first retransmission is in
+		// flight (and lost).
+		infoCh := make(chan tcp.Info, 1)
+		n0 := len(data.records())
+		go func() {
+			data.waitFor(n0+4, 10*time.Second)
+			infoCh <- c.Info()
+		}()
+		before, rto, tail := write(t, 72, 2)
+		if !tail[0].Dropped || !tail[1].Dropped || tail[2].Dropped {
+			t.Fatalf("tail transmissions dropped: %v, %v, %v; want true, true, false", tail[0].Dropped, tail[1].Dropped, tail[2].Dropped)
+		}
+		gap1, gap2 := tail[1].At.Sub(tail[0].At), tail[2].At.Sub(tail[1].At)
+		t.Logf("reported RTO %s; tail resent %s after the first loss, then %s after the second (ratio %.3f)",
+			ms(rto), ms(gap1), ms(gap2), float64(gap2)/float64(gap1))
+		if d := tail[1].At.Sub(before); d < rto {
+			t.Errorf("first retransmission %s after the write began: earlier than the RTO %s", ms(d), ms(rto))
+		}
+		if d := tail[2].At.Sub(before); d < 3*rto {
+			t.Errorf("second retransmission %s after the write began: earlier than RTO + 2*RTO = %s", ms(d), ms(3*rto))
+		}
+		if gap1 > rto+lateSlack() {
+			t.Errorf("first retransmission %s after the loss, want %s (+%v at most)", ms(gap1), ms(rto), lateSlack())
+		}
+		if gap2 > 2*rto+lateSlack() {
+			t.Errorf("second retransmission %s after the first, want 2*RTO = %s (+%v at most)", ms(gap2), ms(2*rto), lateSlack())
+		}
+		info := <-infoCh
+		if info.RTO != 2*rto || info.Backoff != 1 || info.Retransmits != 1 {
+			t.Errorf("after one RTO event: RTO %s, backoff %d, retransmits %d; want %s, 1, 1", ms(info.RTO), info.Backoff, info.Retransmits, ms(2*rto))
+		}
+	})
+
+	waitIdle(t, c)
+	info := c.Info()
+	t.Logf("after the losses: RTO %s, SRTT %s, RTO events %d, segments retransmitted %d", ms(info.RTO), ms(info.SRTT), info.RTOEvents, info.SegsRetransmitted)
+	if info.Backoff != 0 || info.Retransmits != 0 {
+		t.Errorf("after recovery: backoff %d, retransmits %d; want 0, 0", info.Backoff, info.Retransmits)
+	}
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	d := <-got
+	if d.err != nil || d.n != int64(sent.Len()) || d.sum != sha256.Sum256(sent.Bytes()) {
+		t.Errorf("kernel received %d bytes (err %v), intact %v; want %d", d.n, d.err, d.sum == sha256.Sum256(sent.Bytes()), sent.Len())
+	}
+}
+
+// TestKeepalive: with the peer silenced, keepalive probes go out at idle,
+// idle+interval, idle+2*interval, and after count unanswered probes the
+// connection is aborted with ETIMEDOUT.
+func TestKeepalive(t *testing.T) {
+	const (
+		idle     = time.Second
+		interval = 500 * time.Millisecond
+		count    = 3
+	)
+	e := newEnv(t, envOptions{Subnet: 8})
+	c, k := connectedPair(t, e, 9001, 0)
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(k, buf); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, c)
+
+	port := c.LocalAddr().(*net.TCPAddr).AddrPort().Port()
+	out := e.watch(impair.Egress, func(s segInfo) bool { return s.TCP && s.Src.Port() == port })
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 1))
+		readErr <- err
+	}()
+	e.blackholeIngress(true) // the kernel's answers never arrive
+	before := time.Now()
+	if err := c.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: idle, Interval: interval, Count: count}); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-readErr:
+	case <-time.After(idle + count*interval + 5*time.Second):
+		t.Fatalf("no abort %v after keepalive was set; %d probes sent", time.Since(before), c.Info().KeepaliveProbes)
+	}
+	abortAfter := time.Since(before)
+	if !errors.Is(err, syscall.ETIMEDOUT) || !errors.Is(err, tcp.ErrTimeout) {
+		t.Errorf("Read after the abort: %v; want an error matching ETIMEDOUT and tcp.ErrTimeout", err)
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("Read error %v is not a net.Error with Timeout() true", err)
+	}
+
+	recs := out.waitFor(count+1, time.Second)
+	if len(recs) != count+1 {
+		t.Fatalf("saw %d segments after keepalive was set, want %d probes and a RST: %+v", len(recs), count, recs)
+	}
+	for i, r := range recs[:count] {
+		at := r.At.Sub(before)
+		want := idle + time.Duration(i)*interval
+		t.Logf("probe %d at %s (want %s), seq %d", i+1, ms(at), ms(want), r.Seg.Seq)
+		if !r.Seg.pureACK() || r.Seg.Seq != recs[0].Seg.Seq {
+			t.Errorf("probe %d: flags %v, %d bytes, seq %d; want a bare ACK with the first probe's seq", i+1, r.Seg.Flags, r.Seg.Payload, r.Seg.Seq)
+		}
+		if at < want || at > want+lateSlack()*time.Duration(i+1) {
+			t.Errorf("probe %d at %s, want %s (late by %v at most)", i+1, ms(at), ms(want), lateSlack()*time.Duration(i+1))
+		}
+	}
+	rst := recs[count]
+	rstAt := rst.At.Sub(before)
+	wantRST := idle + count*interval
+	t.Logf("RST at %s (want %s); Read returned after %s: %v", ms(rstAt), ms(wantRST), ms(abortAfter), err)
+	if !rst.Seg.has(header.TCPFlagRst) || rst.Seg.Seq != recs[0].Seg.Seq+1 {
+		t.Errorf("after the probes: flags %v seq %d; want a RST with seq %d (SND.NXT)", rst.Seg.Flags, rst.Seg.Seq, recs[0].Seg.Seq+1)
+	}
+	if rstAt < wantRST || rstAt > wantRST+lateSlack()*(count+1) {
+		t.Errorf("RST at %s, want %s", ms(rstAt), ms(wantRST))
+	}
+	if info := c.Info(); info.KeepaliveProbes != count || info.State != tcp.StateClosed {
+		t.Errorf("connection: %d probes, state %v; want %d, CLOSED", info.KeepaliveProbes, info.State, count)
+	}
+}
+
+// TestZeroWindow: the kernel stops reading (small SO_RCVBUF); the stack fills
+// the window, then keeps the connection alive with persist probes; when the
+// kernel reads again everything arrives intact.
+func TestZeroWindow(t *testing.T) {
+	e := newEnv(t, envOptions{Subnet: 9})
+	c, k := connectedPair(t, e, 9002, 4096)
+	port := c.LocalAddr().(*net.TCPAddr).AddrPort().Port()
+	zeroAcks := e.watch(impair.Ingress, func(s segInfo) bool { return s.TCP && s.Dst.Port() == port && s.Window == 0 })
+
+	data := randomBytes(9, 1<<20)
+	writeDone := make(chan error, 1)
+	go func() {
+		_, err := c.Write(data)
+		if err == nil {
+			err = c.CloseWrite()
+		}
+		writeDone <- err
+	}()
+	if !waitUntil(5*time.Second, func() bool { i := c.Info(); return i.SndWnd == 0 && i.PersistProbes > 0 }) {
+		t.Fatalf("no zero window and persist probe after 5 s: %+v", c.Info())
+	}
+	stalled := time.Now()
+	time.Sleep(2500 * time.Millisecond)
+	info := c.Info()
+	t.Logf("after %v of zero window: %d persist probes, state %v, %d bytes buffered, %d zero-window segments from the kernel",
+		time.Since(stalled).Round(time.Millisecond), info.PersistProbes, info.State, info.SndBuffered, len(zeroAcks.records()))
+	if info.State != tcp.StateEstablished {
+		t.Errorf("state %v while the window is closed, want ESTABLISHED", info.State)
+	}
+	if info.PersistProbes < 2 {
+		t.Errorf("%d persist probes in ~2.5 s of zero window, want at least 2", info.PersistProbes)
+	}
+	select {
+	case err := <-writeDone:
+		t.Fatalf("Write of %d bytes returned (%v) while the peer reads nothing", len(data), err)
+	default:
+	}
+
+	d := <-drain(k) // the kernel reads again
+	if err := <-writeDone; err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if d.err != nil || d.n != int64(len(data)) || d.sum != sha256.Sum256(data) {
+		t.Errorf("kernel received %d bytes (err %v), intact %v; want %d", d.n, d.err, d.sum == sha256.Sum256(data), len(data))
+	}
+	e.checkNoResets(t)
+}
