@@ -320,6 +320,8 @@ func (rep *report) row(caseName, metric, stack string) (summaryRow, bool) {
 // 1.37 ms; SYN-ACK retry at 1000.4-1000.5 ms) and from gVisor in the same run.
 const (
 	goalTailLossMS     = 15.0
+	goalSlackP50MS     = 0.1 // the issue: RTO slack p50 <= 0.1 ms, p99 <= 0.3 ms
+	goalSlackP99MS     = 0.3
 	goalSYNACKSlackMS  = 2.0
 	goalKeepaliveSlack = 2.0
 )
@@ -361,6 +363,49 @@ func (rep *report) judge(stacks []string) []goal {
 		}
 		worst := max(math.Abs(a.Max), math.Abs(b.Max), math.Abs(a.Median), math.Abs(b.Median))
 		return worst, worst <= goalKeepaliveSlack && a.Median >= 0 && b.Median >= 0, true
+	})
+	add(fmt.Sprintf("RTO slack p50 <= %g ms and p99 <= %g ms (quiet RTOs, all cases)", goalSlackP50MS, goalSlackP99MS), "issue", func(st string) (any, bool, bool) {
+		vs, ok := rep.pooled("rto_slack_ms", st)
+		if !ok {
+			return nil, false, false
+		}
+		p50, p99 := quantile(vs, 0.5), quantile(vs, 0.99)
+		return fmt.Sprintf("p50 %.3f, p99 %.3f", p50, p99), p50 <= goalSlackP50MS && p99 <= goalSlackP99MS, true
+	})
+	// Bulk: no worse than gvisor at 0% loss, better under loss, in each direction
+	// (median transfer time of the same case in the same run).
+	bulk := func(lossy bool) func(st string) (any, bool, bool) {
+		return func(st string) (any, bool, bool) {
+			met, seen := true, false
+			var worst float64
+			for _, c := range expandCases(compareConfig{scenarios: []string{"bulk"}, bulkLoss: rep.Config.BulkLoss}) {
+				if (c.loss > 0) != lossy {
+					continue
+				}
+				mine, ok1 := rep.row(c.name, "transfer_ms", st)
+				base, ok2 := rep.row(c.name, "transfer_ms", stackGVisor)
+				if !ok1 || !ok2 || base.Median <= 0 {
+					continue
+				}
+				seen = true
+				ratio := mine.Median / base.Median
+				worst = max(worst, ratio)
+				if (lossy && ratio >= 1) || (!lossy && ratio > 1) {
+					met = false
+				}
+			}
+			return fmt.Sprintf("worst transfer-time ratio to gvisor %.2f", worst), met, seen
+		}
+	}
+	add("bulk at 0% loss: transfer time <= gvisor's, both directions", "issue", bulk(false))
+	add("bulk under loss: transfer time < gvisor's, every rate, both directions", "issue", bulk(true))
+	add("many-conns: idle CPU per connection < gvisor's", "issue", func(st string) (any, bool, bool) {
+		mine, ok1 := rep.row("many-conns", "idle_cpu_us_per_conn_s", st)
+		base, ok2 := rep.row("many-conns", "idle_cpu_us_per_conn_s", stackGVisor)
+		if !ok1 || !ok2 {
+			return nil, false, false
+		}
+		return mine.Median, st == stackGVisor || mine.Median < base.Median, true
 	})
 	return gs
 }

@@ -270,3 +270,45 @@ func TestCompareInterrupted(t *testing.T) {
 		t.Errorf("namespaces left behind: %v", after)
 	}
 }
+
+// TestIssueGoals: the bulk, slack and many-conns goals judge the same-run medians
+// against gvisor's, per stack.
+func TestIssueGoals(t *testing.T) {
+	rep := &report{Config: reportConfig{Stacks: allStacks, BulkLoss: []float64{0, 0.05}}}
+	add := func(st, c string, m map[string]float64, slack []float64) {
+		rep.Runs = append(rep.Runs, &runResult{Stack: st, Case: c, Metrics: m, Samples: map[string][]float64{"rto_slack_ms": slack}})
+	}
+	// tcpwheel: faster at 0% loss, slower under 5% loss, less idle CPU, tight slack.
+	for _, st := range allStacks {
+		up0, up5, cpu, slack := 100.0, 1000.0, 20.0, []float64{0.8, 0.9}
+		if st == stackTcpwheel {
+			up0, up5, cpu, slack = 50, 2000, 10, []float64{0.05, 0.2}
+		}
+		add(st, "bulk-up-0%", map[string]float64{"transfer_ms": up0}, nil)
+		add(st, "bulk-down-0%", map[string]float64{"transfer_ms": up0}, nil)
+		add(st, "bulk-up-5%", map[string]float64{"transfer_ms": up5}, slack)
+		add(st, "bulk-down-5%", map[string]float64{"transfer_ms": 100}, nil)
+		add(st, "many-conns", map[string]float64{"idle_cpu_us_per_conn_s": cpu}, nil)
+	}
+	rep.summarize(allStacks, expandCases(compareConfig{scenarios: []string{"bulk", "many-conns"}, bulkLoss: []float64{0, 0.05}}))
+	want := map[string]bool{
+		"RTO slack p50":                  true,
+		"bulk at 0% loss":                true,
+		"bulk under loss":                false,
+		"many-conns: idle CPU per conne": true,
+	}
+	found := 0
+	for _, g := range rep.Goals {
+		for prefix, met := range want {
+			if strings.HasPrefix(g.Name, prefix) {
+				found++
+				if got, ok := g.Result[stackTcpwheel]; !ok || got != met {
+					t.Errorf("goal %q for tcpwheel: met %v (judged %v), want %v; values %v", g.Name, got, ok, met, g.Value)
+				}
+			}
+		}
+	}
+	if found != len(want) {
+		t.Fatalf("found %d of the %d issue goals in %+v", found, len(want), rep.Goals)
+	}
+}
