@@ -19,7 +19,13 @@
 //     before. RACK marks a segment lost once one sent reo_wnd (min RTT/4) or
 //     more after it was delivered; it works beside NewReno's three duplicate
 //     ACKs (RFC 5681, RFC 6582), whichever detects the loss first starting
-//     fast recovery. See timers.go.
+//     fast recovery. With SACK, fast recovery is RFC 6675's: cwnd drops to
+//     ssthresh without inflation and pipe (sent, not SACKed, not marked
+//     lost) paces resends and new data; with RACK on, only the segments RACK
+//     marks lost are resent (the third duplicate ACK resends the head), each
+//     once until RACK finds the resend lost too. RACK orders transmissions
+//     sent in the same clock tick by when they were sent, not by sequence
+//     number. See timers.go.
 //   - delayed ACK, keepalive, persist (zero-window probes), TIME_WAIT and the
 //     FIN_WAIT_2 timeout, and the user timeout (RFC 5482) are entries embedded in
 //     the Endpoint.

@@ -29,6 +29,7 @@ type link struct {
 	delay  time.Duration
 	queue  []inflightPkt
 	drop   func(from int, n int, seg *Segment) bool // n counts segments from that side
+	onSend func(from int, seg *Segment)             // sees every segment before drop
 	sent   [2]int
 	drops  int
 	client *Endpoint
@@ -46,6 +47,9 @@ func (o linkOut) Send(id ID, seg *Segment) {
 	l.sent[o.side]++
 	s := *seg
 	s.Payload = append([]byte(nil), seg.Payload...)
+	if l.onSend != nil {
+		l.onSend(o.side, &s)
+	}
 	if l.drop != nil && l.drop(o.side, l.sent[o.side], &s) {
 		l.drops++
 		return
@@ -123,9 +127,57 @@ func TestEndToEnd(t *testing.T) {
 // 5 ms link that drops what drop says, closes both, and checks the result.
 func transfer(t *testing.T, payload []byte, cfgf func(*Config), drop func(from, n int, seg *Segment) bool) {
 	t.Helper()
+	runTransfer(t, payload, 5*time.Millisecond, cfgf, drop)
+}
+
+// xferResult is what runTransfer measured of the client's data segments.
+type xferResult struct {
+	dataLost  int           // client data segments the link dropped
+	rtx       int           // client data segments sent again
+	rtxAcked  int           // of them, data the receiver had already cumulatively acknowledged
+	rtxSndUna int           // of them, data below the sender's own SND.UNA
+	doneAt    time.Duration // when the receiver had read all the data and the FIN
+	info      Info
+}
+
+func runTransfer(t *testing.T, payload []byte, delay time.Duration, cfgf func(*Config), drop func(from, n int, seg *Segment) bool) xferResult {
+	t.Helper()
+	var res xferResult
 	size := len(payload)
-	l := newLink(t, 5*time.Millisecond)
-	l.drop = drop
+	l := newLink(t, delay)
+	var maxEnd seqnum.Value
+	started := false
+	l.onSend = func(from int, s *Segment) {
+		if from != 0 || len(s.Payload) == 0 {
+			return
+		}
+		end := s.Seq.Add(seqnum.Size(len(s.Payload)))
+		if !started {
+			maxEnd, started = end, true
+			return
+		}
+		if s.Seq.LessThan(maxEnd) {
+			res.rtx++
+			if l.server != nil && end.LessThanEq(l.server.rcvNxt) {
+				res.rtxAcked++
+			}
+			if end.LessThanEq(l.client.sndUna) {
+				res.rtxSndUna++
+			}
+		}
+		if maxEnd.LessThan(end) {
+			maxEnd = end
+		}
+	}
+	l.drop = func(from, n int, s *Segment) bool {
+		if drop == nil || !drop(from, n, s) {
+			return false
+		}
+		if from == 0 && len(s.Payload) > 0 {
+			res.dataLost++
+		}
+		return true
+	}
 	cfg := Config{ISN: func(ID, time.Duration) seqnum.Value { return 0xfffff000 }} // wraps
 	if cfgf != nil {
 		cfgf(&cfg)
@@ -162,6 +214,7 @@ func transfer(t *testing.T, payload []byte, cfgf func(*Config), drop func(from, 
 				got.Write(buf[:n])
 				if err == io.EOF {
 					eof = true
+					res.doneAt = l.clk.Now()
 					s.Close()
 					break
 				}
@@ -191,8 +244,10 @@ func transfer(t *testing.T, payload []byte, cfgf func(*Config), drop func(from, 
 		t.Fatalf("timers left: %d", l.w.Len())
 	}
 	ci := c.Info()
-	t.Logf("%v: done at %v, %d drops, client: %d segs out, %d retransmits (%d RTO, %d fast of which %d RACK, %d TLP), srtt %v",
-		t.Name(), l.clk.Now(), l.drops, ci.SegsOut, ci.SegsRetransmitted, ci.RTOEvents, ci.FastRetransmits, ci.RACKRetransmits, ci.TLPProbes, ci.SRTT)
+	res.info = ci
+	t.Logf("%v: done at %v (data in %v), %d drops (%d data), client: %d segs out, %d retransmits (%d RTO, %d fast of which %d RACK, %d TLP; %d of data the receiver had acknowledged), srtt %v",
+		t.Name(), l.clk.Now(), res.doneAt, l.drops, res.dataLost, ci.SegsOut, ci.SegsRetransmitted, ci.RTOEvents, ci.FastRetransmits, ci.RACKRetransmits, ci.TLPProbes, res.rtxAcked, ci.SRTT)
+	return res
 }
 
 func TestEndToEndRandomLoss(t *testing.T) {
@@ -400,5 +455,64 @@ func TestAcceptQueueFull(t *testing.T) {
 	}
 	if l.server.State() != StateEstablished || c.Info().ResetsReceived != 0 {
 		t.Fatalf("server %v, client resets %d; want ESTABLISHED and none", l.server.State(), c.Info().ResetsReceived)
+	}
+}
+
+// TestLossRecoveryEconomy: each lost segment is resent about once per loss
+// episode, whatever mix of RACK, SACK and NewReno finds it, nothing the
+// sender knows to be acknowledged is resent, and recovery needs no RTO where
+// SACK and RACK can see the loss. (Before the fixes of this test's commit: 45
+// retransmissions for the burst of 10 with RACK, 19 without; 46 for 22 lost
+// at 1% seed 1; at 5%, 2 to 8 RTOs and 1.8 to 3.5 s per 4 MB. After: 10 and
+// 10; 23; 0 to 2 RTOs and 1.3 to 1.9 s.)
+func TestLossRecoveryEconomy(t *testing.T) {
+	dataOnly := func(f func(n int) bool) func(int, int, *Segment) bool {
+		return func(from, n int, s *Segment) bool { return from == 0 && len(s.Payload) > 0 && f(n) }
+	}
+	random := func(seed uint64, pct float64) func(int, int, *Segment) bool {
+		r := rand.New(rand.NewPCG(seed, 99))
+		return dataOnly(func(int) bool { return r.Float64() < pct/100 })
+	}
+	for _, tc := range []struct {
+		name    string
+		size    int
+		delay   time.Duration
+		cfg     func(*Config)
+		drop    func(int, int, *Segment) bool
+		slack   int     // retransmissions allowed beyond the losses
+		ratio   float64 // or, when set, at most ratio × losses (+ slack)
+		maxRTO  uint64
+		maxTime time.Duration // 0: unchecked
+	}{
+		{"every 50th", 1 << 20, 5 * time.Millisecond, nil, dataOnly(func(n int) bool { return n%50 == 0 }), 2, 0, 0, 0},
+		{"every 50th, no RACK", 1 << 20, 5 * time.Millisecond, func(c *Config) { c.DisableRACKTLP = true }, dataOnly(func(n int) bool { return n%50 == 0 }), 2, 0, 0, 0},
+		{"burst of 10", 1 << 20, 5 * time.Millisecond, nil, dataOnly(func(n int) bool { return n >= 100 && n < 110 }), 2, 0, 0, 0},
+		{"burst of 10, no RACK", 1 << 20, 5 * time.Millisecond, func(c *Config) { c.DisableRACKTLP = true }, dataOnly(func(n int) bool { return n >= 100 && n < 110 }), 2, 0, 0, 0},
+		{"1% seed 1", 4 << 20, time.Millisecond, nil, random(1, 1), 3, 1.3, 0, 700 * time.Millisecond},
+		{"1% seed 2", 4 << 20, time.Millisecond, nil, random(2, 1), 3, 1.3, 0, 700 * time.Millisecond},
+		{"1% seed 3", 4 << 20, time.Millisecond, nil, random(3, 1), 3, 1.3, 0, 700 * time.Millisecond},
+		{"5% seed 1", 4 << 20, time.Millisecond, nil, random(1, 5), 3, 1.3, 3, 2500 * time.Millisecond},
+		{"5% seed 2", 4 << 20, time.Millisecond, nil, random(2, 5), 3, 1.3, 3, 2500 * time.Millisecond},
+		{"5% seed 3", 4 << 20, time.Millisecond, nil, random(3, 5), 3, 1.3, 3, 2500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runTransfer(t, data(tc.size), tc.delay, tc.cfg, tc.drop)
+			limit := r.dataLost + tc.slack
+			if tc.ratio > 0 {
+				limit = int(tc.ratio*float64(r.dataLost)) + tc.slack
+			}
+			if r.rtx > limit {
+				t.Errorf("%d retransmissions for %d lost data segments, want at most %d", r.rtx, r.dataLost, limit)
+			}
+			if r.rtxSndUna != 0 {
+				t.Errorf("%d retransmissions of data below SND.UNA", r.rtxSndUna)
+			}
+			if r.info.RTOEvents > tc.maxRTO {
+				t.Errorf("%d RTO events, want at most %d", r.info.RTOEvents, tc.maxRTO)
+			}
+			if tc.maxTime > 0 && r.doneAt > tc.maxTime {
+				t.Errorf("data delivered at %v, want by %v", r.doneAt, tc.maxTime)
+			}
+		})
 	}
 }

@@ -16,8 +16,11 @@ type rackState struct {
 	// among those delivered (cumulatively ACKed or SACKed), and its RTT.
 	xmitTS time.Duration
 	endSeq seqnum.Value
-	rtt    time.Duration
-	valid  bool // a segment has been delivered since the connection began
+	order  uint64 // the delivered segment's transmission order (txSeg.order)
+	// xmits numbers every transmission of a data segment, in the order sent.
+	xmits uint64
+	rtt   time.Duration
+	valid bool // a segment has been delivered since the connection began
 	// RACK.fack: the highest sequence number delivered.
 	fack seqnum.Value
 	// RACK.reordering_seen: a segment below RACK.fack was delivered without
@@ -37,9 +40,13 @@ const dupThresh = 3
 func (e *Endpoint) rackOn() bool { return !e.cfg.DisableRACKTLP }
 
 // rackSentAfter is RFC 8985 6.2's RACK_sent_after: t1 later than t2, or as
-// late and further in sequence (segments sent in one burst share a time).
-func rackSentAfter(t1 time.Duration, seq1 seqnum.Value, t2 time.Duration, seq2 seqnum.Value) bool {
-	return t1 > t2 || (t1 == t2 && seq2.LessThan(seq1))
+// late and sent after it. Segments sent within one clock tick share a time;
+// the RFC breaks the tie by sequence number, which is wrong for a
+// retransmission sent in the same tick after new data of a higher sequence
+// (it would be judged lost as soon as that data was delivered). The
+// transmission order breaks it here.
+func rackSentAfter(t1 time.Duration, o1 uint64, t2 time.Duration, o2 uint64) bool {
+	return t1 > t2 || (t1 == t2 && o1 > o2)
 }
 
 // rackDelivered is RFC 8985 6.2 steps 2 and 3 for a segment that the ACK being
@@ -61,8 +68,8 @@ func (e *Endpoint) rackDelivered(s *txSeg) {
 		// an older echo.)
 		return
 	}
-	if !e.rack.valid || rackSentAfter(s.sentAt, s.end(), e.rack.xmitTS, e.rack.endSeq) {
-		e.rack.xmitTS, e.rack.endSeq, e.rack.rtt, e.rack.valid = s.sentAt, s.end(), rtt, true // RFC 8985 6.2 step 2
+	if !e.rack.valid || rackSentAfter(s.sentAt, s.order, e.rack.xmitTS, e.rack.order) {
+		e.rack.xmitTS, e.rack.endSeq, e.rack.order, e.rack.rtt, e.rack.valid = s.sentAt, s.end(), s.order, rtt, true // RFC 8985 6.2 step 2
 	}
 	if e.rack.fack.LessThan(s.end()) {
 		e.rack.fack = s.end() // RFC 8985 6.2 step 3
@@ -113,7 +120,7 @@ func (e *Endpoint) rackDetectLoss() {
 		if s.sacked || s.lost || s.flags&FlagSYN != 0 {
 			continue
 		}
-		if !rackSentAfter(e.rack.xmitTS, e.rack.endSeq, s.sentAt, s.end()) {
+		if !rackSentAfter(e.rack.xmitTS, e.rack.order, s.sentAt, s.order) {
 			continue
 		}
 		if remaining := s.sentAt + e.rack.rtt + reo - now; remaining <= 0 {

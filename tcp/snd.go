@@ -18,6 +18,7 @@ type txSeg struct {
 	len    seqnum.Size   // in sequence space: data plus SYN and FIN
 	flags  Flags         // FlagSYN and FlagFIN
 	sentAt time.Duration // RFC 8985 5.2: Segment.xmit_ts
+	order  uint64        // rackState.xmits at the latest transmission
 	// prevSentAt is the time of the transmission before, when xmits > 1.
 	prevSentAt time.Duration
 	rtoAt      time.Duration // when its retransmission timer expires, while it runs
@@ -114,7 +115,9 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 	}
 	s.xmits++
 	s.prevSentAt, s.sentAt = s.sentAt, e.now() // RFC 8985 6.1: Segment.xmit_ts = Now()
-	s.lost = false                             // RFC 8985 6.1: Segment.lost = FALSE
+	e.rack.xmits++
+	s.order = e.rack.xmits
+	s.lost = false // RFC 8985 6.1: Segment.lost = FALSE
 	e.send(&seg)
 	if e.state == StateClosed { // the wheel failed us inside send
 		return
@@ -207,10 +210,41 @@ func (e *Endpoint) output() {
 	}
 }
 
+// pipe is RFC 6675's estimate of the data in the network: sent up to SND.NXT,
+// not acknowledged, not SACKed and not marked lost by RACK (a lost segment
+// counts again once resent).
+func (e *Endpoint) pipe() int {
+	p := int(e.sndNxt-e.sndUna) - e.sackedBytes
+	if e.rackOn() {
+		for _, s := range e.rtxq {
+			if !s.seq.LessThan(e.sndNxt) {
+				break
+			}
+			if s.lost {
+				p -= int(s.len)
+			}
+		}
+	}
+	return max(p, 0)
+}
+
+// sackRecovery reports fast recovery with SACK: the congestion window is not
+// inflated by duplicate ACKs, and pipe, not the flight size, is held to it
+// (RFC 6675 5).
+func (e *Endpoint) sackRecovery() bool { return e.inRecovery && e.sackOK }
+
 func (e *Endpoint) outputLoop() {
 	for e.state != StateClosed {
 		wnd := min(e.cwnd, int(e.sndWnd))
 		inflight := int(e.sndNxt - e.sndUna)
+		if e.sackRecovery() && !e.sndNxt.LessThan(e.sndMax) {
+			// RFC 6675 5 (C): new data as long as cwnd - pipe >= 1 SMSS; the
+			// peer's window still bounds what is outstanding.
+			wnd = int(e.sndWnd)
+			if room := e.cwnd - e.pipe(); room < wnd-inflight {
+				wnd = inflight + room
+			}
+		}
 		if e.sndNxt.LessThan(e.sndMax) {
 			s := e.segAt(e.sndNxt)
 			if s == nil {
@@ -515,6 +549,16 @@ func (e *Endpoint) congestionOnAck(acked int) {
 			e.clearRecoveryMarks()
 			return
 		}
+		if e.sackOK {
+			// RFC 6675 5: cwnd stays at ssthresh; pipe paces the recovery.
+			if !e.rackOn() && len(e.rtxq) > 0 && !e.rtxq[0].sacked && !e.rtxq[0].rtxInRecovery {
+				h := e.rtxq[0] // RFC 6675 NextSeg() rule 1: the first hole
+				h.rtxInRecovery = true
+				e.stats.FastRetransmits++
+				e.transmit(h, true)
+			}
+			return
+		}
 		// RFC 6582 3.2 (3) partial acknowledgment: retransmit the first
 		// unacknowledged segment, deflate cwnd by the amount acknowledged and add
 		// back one SMSS if that amount was at least one SMSS.
@@ -523,9 +567,12 @@ func (e *Endpoint) congestionOnAck(acked int) {
 			e.cwnd += e.smss
 		}
 		e.cwnd = max(e.cwnd, e.smss)
-		if len(e.rtxq) > 0 && !e.rtxq[0].sacked && !(e.rackOn() && e.rtxq[0].rtxInRecovery) {
-			// (With RACK, a segment resent in this episode is resent again only
-			// when RACK finds the resend lost, RFC 8985 6.2.)
+		if len(e.rtxq) > 0 && !e.rtxq[0].sacked && !e.rtxq[0].rtxInRecovery && !(e.rackOn() && e.sackOK) {
+			// Once per episode: a segment already resent in it (by the SACK hole
+			// rule, RFC 6675 NextSeg()) is not resent again on a partial ACK;
+			// its timer, or RACK, finds it lost again. With RACK and SACK,
+			// RACK alone decides what is lost (RFC 8985 7: retransmit what is
+			// marked lost), so the partial ACK resends nothing itself.
 			h := e.rtxq[0]
 			h.rtxInRecovery = true
 			e.stats.FastRetransmits++
@@ -557,8 +604,10 @@ func (e *Endpoint) clearRecoveryMarks() {
 func (e *Endpoint) onDupAck() {
 	e.dupAcks++
 	if e.inRecovery {
-		e.cwnd += e.smss // RFC 6582 3.2 (4): inflate by one SMSS per further duplicate ACK
-		if e.sackOK {
+		if !e.sackOK {
+			e.cwnd += e.smss // RFC 6582 3.2 (4): inflate by one SMSS per further duplicate ACK
+		}
+		if e.sackOK && !e.rackOn() {
 			e.retransmitNextHole()
 		}
 		e.output() // RFC 6582 3.2 (4): send new data as cwnd and rwnd allow
@@ -580,10 +629,14 @@ func (e *Endpoint) onDupAck() {
 	e.stats.FastRetransmits++
 	e.transmit(h, true)            // RFC 5681 3.2 (3): retransmit the lost segment
 	e.cwnd = e.ssthresh + 3*e.smss // RFC 6582 3.2 (2)/RFC 5681 3.2 (3): inflate by the three segments that left
+	if e.sackOK {
+		e.cwnd = e.ssthresh // RFC 6675 5 (4.2): pipe, not inflation, paces the rest
+	}
 	e.output()
 }
 
-// retransmitNextHole resends, in fast recovery with SACK, the first segment
+// retransmitNextHole resends, in fast recovery with SACK and without RACK
+// (which otherwise decides what is lost), the first segment
 // below the highest SACKed byte that is neither SACKed nor already resent in
 // this episode (the NextSeg() rule 1 of RFC 6675 4).
 func (e *Endpoint) retransmitNextHole() {
