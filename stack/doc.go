@@ -9,11 +9,16 @@
 // # The loop
 //
 // One goroutine, a timer.Driver on a locked OS thread, owns the wheel and every
-// TCP endpoint: it reads nothing itself but runs, in order, the packets that the
-// device reader hands it, the application calls posted by connections, and the
-// expiry of the wheel's timers. TCP code therefore needs no locks, and timers
-// fire on the wheel's precise sleep rather than on Go runtime timers. A reader
-// goroutine blocks in the device's ReadPacket and queues what it reads.
+// TCP endpoint: it runs, in order, the expiry of the wheel's timers, the
+// application calls posted by connections, and the packets the device delivers.
+// TCP code therefore needs no locks, and timers fire on the wheel's precise sleep
+// rather than on Go runtime timers. When the device is a tun.Pollable (a TUN,
+// also through tun/impair), the loop's epoll watches its
+// descriptor and the loop reads up to 64 packets per wake-up itself, into one
+// buffer of its own, with no handoff; otherwise (an in-memory pipe) a reader
+// goroutine blocks in the device's ReadPacket and queues what it reads. (A
+// tun/pcaptap capture keeps the reader goroutine: replays of captures assume
+// its ordering of packets and application calls.)
 //
 // Application goroutines never touch an endpoint: Conn.Read, Write and Close post
 // a function to the loop and wait for it; when an endpoint has nothing to give,

@@ -55,6 +55,14 @@ type Stack struct {
 	closeErr  error
 	readerWG  sync.WaitGroup
 
+	// The direct path, when the device is a tun.Pollable: the loop watches
+	// pollFD and reads packets into ibuf itself. Loop only; poll is nil when
+	// the reader goroutine reads instead.
+	poll    tun.Pollable
+	pollFD  int
+	ibuf    []byte
+	closing bool // loop only: Close has begun
+
 	// The reader's queue, handed to the loop.
 	inMu sync.Mutex
 	inq  [][]byte
@@ -120,9 +128,81 @@ func New(cfg Config) (*Stack, error) {
 		return nil, err
 	}
 	s.drv = drv
+	if s.startPolling() {
+		return s, nil
+	}
 	s.readerWG.Add(1)
 	go s.reader()
 	return s, nil
+}
+
+// maxReadBatch bounds the packets the loop reads per readiness of the device,
+// so that timers and posted functions are not starved by a flood.
+const maxReadBatch = 64
+
+// startPolling sets up the direct path if the device allows it: the loop's
+// epoll watches the device's descriptor and readReady reads the packets on the
+// loop, with no reader goroutine and no handoff. It reports whether it did.
+func (s *Stack) startPolling() bool {
+	p, ok := s.dev.(tun.Pollable)
+	if !ok {
+		return false
+	}
+	fd, err := p.ReadFD()
+	if err != nil {
+		return false
+	}
+	// Set before AddReadFD, whose Post orders these writes before readReady.
+	s.poll, s.pollFD, s.ibuf = p, fd, make([]byte, s.dev.MTU())
+	if err := s.drv.AddReadFD(fd, s.readReady); err != nil {
+		s.poll, s.ibuf = nil, nil // never registered: readReady cannot run
+		return false
+	}
+	return true
+}
+
+// stopPolling takes the device's descriptor out of the loop's epoll. It runs on
+// the loop.
+func (s *Stack) stopPolling() {
+	if s.poll == nil {
+		return
+	}
+	_ = s.drv.RemoveReadFD(s.pollFD)
+	s.poll, s.ibuf = nil, nil
+}
+
+// readReady runs on the loop when the device's descriptor is readable: it reads
+// and handles up to maxReadBatch packets, each in the loop's own buffer (the
+// tcp package copies what it keeps). Readiness is level-triggered, so packets
+// left over are read on the next round of the loop.
+func (s *Stack) readReady() {
+	if s.poll == nil {
+		return
+	}
+	// Timers started while handling these packets measure from now.
+	s.wheel.Advance(s.wheel.Clock().Now())
+	for range maxReadBatch {
+		n, err := s.poll.ReadPacketNonblock(s.ibuf)
+		if err != nil {
+			switch {
+			case errors.Is(err, tun.ErrWouldBlock):
+				return
+			case errors.Is(err, io.ErrShortBuffer):
+				s.counters.Drops.Truncated++
+				continue
+			}
+			// Anything else: count it and fall back to the reader goroutine,
+			// which handles device errors (and a closed device) as before.
+			s.counters.DeviceErrors++
+			s.stopPolling()
+			if !s.closing {
+				s.readerWG.Add(1)
+				go s.reader()
+			}
+			return
+		}
+		s.handlePacket(s.ibuf[:n])
+	}
 }
 
 // Addr returns the stack's IPv4 address.
@@ -134,6 +214,8 @@ func (s *Stack) Addr() netip.Addr { return s.cfg.Addr }
 func (s *Stack) Close() error {
 	s.closeOnce.Do(func() {
 		s.do(func() {
+			s.closing = true
+			s.stopPolling() // before the device is closed
 			for _, c := range s.conns {
 				c.ep.Abort()
 			}

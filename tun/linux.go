@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/songgao/water"
@@ -25,14 +26,25 @@ import (
 // ReadPacket and SetReadDeadline works.
 type TUN struct {
 	file *os.File
+	rc   syscall.RawConn
 	name string
 	mtu  int
+
+	// ReadPacketNonblock's call, kept here so that a read allocates nothing.
+	nbMu  sync.Mutex
+	nbBuf []byte
+	nbN   int
+	nbErr error
+	nbFn  func(fd uintptr) bool
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-var _ Device = (*TUN)(nil)
+var (
+	_ Device   = (*TUN)(nil)
+	_ Pollable = (*TUN)(nil)
+)
 
 // Open creates the TUN device name in the calling thread's network
 // namespace and returns it. mtu is the MTU the device reports and enforces
@@ -90,6 +102,7 @@ func Open(name string, mtu int) (*TUN, error) {
 		return nil, fmt.Errorf("tun: open %q: water returned %T, want *os.File", name, ifce.ReadWriteCloser)
 	}
 	t := &TUN{file: file, name: ifce.Name(), mtu: mtu}
+	t.nbFn = t.readNonblock
 	if err := t.setCloseOnExec(); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("tun: open %q: %w", name, err)
@@ -106,6 +119,7 @@ func (t *TUN) setCloseOnExec() error {
 	if err != nil {
 		return err
 	}
+	t.rc = rc
 	var cerr error
 	if err := rc.Control(func(fd uintptr) {
 		_, cerr = unix.FcntlInt(fd, unix.F_SETFD, unix.FD_CLOEXEC)
@@ -130,6 +144,11 @@ func (t *TUN) ReadPacket(buf []byte) (int, error) {
 	if err != nil {
 		return 0, t.wrapErr("read", err)
 	}
+	return t.checkTruncated(buf, n)
+}
+
+// checkTruncated checks the n bytes read into buf for truncation.
+func (t *TUN) checkTruncated(buf []byte, n int) (int, error) {
 	// With IFF_NO_PI the kernel truncates silently: it returns the number
 	// of bytes copied (some kernels the full length). Only the IP header
 	// tells whether there was more.
@@ -140,6 +159,52 @@ func (t *TUN) ReadPacket(buf []byte) (int, error) {
 		n = len(buf)
 	}
 	return n, nil
+}
+
+// ReadFD implements Pollable: the TUN's descriptor, which is non-blocking.
+// (Go's network poller watches it too, which is harmless.)
+func (t *TUN) ReadFD() (int, error) {
+	fd := -1
+	if err := t.rc.Control(func(f uintptr) { fd = int(f) }); err != nil {
+		return -1, t.wrapErr("read fd", err)
+	}
+	return fd, nil
+}
+
+// ReadPacketNonblock implements Pollable. It reads through the descriptor's
+// RawConn, so a concurrent Close cannot make it read another descriptor.
+func (t *TUN) ReadPacketNonblock(buf []byte) (int, error) {
+	if len(buf) == 0 {
+		return 0, fmt.Errorf("tun %s: read: %w", t.name, io.ErrShortBuffer)
+	}
+	t.nbMu.Lock()
+	t.nbBuf = buf
+	err := t.rc.Read(t.nbFn)
+	n, rerr := t.nbN, t.nbErr
+	t.nbBuf, t.nbErr = nil, nil
+	t.nbMu.Unlock()
+	switch {
+	case err != nil:
+		return 0, t.wrapErr("read", err)
+	case rerr == unix.EAGAIN:
+		return 0, ErrWouldBlock
+	case rerr != nil:
+		return 0, t.wrapErr("read", rerr)
+	}
+	return t.checkTruncated(buf, n)
+}
+
+// readNonblock is the RawConn.Read function of ReadPacketNonblock: one read,
+// never a wait.
+func (t *TUN) readNonblock(fd uintptr) bool {
+	for {
+		n, err := unix.Read(int(fd), t.nbBuf)
+		if err == unix.EINTR {
+			continue
+		}
+		t.nbN, t.nbErr = n, err
+		return true
+	}
 }
 
 // ipPacketSize returns the length of the IP packet that starts p, as its

@@ -66,3 +66,29 @@ var (
 	// namespace already exists and may not be reused (see Attach).
 	ErrNamespaceExists = errors.New("tun: network namespace already exists")
 )
+
+// ErrWouldBlock is returned by Pollable.ReadPacketNonblock when no packet is
+// waiting.
+var ErrWouldBlock = errors.New("tun: no packet waiting")
+
+// ErrNotPollable is returned by Pollable.ReadFD of a wrapper whose wrapped
+// device cannot be polled.
+var ErrNotPollable = errors.New("tun: device cannot be polled")
+
+// Pollable is an optional interface of a Device whose packets can be read
+// without blocking, when a file descriptor polls readable: an event loop
+// watches the descriptor (level-triggered, as with epoll) and reads the
+// waiting packets itself, without a reader goroutine.
+type Pollable interface {
+	Device
+
+	// ReadFD returns the descriptor that polls readable while a packet
+	// waits. It stays the device's: it is valid until Close, and the caller
+	// must stop watching it before calling Close. A wrapper whose wrapped
+	// device is not Pollable returns an error wrapping ErrNotPollable.
+	ReadFD() (int, error)
+
+	// ReadPacketNonblock is ReadPacket without the wait: it returns an error
+	// wrapping ErrWouldBlock at once when no packet is waiting.
+	ReadPacketNonblock(buf []byte) (int, error)
+}

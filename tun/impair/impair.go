@@ -266,7 +266,7 @@ type Device struct {
 	nextID atomic.Uint64
 }
 
-var _ tun.Device = (*Device)(nil)
+var _ tun.Pollable = (*Device)(nil)
 
 // dirState is one direction's loss generator, rules and counters.
 type dirState struct {
@@ -464,8 +464,33 @@ func (d *Device) WritePacket(pkt []byte) error {
 // including a truncated packet (io.ErrShortBuffer), is returned as it is,
 // unimpaired and uncounted.
 func (d *Device) ReadPacket(buf []byte) (int, error) {
+	return d.readPacket(buf, d.dev.ReadPacket)
+}
+
+// ReadFD implements tun.Pollable: the wrapped device's descriptor, or an
+// error wrapping tun.ErrNotPollable if it is not a tun.Pollable.
+func (d *Device) ReadFD() (int, error) {
+	p, ok := d.dev.(tun.Pollable)
+	if !ok {
+		return -1, fmt.Errorf("impair %s: %w", d.dev.Name(), tun.ErrNotPollable)
+	}
+	return p.ReadFD()
+}
+
+// ReadPacketNonblock implements tun.Pollable like ReadPacket: it reads on
+// past dropped packets until one passes or none is waiting (an error
+// wrapping tun.ErrWouldBlock).
+func (d *Device) ReadPacketNonblock(buf []byte) (int, error) {
+	p, ok := d.dev.(tun.Pollable)
+	if !ok {
+		return 0, fmt.Errorf("impair %s: read: %w", d.dev.Name(), tun.ErrNotPollable)
+	}
+	return d.readPacket(buf, p.ReadPacketNonblock)
+}
+
+func (d *Device) readPacket(buf []byte, read func([]byte) (int, error)) (int, error) {
 	for {
-		n, err := d.dev.ReadPacket(buf)
+		n, err := read(buf)
 		if err != nil {
 			return n, err
 		}

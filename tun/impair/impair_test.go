@@ -807,3 +807,21 @@ func BenchmarkImpair(b *testing.B) {
 		})
 	}
 }
+
+// TestNotPollable checks that a wrapper of a device that cannot be polled says
+// so, so that the stack keeps its reader goroutine.
+func TestNotPollable(t *testing.T) {
+	a, b := tuntest.Pipe(1500)
+	defer b.Close()
+	d, err := impair.Wrap(a, impair.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.ReadFD(); !errors.Is(err, tun.ErrNotPollable) {
+		t.Errorf("ReadFD() error = %v, want ErrNotPollable", err)
+	}
+	if _, err := d.ReadPacketNonblock(make([]byte, 1500)); !errors.Is(err, tun.ErrNotPollable) {
+		t.Errorf("ReadPacketNonblock() error = %v, want ErrNotPollable", err)
+	}
+}
