@@ -20,7 +20,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -88,31 +87,11 @@ func benchCtlOnce(t *testing.T) *benchCtl {
 	}
 }
 
-// benchRequire skips unless the process can create namespaces and TUN devices;
-// under CI=true a missing requirement is a failure, as in the other integration
-// tests.
-func benchRequire(tb testing.TB) {
-	tb.Helper()
-	var reason string
-	if os.Geteuid() != 0 {
-		reason = "needs root"
-	} else if _, err := os.Stat("/dev/net/tun"); err != nil {
-		reason = fmt.Sprintf("needs /dev/net/tun: %v", err)
-	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("%s (CI=true: not skipping)", reason)
-	}
-	tb.Skip(reason)
-}
-
 // benchAttach makes a fresh namespace with the kernel side of a TUN device in
 // it, closed by a cleanup (also when the benchmark fails).
 func benchAttach(tb testing.TB) *tun.Attachment {
 	tb.Helper()
-	benchRequire(tb)
+	requireRoot(tb)
 	a, err := tun.Attach(tun.NamespaceConfig{
 		Namespace: tun.UniqueName("twb"),
 		Link:      tun.UniqueName("twb"),
@@ -569,7 +548,7 @@ func BenchmarkLoopback(b *testing.B) {
 
 // TestBenchSmoke runs each benchmark body once with small sizes.
 func TestBenchSmoke(t *testing.T) {
-	benchRequire(t)
+	requireRoot(t)
 	const chunk, warm = 64 << 10, 1
 	for _, dir := range benchDirs {
 		t.Run("Bulk/dir="+dir, func(t *testing.T) { benchBulk(benchCtlOnce(t), dir, chunk, warm) })

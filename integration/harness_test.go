@@ -133,9 +133,9 @@ func forceDeleteNamespace(name string) {
 	os.Remove(path)
 }
 
-// requireRoot skips the test when it cannot make namespaces and TUN devices,
-// except under CI=true, where that is a failure.
-func requireRoot(t *testing.T) {
+// requireRoot skips the test or benchmark when it cannot make namespaces and
+// TUN devices, except under CI=true, where that is a failure.
+func requireRoot(t testing.TB) {
 	t.Helper()
 	var reason string
 	if os.Geteuid() != 0 {

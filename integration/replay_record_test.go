@@ -406,7 +406,7 @@ func appReadClose(r *replayRec, c net.Conn) error {
 // record runs sc and writes dir/NAME.pcap and dir/NAME.json.
 func (sc *replayScenario) record(t *testing.T, dir string) {
 	t.Helper()
-	benchRequire(t)
+	requireRoot(t)
 	att, err := tun.Attach(tun.NamespaceConfig{
 		Namespace: tun.UniqueName("twr"),
 		Link:      tun.UniqueName("twr"),
