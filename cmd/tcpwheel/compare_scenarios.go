@@ -446,22 +446,25 @@ func (e *runEnv) bulkUp(got <-chan readResult, n int64) error {
 		return err
 	}
 	e.track(c)
-	return e.measure(func() error {
-		t0 := e.now()
-		if err := writeN(c, n); err != nil {
-			return fmt.Errorf("stack write: %w", err)
-		}
-		if err := closeWrite(c); err != nil {
-			return err
-		}
-		r, err := e.wait(got, n)
-		if err != nil {
-			return err
-		}
-		e.res.Metrics["transfer_ms"] = ms(r.at - t0)
-		e.res.Metrics["throughput_mbps"] = float64(n) * 8 / (r.at - t0).Seconds() / 1e6
-		return nil
-	})
+	return e.measure(func() error { return e.sendAndTime(c, "stack", got, n, e.now()) })
+}
+
+// sendAndTime writes n bytes on c, half-closes it, waits for the reader got to
+// see them all, and records the transfer time and throughput from t0.
+func (e *runEnv) sendAndTime(c net.Conn, who string, got <-chan readResult, n int64, t0 time.Duration) error {
+	if err := writeN(c, n); err != nil {
+		return fmt.Errorf("%s write: %w", who, err)
+	}
+	if err := closeWrite(c); err != nil {
+		return err
+	}
+	r, err := e.wait(got, n)
+	if err != nil {
+		return err
+	}
+	e.res.Metrics["transfer_ms"] = ms(r.at - t0)
+	e.res.Metrics["throughput_mbps"] = float64(n) * 8 / (r.at - t0).Seconds() / 1e6
+	return nil
 }
 
 // scenarioBulk: -bulk-size up (stack to kernel) or down, with random loss in both
@@ -496,19 +499,7 @@ func scenarioBulk(e *runEnv) error {
 		if err != nil {
 			return err
 		}
-		if err := writeN(kc, n); err != nil {
-			return fmt.Errorf("kernel write: %w", err)
-		}
-		if err := closeWrite(kc); err != nil {
-			return err
-		}
-		r, err := e.wait(got, n)
-		if err != nil {
-			return err
-		}
-		e.res.Metrics["transfer_ms"] = ms(r.at - t0)
-		e.res.Metrics["throughput_mbps"] = float64(n) * 8 / (r.at - t0).Seconds() / 1e6
-		return nil
+		return e.sendAndTime(kc, "kernel", got, n, t0)
 	})
 }
 
