@@ -262,11 +262,19 @@ func tcpipErr(err tcpip.Error) error {
 }
 
 // newEndpoint makes a TCP endpoint with the stack's keepalive configuration.
-func (s *Stack) newEndpoint() (tcpip.Endpoint, *waiter.Queue, tcpip.Error) {
+// newEndpoint makes a TCP endpoint with the stack's keepalive configuration
+// (a listener's accepted endpoints inherit it).
+func (s *Stack) newEndpoint() (tcpip.Endpoint, *waiter.Queue, error) {
 	var wq waiter.Queue
-	ep, err := s.s.NewEndpoint(tcp.ProtocolNumber, ipv4.ProtocolNumber, &wq)
-	if err != nil {
-		return nil, nil, err
+	ep, terr := s.s.NewEndpoint(tcp.ProtocolNumber, ipv4.ProtocolNumber, &wq)
+	if terr != nil {
+		return nil, nil, tcpipErr(terr)
+	}
+	if s.cfg.KeepAlive != (KeepAlive{}) {
+		if err := setKeepAlive(ep, s.cfg.KeepAlive); err != nil {
+			ep.Close()
+			return nil, nil, err
+		}
 	}
 	return ep, &wq, nil
 }
@@ -309,20 +317,14 @@ func (s *Stack) DialContext(ctx context.Context, network, address string) (net.C
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	ep, wq, terr := s.newEndpoint()
-	if terr != nil {
-		return fail(tcpipErr(terr))
-	}
-	if s.cfg.KeepAlive != (KeepAlive{}) {
-		if err := setKeepAlive(ep, s.cfg.KeepAlive); err != nil {
-			ep.Close()
-			return fail(err)
-		}
+	ep, wq, err := s.newEndpoint()
+	if err != nil {
+		return fail(err)
 	}
 	entry, notify := waiter.NewChannelEntry(waiter.WritableEvents)
 	wq.EventRegister(&entry)
 	defer wq.EventUnregister(&entry)
-	terr = ep.Connect(fullAddr(ap))
+	terr := ep.Connect(fullAddr(ap))
 	if _, ok := terr.(*tcpip.ErrConnectStarted); ok {
 		select {
 		case <-ctx.Done():
@@ -349,16 +351,9 @@ func (s *Stack) Listen(network, address string) (net.Listener, error) {
 	if err != nil {
 		return fail(err)
 	}
-	ep, wq, terr := s.newEndpoint()
-	if terr != nil {
-		return fail(tcpipErr(terr))
-	}
-	if s.cfg.KeepAlive != (KeepAlive{}) {
-		// Accepted endpoints inherit the listener's options.
-		if err := setKeepAlive(ep, s.cfg.KeepAlive); err != nil {
-			ep.Close()
-			return fail(err)
-		}
+	ep, wq, err := s.newEndpoint()
+	if err != nil {
+		return fail(err)
 	}
 	if terr := ep.Bind(fullAddr(ap)); terr != nil {
 		ep.Close()
