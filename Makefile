@@ -1,5 +1,6 @@
 # tcpwheel: a userspace TCP/IP stack whose every TCP timer runs on a hashed timing wheel.
-GO      ?= go
+# sudo may drop /usr/local/go/bin from PATH: fall back to it.
+GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BENCHTIME ?= 1s
 
 .PHONY: all build test vet fmt fmt-check bench fuzz run deps
