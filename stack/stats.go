@@ -42,7 +42,7 @@ type Stats struct {
 	TCP         tcp.Counters
 	Connections int // in the demultiplexer, TIME-WAIT included
 	Listeners   int
-	Listen      tcp.ListenerStats // summed over the open listeners (ResetsSent is in TCP)
+	Listen      tcp.ListenerStats // summed over the open listeners; their ResetsSent is also in TCP.ResetsSent
 	Wheel       WheelStats
 }
 
@@ -68,13 +68,7 @@ func (s *Stack) Stats() Stats {
 		for _, l := range s.listeners {
 			ls := l.tl.Stats()
 			st.TCP.ResetsSent += ls.ResetsSent
-			st.Listen.SYNsIn += ls.SYNsIn
-			st.Listen.Accepted += ls.Accepted
-			st.Listen.Refused += ls.Refused
-			st.Listen.DropsBacklog += ls.DropsBacklog
-			st.Listen.DropsAcceptQueue += ls.DropsAcceptQueue
-			st.Listen.DropsOther += ls.DropsOther
-			st.Listen.HalfOpenTimeouts += ls.HalfOpenTimeouts
+			addCounters(&st.Listen, ls)
 		}
 		st.Connections = len(s.conns)
 		st.Listeners = len(s.listeners)
@@ -90,8 +84,10 @@ func (s *Stack) Stats() Stats {
 	return st
 }
 
-// addCounters adds every field of b to a.
-func addCounters(a *tcp.Counters, b tcp.Counters) {
+// addCounters adds every uint64 field of b to the same field of a: for structs
+// of counters (tcp.Counters, tcp.ListenerStats), so that a new counter is summed
+// without being listed here.
+func addCounters[T any](a *T, b T) {
 	av, bv := reflect.ValueOf(a).Elem(), reflect.ValueOf(b)
 	for i := 0; i < av.NumField(); i++ {
 		if f := av.Field(i); f.Kind() == reflect.Uint64 {
