@@ -78,11 +78,8 @@ func (c *Conn) opErr(op string, err error) error {
 // Read implements net.Conn. It returns io.EOF after the peer's FIN.
 func (c *Conn) Read(p []byte) (int, error) {
 	for {
-		if c.isClosed() {
-			return 0, c.opErr("read", net.ErrClosed)
-		}
-		if c.rd.passed() {
-			return 0, c.opErr("read", os.ErrDeadlineExceeded)
+		if err := c.usable("read", c.rd); err != nil {
+			return 0, err
 		}
 		var n int
 		var err error
@@ -97,12 +94,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		case err != nil:
 			return 0, c.opErr("read", mapErr(err))
 		}
-		select {
-		case <-c.readable:
-		case <-c.rd.wait():
-		case <-c.closed:
-		case <-c.s.done:
-		}
+		c.block(c.readable, c.rd)
 	}
 }
 
@@ -111,11 +103,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 func (c *Conn) Write(p []byte) (int, error) {
 	total := 0
 	for {
-		if c.isClosed() {
-			return total, c.opErr("write", net.ErrClosed)
-		}
-		if c.wd.passed() {
-			return total, c.opErr("write", os.ErrDeadlineExceeded)
+		if err := c.usable("write", c.wd); err != nil {
+			return total, err
 		}
 		var n int
 		var err error
@@ -132,12 +121,29 @@ func (c *Conn) Write(p []byte) (int, error) {
 		if n > 0 {
 			continue
 		}
-		select {
-		case <-c.writable:
-		case <-c.wd.wait():
-		case <-c.closed:
-		case <-c.s.done:
-		}
+		c.block(c.writable, c.wd)
+	}
+}
+
+// usable reports why op cannot go on: the connection is closed, or dl passed.
+func (c *Conn) usable(op string, dl *deadline) error {
+	if c.isClosed() {
+		return c.opErr(op, net.ErrClosed)
+	}
+	if dl.passed() {
+		return c.opErr(op, os.ErrDeadlineExceeded)
+	}
+	return nil
+}
+
+// block waits until the endpoint signals wake, dl passes, or the connection or
+// the stack is closed.
+func (c *Conn) block(wake <-chan struct{}, dl *deadline) {
+	select {
+	case <-wake:
+	case <-dl.wait():
+	case <-c.closed:
+	case <-c.s.done:
 	}
 }
 
