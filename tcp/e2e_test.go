@@ -66,6 +66,27 @@ func newLink(t *testing.T, delay time.Duration) *link {
 	return &link{t: t, clk: clk, w: w, delay: delay}
 }
 
+// open puts a listener configured by lcfg on the server side of the link (its
+// Accept, if unset, makes the accepted endpoint l.server) and dials it from the
+// client side with ccfg; it returns the client.
+func (l *link) open(t *testing.T, lcfg ListenerConfig, ccfg Config) *Endpoint {
+	t.Helper()
+	if lcfg.Accept == nil {
+		lcfg.Accept = func(ep *Endpoint) bool { l.server = ep; return true }
+	}
+	ln, err := NewListener(l.w, linkOut{l, 1}, lcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.ln = ln
+	c, err := Dial(l.w, linkOut{l, 0}, testID, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.client = c
+	return c
+}
+
 // step delivers the next due packet or fires the next timer, advancing the
 // clock to whichever comes first. It reports false when nothing is left.
 func (l *link) step() bool {
@@ -184,16 +205,7 @@ func runTransfer(t *testing.T, payload []byte, delay time.Duration, cfgf func(*C
 	}
 	lcfg := cfg
 	lcfg.ISN = func(ID, time.Duration) seqnum.Value { return 42 }
-	ln, err := NewListener(l.w, linkOut{l, 1}, ListenerConfig{Endpoint: lcfg, Accept: func(ep *Endpoint) bool { l.server = ep; return true }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.ln = ln
-	c, err := Dial(l.w, linkOut{l, 0}, testID, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.client = c
+	c := l.open(t, ListenerConfig{Endpoint: lcfg}, cfg)
 	var got bytes.Buffer
 	written, eof, closed := 0, false, false
 	buf := make([]byte, 70000)
@@ -268,16 +280,7 @@ func TestEndToEndRandomLoss(t *testing.T) {
 func TestDataAfterPeerFIN(t *testing.T) {
 	payload := data(200 << 10)
 	l := newLink(t, time.Millisecond)
-	ln, err := NewListener(l.w, linkOut{l, 1}, ListenerConfig{Accept: func(ep *Endpoint) bool { l.server = ep; return true }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.ln = ln
-	c, err := Dial(l.w, linkOut{l, 0}, testID, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.client = c
+	c := l.open(t, ListenerConfig{}, Config{})
 	var got bytes.Buffer
 	buf := make([]byte, 64<<10)
 	halfClosed, serverDone, eof := false, false, false
@@ -357,16 +360,7 @@ func TestTailLossRecovery(t *testing.T) {
 				return false
 			}
 			cfg := Config{ISN: func(ID, time.Duration) seqnum.Value { return testISS }, DisableRACKTLP: tc.disable}
-			ln, err := NewListener(l.w, linkOut{l, 1}, ListenerConfig{Endpoint: cfg, Accept: func(ep *Endpoint) bool { l.server = ep; return true }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l.ln = ln
-			c, err := Dial(l.w, linkOut{l, 0}, testID, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l.client = c
+			c := l.open(t, ListenerConfig{Endpoint: cfg}, cfg)
 			written, closed := 0, false
 			var doneAt time.Duration
 			buf := make([]byte, size)
@@ -419,19 +413,8 @@ func TestTailLossRecovery(t *testing.T) {
 func TestAcceptQueueFull(t *testing.T) {
 	l := newLink(t, time.Millisecond)
 	full := true
-	ln, err := NewListener(l.w, linkOut{l, 1}, ListenerConfig{
-		Accept:    func(ep *Endpoint) bool { l.server = ep; return true },
-		QueueFull: func() bool { return full },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.ln = ln
-	c, err := Dial(l.w, linkOut{l, 0}, testID, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.client = c
+	c := l.open(t, ListenerConfig{QueueFull: func() bool { return full }}, Config{})
+	ln := l.ln
 	for l.clk.Now() < 500*time.Millisecond && l.step() {
 	}
 	if c.State() != StateEstablished {
