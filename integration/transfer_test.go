@@ -109,15 +109,7 @@ func TestEchoFromKernel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kernel dial: %v", err)
 	}
-	start := time.Now()
-	sum, n, err := echoThrough(c, data)
-	elapsed := time.Since(start)
-	if err != nil {
-		t.Fatalf("echo: %v after %d bytes", err, n)
-	}
-	if n != int64(size) || sum != sha256.Sum256(data) {
-		t.Fatalf("echo returned %d bytes with SHA-256 %x; want %d bytes, %x", n, sum, size, sha256.Sum256(data))
-	}
+	elapsed := echoIntact(t, c, data)
 	st := e.Stack.Stats()
 	t.Logf("echoed %d MB in %v (%.1f MB/s each way); %d segments retransmitted", size>>20, elapsed.Round(time.Millisecond),
 		mbps(int64(size), elapsed), st.TCP.SegsRetransmitted)
@@ -314,15 +306,7 @@ func TestLoss(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kernel dial: %v", err)
 	}
-	start := time.Now()
-	sum, n, err := echoThrough(c, data)
-	elapsed := time.Since(start)
-	if err != nil {
-		t.Fatalf("echo: %v after %d bytes", err, n)
-	}
-	if n != int64(size) || sum != sha256.Sum256(data) {
-		t.Fatalf("echo returned %d bytes with SHA-256 %x; want %d bytes, %x", n, sum, size, sha256.Sum256(data))
-	}
+	elapsed := echoIntact(t, c, data)
 	st := e.Stack.Stats()
 	is := e.Imp.Stats()
 	t.Logf("echoed %d MB through 3%% loss in %v (%.2f MB/s); impair dropped %d/%d egress, %d/%d ingress",
@@ -338,4 +322,20 @@ func TestLoss(t *testing.T) {
 			st.TCP.SegsRetransmitted, st.TCP.RTOEvents, st.TCP.FastRetransmits, is.EgressDropped)
 	}
 	e.checkNoResets(t)
+}
+
+// echoIntact echoes data through c and fails the test unless all of it comes
+// back intact; it returns how long the echo took.
+func echoIntact(t *testing.T, c *net.TCPConn, data []byte) time.Duration {
+	t.Helper()
+	start := time.Now()
+	sum, n, err := echoThrough(c, data)
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatalf("echo: %v after %d bytes", err, n)
+	}
+	if n != int64(len(data)) || sum != sha256.Sum256(data) {
+		t.Fatalf("echo returned %d bytes with SHA-256 %x; want %d bytes, %x", n, sum, len(data), sha256.Sum256(data))
+	}
+	return elapsed
 }
