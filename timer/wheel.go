@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/bits"
 	"time"
+	"unsafe"
 )
 
 // Defaults, chosen by the benchmarks (see README.md): with a 10µs tick the
@@ -86,16 +87,27 @@ type Wheel struct {
 	elapsed uint64        // the current tick: every slot before it has been processed
 	nextExp uint64        // lower bound of the next tick whose slot holds entries
 	lists   []*Entry      // heads: levels*slots slot lists, then the two due lists
-	occ     []uint64      // occupancy bitmap, words per level
+	occ     []uint64      // occupancy bitmap of the slot lists, bit i for lists[i]
+	spare   **Entry       // written instead of a missing neighbour's pprev, so that a list's stores need no branch
 	dueLoc  int32         // the due list that newly due entries join
-	pending int
-	limit   uint   // MaxPending, or the largest uint without a cap; 0 once closed
+	// The pending count is adopted - stopped - fired - dropped: Start and Stop
+	// each bump a counter of their own, so that a Start and a Stop in a row do not
+	// wait on each other's store.
+	adopted uint64 // entries taken from idle to pending
+	stopped uint64 // Stop calls that disarmed a pending entry
+	capped  bool   // MaxPending is set or the wheel is closed: Start checks the count
+	limit   uint64 // MaxPending
 	bits    uint   // log2(slots)
 	smask   uint64 // slots-1
 	words   uint   // bitmap words per level
 	tickNs  uint64
-	recip   uint64        // floor((2^64-1)/tickNs), for division by multiplication
-	levelOf [64]levelInfo // by the highest bit in which a deadline differs from elapsed
+	tickM1  uint64 // tickNs-1
+	magic   uint64 // ceil(2^(63+l)/tickNs), l = ceil(log2 tickNs): division by multiplication
+	mshift  uint   // l-1
+	// By the highest bit in which a deadline differs from elapsed: the level's
+	// shift (tick to slot number) and the index of its first list.
+	levelShift [64]uint8
+	levelBase  [64]uint32
 
 	nslots    int32 // levels*slots: where the due lists start
 	levels    int
@@ -105,7 +117,7 @@ type Wheel struct {
 	advancing bool
 	collect   *[]*Entry // when set, fire appends due entries instead of running them
 
-	stopped, fired, cascaded uint64
+	fired, cascaded, dropped uint64 // dropped: pending when closed
 	late                     LateHistogram
 }
 
@@ -138,13 +150,15 @@ func New(cfg Config) (*Wheel, error) {
 	}
 	w := &Wheel{
 		lists:   make([]*Entry, levels*cfg.Slots+2),
-		occ:     make([]uint64, uint(levels)*words),
-		limit:   uint(cfg.MaxPending),
+		occ:     make([]uint64, (levels*cfg.Slots+63)/64),
+		limit:   uint64(cfg.MaxPending),
+		capped:  cfg.MaxPending > 0,
 		bits:    b,
 		smask:   uint64(cfg.Slots - 1),
 		words:   words,
 		tickNs:  uint64(cfg.Tick),
-		recip:   math.MaxUint64 / uint64(cfg.Tick),
+		tickM1:  uint64(cfg.Tick) - 1,
+		mshift:  uint(bits.Len64(uint64(cfg.Tick)-1)) - 1,
 		nslots:  int32(levels * cfg.Slots),
 		levels:  levels,
 		clock:   cfg.Clock,
@@ -152,12 +166,14 @@ func New(cfg Config) (*Wheel, error) {
 		nextExp: math.MaxUint64,
 	}
 	w.dueLoc = w.nslots
-	if cfg.MaxPending == 0 {
-		w.limit = math.MaxUint
-	}
-	for i := range w.levelOf {
-		lvl := uint(i) / b
-		w.levelOf[i] = levelInfo{shift: uint8(lvl * b), base: int32(lvl << b), occ: int32(lvl * words)}
+	// 2^(63+l) - 1 is 2^(l-1) - 1 in the high word and all ones in the low one.
+	q, _ := bits.Div64(1<<w.mshift-1, math.MaxUint64, w.tickNs)
+	w.magic = q + 1
+	for i := range w.levelShift {
+		// Ticks are below 2^63, so bit 63 never differs; its entry is the top
+		// level's all the same, so that no index can leave the slot lists.
+		lvl := min(uint(i)/b, uint(levels-1))
+		w.levelShift[i], w.levelBase[i] = uint8(lvl*b), uint32(lvl<<b)
 	}
 	return w, nil
 }
@@ -173,7 +189,9 @@ func (w *Wheel) Clock() Clock { return w.clock }
 func (w *Wheel) Now() time.Duration { return w.origin + w.now }
 
 // Len returns the number of pending entries.
-func (w *Wheel) Len() int { return w.pending }
+func (w *Wheel) Len() int { return int(w.pending()) }
+
+func (w *Wheel) pending() uint64 { return w.adopted - w.stopped - w.fired - w.dropped }
 
 // Start arms e to fire d after Now (START_TIMER). A pending e is re-armed. A zero
 // or negative d makes e due: it fires at the next Advance. A d beyond the clock's
@@ -218,47 +236,62 @@ func (w *Wheel) instant(k uint64) time.Duration {
 // which when differs from the current tick. Advance re-uses it to cascade an
 // entry to a lower level.
 func (w *Wheel) arm(e *Entry, base, d time.Duration) error {
-	x := base + max(d, 0)
-	if x < base { // wrapped: beyond the clock's range
-		x = math.MaxInt64
+	x := base + d // base >= 0
+	if x < base {
+		x = base // d < 0
+		if d > 0 {
+			x = math.MaxInt64 // wrapped: beyond the clock's range
+		}
 	}
 	when := w.ceilTicks(uint64(x))
-	if e.pprev == nil { // idle: adopt it
-		if e.fn == nil {
-			return ErrNoFunc
-		}
-		if uint(w.pending) >= w.limit { // the cap, or 0 once closed
-			if w.closed {
-				return ErrClosed
-			}
-			return ErrTooManyTimers
-		}
-		w.pending++
-		if e.w != w {
-			e.w = w // kept when the entry goes idle: re-arming writes nothing here
-		}
-	} else if e.w == w { // pending here: re-arm (and cascade)
+	switch {
+	case e.pprev == nil && e.w == w && e.fn != nil && !w.capped: // idle, known here
+		w.adopted++
+	case e.pprev != nil && e.w == w: // pending here: re-arm (and cascade)
 		w.unlink(e)
-	} else {
-		return ErrOtherWheel
+	default:
+		if err := w.adopt(e); err != nil {
+			return err
+		}
 	}
 	e.when = when
-	loc := w.dueLoc
+	loc := uint32(w.dueLoc)
 	if when > w.elapsed {
-		li := w.levelOf[63&(63-bits.LeadingZeros64((when^w.elapsed)|w.smask))]
-		slot := when >> li.shift & w.smask
-		if occ, bit := &w.occ[li.occ+int32(slot>>6)], uint64(1)<<(slot&63); *occ&bit == 0 {
+		hb := uint(63-bits.LeadingZeros64((when^w.elapsed)|w.smask)) & 63
+		sh := uint(w.levelShift[hb]) & 63 // (the masks spare tests for shifts past 63)
+		loc = w.levelBase[hb] + uint32(when>>sh&w.smask)
+		if occ, bit := w.occWord(loc), uint64(1)<<(loc&63); *occ&bit == 0 {
 			*occ |= bit // only on change: no store, no dependency, in the common case
 		}
-		w.nextExp = min(w.nextExp, when>>li.shift<<li.shift)
-		loc = li.base + int32(slot)
+		if start := when >> sh << sh; start < w.nextExp {
+			w.nextExp = start // only on change, like the bit
+		}
 	}
-	head := &w.lists[loc]
-	e.next, e.pprev = *head, head
-	if e.next != nil {
-		e.next.pprev = &e.next
+	head := w.head(loc)
+	h := *head
+	hp := &w.spare
+	if h != nil {
+		hp = &h.pprev
 	}
-	*head = e
+	e.next, e.pprev, *hp, *head = h, head, &e.next, e
+	return nil
+}
+
+// adopt is arm's slow path, out of line to keep the common ones short: e is new
+// to the wheel, on another one, has no function, or the pending count is capped.
+func (w *Wheel) adopt(e *Entry) error {
+	switch {
+	case e.pprev != nil: // pending on another wheel
+		return ErrOtherWheel
+	case e.fn == nil:
+		return ErrNoFunc
+	case w.closed:
+		return ErrClosed
+	case w.capped && w.pending() >= w.limit:
+		return ErrTooManyTimers
+	}
+	w.adopted++
+	e.w = w // kept when the entry goes idle: re-arming writes nothing here
 	return nil
 }
 
@@ -270,7 +303,6 @@ func (w *Wheel) Stop(e *Entry) bool {
 		return false
 	}
 	w.unlink(e)
-	w.pending--
 	w.stopped++
 	return true
 }
@@ -341,7 +373,7 @@ func (w *Wheel) Poll() int { return w.Advance(w.clock.Now()) }
 // when nothing is pending. A driver sleeps until then; with nothing pending it
 // need not wake at all.
 func (w *Wheel) NextDeadline() (time.Duration, bool) {
-	if w.closed || w.pending == 0 {
+	if w.closed || w.pending() == 0 {
 		return 0, false
 	}
 	if w.lists[w.dueLoc] != nil {
@@ -362,8 +394,8 @@ func (w *Wheel) Close() []*Entry {
 	if w.closed {
 		return nil
 	}
-	w.closed, w.limit = true, 0
-	out := make([]*Entry, 0, w.pending)
+	w.closed, w.capped = true, true
+	out := make([]*Entry, 0, w.pending())
 	for loc, e := range w.lists {
 		for e != nil {
 			next := e.next
@@ -374,7 +406,8 @@ func (w *Wheel) Close() []*Entry {
 		w.lists[loc] = nil
 	}
 	clear(w.occ)
-	w.pending, w.nextExp = 0, math.MaxUint64
+	w.dropped += w.pending()
+	w.nextExp = math.MaxUint64
 	return out
 }
 
@@ -391,7 +424,7 @@ type Stats struct {
 
 // Stats returns the wheel's counters.
 func (w *Wheel) Stats() Stats {
-	return Stats{Pending: w.pending, Stopped: w.stopped, Fired: w.fired, Cascaded: w.cascaded, Late: w.late}
+	return Stats{Pending: int(w.pending()), Stopped: w.stopped, Fired: w.fired, Cascaded: w.cascaded, Late: w.late}
 }
 
 // LateHistogram counts durations in power-of-two buckets: bucket 0 counts zero,
@@ -443,7 +476,6 @@ func (h *LateHistogram) Quantile(q float64) time.Duration {
 }
 
 func (w *Wheel) fire(e *Entry, rel time.Duration) {
-	w.pending--
 	w.fired++
 	if e.when <= uint64(math.MaxInt64)/w.tickNs {
 		w.late.Add(rel - time.Duration(e.when*w.tickNs))
@@ -468,23 +500,30 @@ func (w *Wheel) advanceCollect(now time.Duration, buf []*Entry) []*Entry {
 // run calls e's function; for fronts that collected it with advanceCollect.
 func (e *Entry) run() { e.fn() }
 
-// levelInfo describes the level an entry goes to: the shift that turns a tick
-// into the level's slot number, the index of the level's first list in lists,
-// and of its first word in occ.
-type levelInfo struct {
-	shift     uint8
-	base, occ int32
+// head and occWord are &w.lists[loc] and &w.occ[loc>>6] without the bounds
+// checks, which cost Start a twentieth of its time: arm's loc is the due list or
+// a level's base plus a slot number (masked), and levelBase holds only real
+// levels, so it is in range by construction. The race detector's checkptr
+// verifies every such pointer in the tests (the model test and the fuzz corpus
+// cover all levels).
+func (w *Wheel) head(loc uint32) **Entry {
+	return (**Entry)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(w.lists)), uintptr(loc)*unsafe.Sizeof(w.spare)))
+}
+
+func (w *Wheel) occWord(loc uint32) *uint64 {
+	return (*uint64)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(w.occ)), uintptr(loc>>6)*8))
 }
 
 // unlink takes e off its list. A slot's occupancy bit is left set when the slot
 // empties; nextExpiration clears such stale bits when it meets them, so Stop
 // touches only the list.
 func (w *Wheel) unlink(e *Entry) {
-	*e.pprev = e.next
-	if e.next != nil {
-		e.next.pprev = e.pprev
+	n, pp := e.next, e.pprev
+	np := &w.spare
+	if n != nil {
+		np = &n.pprev
 	}
-	e.next, e.pprev = nil, nil
+	*pp, *np, e.next, e.pprev = n, pp, nil, nil
 }
 
 // nextExpiration finds the earliest occupied slot: the lowest non-empty level's
@@ -501,7 +540,7 @@ func (w *Wheel) nextExpiration() (tick uint64, loc int32, ok bool) {
 		slot, wrapped := w.nextOccupied(lvl, (w.elapsed>>shift)&w.smask)
 		loc = int32(lvl<<w.bits | uint(slot))
 		if w.lists[loc] == nil {
-			w.occ[lvl*w.words+uint(slot>>6)] &^= 1 << (slot & 63)
+			w.occ[loc>>6] &^= 1 << (loc & 63)
 			continue
 		}
 		span := shift + w.bits // bits covered by the level
@@ -516,56 +555,59 @@ func (w *Wheel) nextExpiration() (tick uint64, loc int32, ok bool) {
 	}
 }
 
-// lowestOccupiedLevel returns the first level with an occupied slot.
+// lowestOccupiedLevel returns the first level with an occupied slot: that of the
+// lowest bit set, as levels' lists come in order.
 func (w *Wheel) lowestOccupiedLevel() (uint, bool) {
 	for i, m := range w.occ {
 		if m != 0 {
-			return uint(i) / w.words, true
+			return (uint(i)<<6 | uint(bits.TrailingZeros64(m))) >> w.bits, true
 		}
 	}
 	return 0, false
 }
 
+// levelWord returns the occupancy of the i-th 64 slots of level lvl (of all its
+// slots, when it has fewer than 64).
+func (w *Wheel) levelWord(lvl, i uint) uint64 {
+	first := lvl<<w.bits + i<<6 // the bit of the word's first slot
+	m := w.occ[first>>6]
+	if w.bits < 6 { // levels share words
+		m = m >> (first & 63) & (1<<(w.smask+1) - 1)
+	}
+	return m
+}
+
 // nextOccupied returns the first occupied slot of level lvl at or after pos, or,
 // wrapping around, before it.
 func (w *Wheel) nextOccupied(lvl uint, pos uint64) (slot uint64, wrapped bool) {
-	base := lvl * w.words
 	wi := uint(pos >> 6)
-	if m := w.occ[base+wi] & (^uint64(0) << (pos & 63)); m != 0 {
+	if m := w.levelWord(lvl, wi) & (^uint64(0) << (pos & 63)); m != 0 {
 		return uint64(wi)<<6 | uint64(bits.TrailingZeros64(m)), false
 	}
 	for i := wi + 1; i < w.words; i++ {
-		if m := w.occ[base+i]; m != 0 {
+		if m := w.levelWord(lvl, i); m != 0 {
 			return uint64(i)<<6 | uint64(bits.TrailingZeros64(m)), false
 		}
 	}
 	for i := uint(0); i <= wi; i++ {
-		if m := w.occ[base+i]; m != 0 {
+		if m := w.levelWord(lvl, i); m != 0 {
 			return uint64(i)<<6 | uint64(bits.TrailingZeros64(m)), true
 		}
 	}
 	return 0, true // unreachable: the level has an occupied slot
 }
 
-// floorTicks and ceilTicks divide by the tick with a multiplication by its
-// reciprocal: the estimate is the quotient or one less, and one compare fixes it.
+// floorTicks and ceilTicks divide by the tick (ns <= MaxInt64) with a
+// multiplication by the magic number and a shift (Granlund and Montgomery): with
+// k = 63+l, m = ceil(2^k/t) = (2^k+e)/t with e < t, so y*m/2^k = y/t + y*e/(t*2^k),
+// whose floor is y/t's as long as y*e < 2^k, true for every y < 2^63*t/(t-1):
+// all y up to MaxInt64+t-1.
 func (w *Wheel) floorTicks(ns uint64) uint64 {
-	q, _ := bits.Mul64(ns, w.recip)
-	if ns-q*w.tickNs >= w.tickNs {
-		q++
-	}
-	return q
+	hi, _ := bits.Mul64(ns, w.magic)
+	return hi >> (w.mshift & 63)
 }
 
 func (w *Wheel) ceilTicks(ns uint64) uint64 {
-	q, _ := bits.Mul64(ns, w.recip)
-	r := ns - q*w.tickNs
-	if r >= w.tickNs {
-		q++
-		r -= w.tickNs
-	}
-	if r != 0 {
-		q++
-	}
-	return q
+	hi, _ := bits.Mul64(ns+w.tickM1, w.magic)
+	return hi >> (w.mshift & 63)
 }

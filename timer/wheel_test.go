@@ -609,7 +609,16 @@ func TestLateHistogram(t *testing.T) {
 }
 
 func TestReciprocalDivision(t *testing.T) {
-	for _, tick := range []time.Duration{MinTick, 100 * time.Microsecond, 333333, 999999937, MaxTick} {
+	ticks := []time.Duration{MinTick, 10001, 16383, 16384, 16385, 100 * time.Microsecond, 333333, 1 << 29, 1<<29 + 1, 999999937, MaxTick}
+	// And random ticks, checked at the edges of the range below.
+	r := uint64(0x9e3779b97f4a7c15)
+	for range 300 {
+		r ^= r << 13
+		r ^= r >> 7
+		r ^= r << 17
+		ticks = append(ticks, MinTick+time.Duration(r%uint64(MaxTick-MinTick+1)))
+	}
+	for i, tick := range ticks {
 		w, err := New(Config{Tick: tick, Clock: NewManualClock(0)})
 		if err != nil {
 			t.Fatal(err)
@@ -637,6 +646,9 @@ func TestReciprocalDivision(t *testing.T) {
 		}
 		check(math.MaxInt64)
 		check(math.MaxInt64 - 1)
+		if i >= 11 {
+			continue
+		}
 		// Random-ish sweep.
 		x := uint64(88172645463325252)
 		for i := 0; i < 100000; i++ {
