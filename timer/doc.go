@@ -36,7 +36,9 @@
 //
 // A deadline is rounded up to a tick boundary, so an entry never fires early and,
 // when Advance is called at every instant of interest (as on a [ManualClock]), fires
-// at most one tick late. On the real clock the [Driver] adds its wake-up latency.
+// at most one tick late. On the real clock the [Driver] adds its wake-up latency,
+// most of which it hides: it sleeps until [DefaultSpin] before the deadline and
+// waits out the rest awake, still polling its file descriptors ([Driver.SetSpin]).
 //
 // Start measures durations from [Wheel.Now]: the instant of the last Advance or,
 // inside an expiry callback, the tick being processed. An event loop therefore calls

@@ -110,3 +110,119 @@ func TestDriverAddReadFD(t *testing.T) {
 		t.Errorf("AddReadFD after Close: got %v, want ErrClosed", err)
 	}
 }
+
+// newTestPoller opens a poller outside any driver, for its sleep and spin.
+func newTestPoller(t *testing.T) *poller {
+	t.Helper()
+	p := new(poller)
+	if err := p.open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
+}
+
+func monoNow(t *testing.T) int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return ts.Nano()
+}
+
+// waitAsync runs p.wait on another goroutine: a spin that ignored events would
+// last until the far deadline, and recvWithin fails the test instead of hanging.
+func waitAsync(p *poller, clock Clock, next time.Duration, spin time.Duration) <-chan bool {
+	c := make(chan bool, 1)
+	go func() { c <- p.wait(clock, next, true, spin) }()
+	return c
+}
+
+func TestPollerSpinEndsOnWake(t *testing.T) {
+	p := newTestPoller(t)
+	clock := NewMonotonicClock()
+	// The deadline is inside the window: wait spins from the start. The wake-up
+	// is already pending, and must end the spin long before the deadline.
+	p.wake()
+	if !recvWithin(t, waitAsync(p, clock, clock.Now()+MaxSpin/2, MaxSpin)) {
+		t.Error("wait spinning with a wake-up pending reported no event")
+	}
+	// Nothing left over: the next spin runs to its (near) deadline and reports no event.
+	deadline := monoNow(t) + int64(20*time.Microsecond)
+	if p.spinUntil(deadline) {
+		t.Error("spinUntil reported an event that was consumed already")
+	}
+	if now := monoNow(t); now < deadline {
+		t.Errorf("spinUntil returned %v before its deadline", time.Duration(deadline-now))
+	}
+}
+
+func TestPollerSpinEndsOnReadableFD(t *testing.T) {
+	p := newTestPoller(t)
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	if err := p.addReader(fds[0], func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(fds[1], []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	// On another goroutine: a spin deaf to the fd would last the hour.
+	c := make(chan bool, 1)
+	deadline := monoNow(t) + int64(time.Hour)
+	go func() { c <- p.spinUntil(deadline) }()
+	if !recvWithin(t, c) {
+		t.Error("spinUntil with a readable fd reported no event")
+	}
+	if len(p.ready) != 1 || p.ready[0] != int32(fds[0]) {
+		t.Errorf("ready fds %v, want [%d]", p.ready, fds[0])
+	}
+}
+
+// TestPollerSpinNeverEarly sleeps to the early alarm and spins the rest, or only
+// spins, or only sleeps: wait must return at or after the deadline every time,
+// reporting a wake-up exactly when it blocked.
+func TestPollerSpinNeverEarly(t *testing.T) {
+	p := newTestPoller(t)
+	clock := NewMonotonicClock()
+	for _, c := range []struct {
+		delay, spin time.Duration
+		woke        bool
+	}{
+		// Sleeps are long enough that a slow start of the goroutine cannot turn
+		// them into spins.
+		{50 * time.Millisecond, 100 * time.Microsecond, true}, // sleep, then spin
+		{200 * time.Microsecond, MaxSpin, false},              // spin only
+		{50 * time.Millisecond, 0, true},                      // sleep only
+	} {
+		next := clock.Now() + c.delay
+		if woke := recvWithin(t, waitAsync(p, clock, next, c.spin)); woke != c.woke {
+			t.Errorf("delay %v, spin %v: wait reported a wake-up %v, want %v", c.delay, c.spin, woke, c.woke)
+		}
+		if now := clock.Now(); now < next {
+			t.Errorf("delay %v, spin %v: wait returned %v early", c.delay, c.spin, next-now)
+		}
+	}
+}
+
+func TestDriverSetSpin(t *testing.T) {
+	d, _, _ := newTestDriver(t, DefaultTick)
+	for _, bad := range []time.Duration{-1, MaxSpin + 1, time.Hour} {
+		if err := d.SetSpin(bad); !errors.Is(err, ErrConfig) {
+			t.Errorf("SetSpin(%v) = %v, want ErrConfig", bad, err)
+		}
+	}
+	for _, good := range []time.Duration{0, time.Microsecond, MaxSpin} {
+		if err := d.SetSpin(good); err != nil {
+			t.Errorf("SetSpin(%v) = %v", good, err)
+		}
+	}
+}

@@ -48,7 +48,9 @@ func (p *poller) wake() {
 	}
 }
 
-func (p *poller) wait(clock Clock, next time.Duration, ok bool) bool {
+// wait sleeps until next or a wake-up. There is no spin here: a time.Timer
+// wakes in whole milliseconds anyway.
+func (p *poller) wait(clock Clock, next time.Duration, ok bool, _ time.Duration) bool {
 	if !ok {
 		<-p.wakec
 		return true

@@ -145,6 +145,12 @@ func newLatenessImpl(tb testing.TB, name string, tick time.Duration, clock *Mono
 	switch name {
 	case "driver":
 		return newDriverLateness(tb, tick, clock)
+	case "driver-nospin":
+		r := newDriverLateness(tb, tick, clock)
+		if err := r.d.SetSpin(0); err != nil {
+			tb.Fatal(err)
+		}
+		return r
 	case "shared":
 		return newSharedLateness(tb, tick, clock)
 	case "afterfunc":
@@ -177,10 +183,11 @@ func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsec
 
 // BenchmarkLateness arms latenessTimers timers per iteration, with random delays
 // of 1-20 ms, and reports how late they fired (p50, p99, max in µs) for the wheel
-// driver and for time.AfterFunc, for each tick. ns/op is the length of a round.
+// driver (with its default spin window and with none) and for time.AfterFunc, for
+// each tick, and the CPU time spent per timer. ns/op is the length of a round.
 func BenchmarkLateness(b *testing.B) {
 	for _, tick := range latenessTicks {
-		for _, name := range []string{"driver", "afterfunc"} {
+		for _, name := range []string{"driver", "driver-nospin", "afterfunc"} {
 			b.Run(fmt.Sprintf("tick=%v/impl=%s", tick, name), func(b *testing.B) {
 				clock := NewMonotonicClock()
 				impl := newLatenessImpl(b, name, tick, clock)
@@ -189,11 +196,13 @@ func BenchmarkLateness(b *testing.B) {
 				delays := make([]time.Duration, latenessTimers)
 				late := make([]time.Duration, latenessTimers)
 				var all []time.Duration
+				cpu := processCPU()
 				for b.Loop() {
 					randomDelays(rng, delays)
 					impl.round(delays, late)
 					all = append(all, late...)
 				}
+				cpu = processCPU() - cpu
 				s := summarize(all)
 				if s.min < 0 {
 					b.Errorf("a timer fired %v early", -s.min)
@@ -201,6 +210,9 @@ func BenchmarkLateness(b *testing.B) {
 				b.ReportMetric(micros(s.p50), "p50-µs")
 				b.ReportMetric(micros(s.p99), "p99-µs")
 				b.ReportMetric(micros(s.max), "max-µs")
+				// The price of punctuality: the process's CPU time per timer fired,
+				// arming and measuring included.
+				b.ReportMetric(micros(cpu)/float64(len(all)), "cpu-µs/timer")
 			})
 		}
 	}
@@ -218,7 +230,7 @@ func TestLatenessReport(t *testing.T) {
 		t.Log("note: the race detector is on; the numbers are not representative")
 	}
 	const rounds = 20
-	impls := []string{"driver", "shared", "afterfunc"}
+	impls := []string{"driver", "driver-nospin", "shared", "afterfunc"}
 	var out strings.Builder
 	fmt.Fprintf(&out, "%d timers × %d rounds per row, delays uniform in [%v, %v); lateness = fire time - requested deadline\n\n",
 		latenessTimers, rounds, latenessMinDelay, latenessMaxDelay)

@@ -115,6 +115,9 @@ func (s *Shared) Stats() Stats {
 // blocking sleep; see Driver.Wakeups.
 func (s *Shared) Wakeups() uint64 { return s.d.Wakeups() }
 
+// SetSpin sets the spin window of the Shared's driver: see Driver.SetSpin.
+func (s *Shared) SetSpin(window time.Duration) error { return s.d.SetSpin(window) }
+
 // expire is the driver's EXPIRY_PROCESSING: it advances the wheel to now under the
 // mutex and returns the due entries appended to buf, for the driver to run with the
 // mutex released.
