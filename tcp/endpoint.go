@@ -364,10 +364,15 @@ func (e *Endpoint) setState(s State) {
 // connection, for a connection without its timers is not TCP.
 func (e *Endpoint) startTimer(t *timer.Entry, d time.Duration) {
 	if err := e.w.Start(t, d); err != nil {
-		e.stats.TimerErrors++
-		if e.state != StateClosed {
-			e.enterClosed(fmt.Errorf("%w: %w", ErrWheel, err))
-		}
+		e.timerFailed(err)
+	}
+}
+
+// timerFailed counts a timer the wheel refused and aborts the connection.
+func (e *Endpoint) timerFailed(err error) {
+	e.stats.TimerErrors++
+	if e.state != StateClosed {
+		e.enterClosed(fmt.Errorf("%w: %w", ErrWheel, err))
 	}
 }
 

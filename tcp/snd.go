@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"math"
 	"sort"
 	"time"
 
@@ -128,11 +129,24 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 	}
 }
 
-// armRTO starts s's retransmission timer at the current RTO.
+// armRTO starts s's retransmission timer at the current RTO, measured from the
+// clock as it reads now, after the segment went to the Output, not from the
+// wheel's time: that is the last Advance, earlier by however long the packet
+// or call that let the segment out took to handle. Measured from there, a
+// retransmission could leave less than an RTO after the segment it repeats.
 func (e *Endpoint) armRTO(s *txSeg) {
+	at := e.w.Clock().Now()
+	if w := e.now(); at < w { // a clock behind its wheel: never before Now+RTO
+		at = w
+	}
 	d := e.rtt.rto()
-	s.rtoAt = e.now() + d
-	e.startTimer(&s.entry, d)
+	if at > math.MaxInt64-d {
+		at = math.MaxInt64 - d // a MaxRTO of centuries
+	}
+	s.rtoAt = at + d
+	if err := e.w.StartAt(&s.entry, s.rtoAt); err != nil {
+		e.timerFailed(err)
+	}
 }
 
 // send fills the fields every segment shares (ports, ACK, window, timestamps,

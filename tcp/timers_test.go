@@ -27,6 +27,16 @@ func TestRetransmission(t *testing.T) {
 			t.Fatalf("Info: got retransmits %d backoff %d rto events %d cwnd %d, want 5 5 5 %d", i.Retransmits, i.Backoff, i.RTOEvents, i.Cwnd, i.SndMSS)
 		}
 	})
+	t.Run("the RTO runs from the clock at the send, not the wheel's last Advance", func(t *testing.T) {
+		// The stack handles a packet some µs after it advanced the wheel: a
+		// timer measured from the wheel would fire that much early on the wire.
+		h := established(t, noTLPConfig())
+		h.clk.Advance(5 * time.Millisecond) // the wheel stays at 0
+		h.ep.Write(data(100))
+		h.expect(seqIs(testISS+1), lenIs(100))
+		h.expectAt(205*time.Millisecond, seqIs(testISS+1), lenIs(100))
+		h.expectAt(605*time.Millisecond, seqIs(testISS+1), lenIs(100)) // the backoff too
+	})
 	t.Run("each segment has its own timer; ACK stops them", func(t *testing.T) {
 		h := established(t, noTLPConfig())
 		h.ep.Write(data(1448))
