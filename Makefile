@@ -2,6 +2,7 @@
 # sudo may drop /usr/local/go/bin from PATH: fall back to it.
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BENCHTIME ?= 1s
+BENCHCOUNT ?= 1
 
 .PHONY: all build test vet fmt fmt-check bench fuzz run deps
 
@@ -32,7 +33,7 @@ test: deps fmt-check vet
 # Benchmarks: the wheel against time.AfterFunc, time.Timer.Reset and gVisor's clock,
 # in one run so the ratios are comparable.
 bench:
-	$(GO) test -run '^$$' -bench 'StartStop|Advance|Expire|Lateness' -benchtime $(BENCHTIME) ./timer/
+	$(GO) test -run '^$$' -bench 'StartStop|Advance|Expire|Lateness' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./timer/
 
 # A longer fuzzing session of the wheel against its reference model.
 fuzz:
