@@ -118,27 +118,39 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 	s.prevSentAt, s.sentAt = s.sentAt, e.now() // RFC 8985 6.1: Segment.xmit_ts = Now()
 	e.rack.xmits++
 	s.order = e.rack.xmits
-	s.lost = false // RFC 8985 6.1: Segment.lost = FALSE
+	s.lost = false     // RFC 8985 6.1: Segment.lost = FALSE
+	at := e.clockNow() // the instant the segment is sent: the RTO runs from here
 	e.send(&seg)
 	if e.state == StateClosed { // the wheel failed us inside send
 		return
 	}
-	e.armRTO(s) // RFC 6298 (5.1): start the timer when a segment is sent
+	e.armRTOAt(s, at) // RFC 6298 (5.1): start the timer when a segment is sent
 	if e.cfg.UserTimeout > 0 && !e.userTO.Pending() {
 		e.startTimer(&e.userTO, e.cfg.UserTimeout) // RFC 5482: data now waits for an ACK
 	}
 }
 
-// armRTO starts s's retransmission timer at the current RTO, measured from the
-// clock as it reads now, after the segment went to the Output, not from the
-// wheel's time: that is the last Advance, earlier by however long the packet
-// or call that let the segment out took to handle. Measured from there, a
-// retransmission could leave less than an RTO after the segment it repeats.
-func (e *Endpoint) armRTO(s *txSeg) {
+// clockNow reads the wheel's clock. The RTO is measured from the clock as it
+// reads when the segment goes to the Output, not from the wheel's time: that is
+// the last Advance, earlier by however long the packet or call that let the
+// segment out has taken to handle so far, so a retransmission measured from it
+// could leave less than an RTO after the segment it repeats (seen on the wire:
+// a SYN-ACK resent 999.994 ms after the first). The clock is read before the
+// Output, not after it, so that the RTO does not also wait out the device write.
+func (e *Endpoint) clockNow() time.Duration {
 	at := e.w.Clock().Now()
-	if w := e.now(); at < w { // a clock behind its wheel: never before Now+RTO
-		at = w
+	if w := e.now(); at < w { // a clock behind its wheel: never before its Now
+		return w
 	}
+	return at
+}
+
+// armRTO starts s's retransmission timer at the current RTO from now (an RTO
+// restarted by an ACK, RFC 6298 (5.3)).
+func (e *Endpoint) armRTO(s *txSeg) { e.armRTOAt(s, e.clockNow()) }
+
+// armRTOAt starts s's retransmission timer at the current RTO from at.
+func (e *Endpoint) armRTOAt(s *txSeg, at time.Duration) {
 	d := e.rtt.rto()
 	if at > math.MaxInt64-d {
 		at = math.MaxInt64 - d // a MaxRTO of centuries
