@@ -25,6 +25,13 @@ type Conn struct {
 	settled            chan struct{} // closed once the handshake is over, either way
 	settledDone        bool          // loop only
 
+	// The read-ahead: bytes a Read took from the endpoint beyond what it
+	// returned, for the next Reads (readOnce).
+	rmu        sync.Mutex
+	ahead      []byte  // guarded by rmu
+	aheadBuf   *[]byte // guarded by rmu: ahead's buffer, from aheadPools
+	aheadClass int     // guarded by rmu: its class
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -75,27 +82,106 @@ func (c *Conn) opErr(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: c.laddr, Addr: c.raddr, Err: err}
 }
 
+// readAhead is the most a Read takes from the endpoint in one trip to the loop
+// when more is there than it asked for: the rest waits in the Conn for the next
+// Reads, which need no trip. A reader of 8 KB at a time (io.Copy) would
+// otherwise pay a handoff to the loop's thread and back (two thread wakeups,
+// 50-150 µs on a VM) per 8 KB, and open the window 8 KB at a time: a 20 MB
+// download took 4x gVisor's time, and 0.8x with this.
+const readAhead = 256 << 10
+
+// aheadClasses are the sizes of the read-ahead buffers: the smallest that holds
+// what is there, so that a connection with a little unread data does not hold
+// a big buffer.
+var aheadClasses = [...]int{16 << 10, 64 << 10, readAhead}
+
+var aheadPools [len(aheadClasses)]sync.Pool
+
+// getAhead returns a pooled buffer of the smallest class that holds n bytes
+// (n <= readAhead), and its class.
+func getAhead(n int) (*[]byte, int) {
+	k := 0
+	for k < len(aheadClasses)-1 && aheadClasses[k] < n {
+		k++
+	}
+	if bp, ok := aheadPools[k].Get().(*[]byte); ok {
+		return bp, k
+	}
+	b := make([]byte, aheadClasses[k])
+	return &b, k
+}
+
 // Read implements net.Conn. It returns io.EOF after the peer's FIN.
 func (c *Conn) Read(p []byte) (int, error) {
 	for {
 		if err := c.usable("read", c.rd); err != nil {
 			return 0, err
 		}
-		var n int
-		var err error
-		if c.s.do(func() { n, err = c.ep.Read(p) }) != nil {
-			return 0, c.opErr("read", net.ErrClosed)
-		}
+		n, err := c.readOnce(p)
 		switch {
-		case n > 0 || len(p) == 0:
-			return n, nil
-		case err == io.EOF:
-			return 0, io.EOF
-		case err != nil:
-			return 0, c.opErr("read", mapErr(err))
+		case n > 0 || len(p) == 0 || err != nil:
+			return n, err
 		}
 		c.block(c.readable, c.rd)
 	}
+}
+
+// readOnce returns what has been received, if anything, without waiting: from
+// the read-ahead if it holds any, else from the endpoint, on the loop. It
+// returns (0, nil) when there is nothing yet, io.EOF after the peer's FIN.
+func (c *Conn) readOnce(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if len(c.ahead) > 0 {
+		return c.takeAhead(p), nil
+	}
+	var n int
+	var err error
+	var bp *[]byte
+	class := 0
+	if c.s.do(func() {
+		if avail := c.ep.Readable(); avail > len(p) && len(p) > 0 && len(p) < readAhead {
+			bp, class = getAhead(min(avail, readAhead))
+			n, err = c.ep.Read(*bp)
+			return
+		}
+		n, err = c.ep.Read(p)
+	}) != nil {
+		err = net.ErrClosed
+	}
+	if bp != nil {
+		c.aheadBuf, c.aheadClass, c.ahead = bp, class, (*bp)[:n]
+		n = c.takeAhead(p)
+	}
+	switch {
+	case n > 0 || err == nil || err == io.EOF:
+		return n, err
+	case errors.Is(err, net.ErrClosed):
+		return 0, c.opErr("read", net.ErrClosed)
+	}
+	return 0, c.opErr("read", mapErr(err))
+}
+
+// takeAhead copies the read-ahead into p and releases its buffer once empty.
+// It runs with rmu held.
+func (c *Conn) takeAhead(p []byte) int {
+	n := copy(p, c.ahead)
+	c.ahead = c.ahead[n:]
+	if len(c.ahead) == 0 {
+		c.dropAhead()
+	}
+	return n
+}
+
+// dropAhead discards the read-ahead, and reports whether it held data. It runs
+// with rmu held.
+func (c *Conn) dropAhead() bool {
+	unread := len(c.ahead) > 0
+	if c.aheadBuf != nil {
+		aheadPools[c.aheadClass].Put(c.aheadBuf)
+	}
+	c.aheadBuf, c.ahead = nil, nil
+	return unread
 }
 
 // Write implements net.Conn: it returns once all of p is in the send buffer, or
@@ -164,8 +250,17 @@ func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		err = nil
 		close(c.closed)
+		c.rmu.Lock()
+		unread := c.dropAhead() // data read ahead but never returned is unread
+		c.rmu.Unlock()
 		var cerr error
-		if c.s.do(func() { cerr = c.ep.Close() }) != nil {
+		if c.s.do(func() {
+			if unread {
+				c.ep.Abort() // as Close does with unread data in the endpoint
+				return
+			}
+			cerr = c.ep.Close()
+		}) != nil {
 			return
 		}
 		if cerr != nil && !errors.Is(cerr, tcp.ErrClosed) {

@@ -23,7 +23,10 @@
 // Application goroutines never touch an endpoint: Conn.Read, Write and Close post
 // a function to the loop and wait for it; when an endpoint has nothing to give,
 // they sleep until the endpoint's event (readable, writable, closed) or their
-// deadline.
+// deadline. A Read smaller than what has arrived takes up to 256 KB in that one
+// trip and keeps the rest in the Conn (the read-ahead), so that the next Reads
+// need no trip; Close counts read-ahead bytes never returned as unread data
+// (a RST, as on Linux).
 //
 // # Errors
 //

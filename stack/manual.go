@@ -3,7 +3,6 @@ package stack
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -135,17 +134,7 @@ func (c *Conn) TryWrite(p []byte) (int, error) {
 
 // TryRead reads what has been received, if anything, and returns at once:
 // (0, nil) when nothing is there yet, io.EOF after the peer's FIN.
-func (c *Conn) TryRead(p []byte) (int, error) {
-	var n int
-	var err error
-	if c.s.do(func() { n, err = c.ep.Read(p) }) != nil {
-		return 0, c.opErr("read", net.ErrClosed)
-	}
-	if err != nil && err != io.EOF {
-		return n, c.opErr("read", mapErr(err))
-	}
-	return n, err
-}
+func (c *Conn) TryRead(p []byte) (int, error) { return c.readOnce(p) }
 
 // StartDial sends a SYN to address ("ip:port") from the local port local (0
 // picks an ephemeral port) and returns the connection at once, in SYN-SENT:

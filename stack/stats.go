@@ -51,8 +51,8 @@ type WheelStats struct {
 	Pending          int
 	Fired, Stopped   uint64
 	Cascaded         uint64
-	Wakeups          uint64
-	LateP50, LateP99 int64 // nanoseconds: lateness of fired timers, upper bounds
+	Wakeups          uint64 // the driver's; 0 with ManualLoop
+	LateP50, LateP99 int64  // nanoseconds: lateness of fired timers, upper bounds
 	LateMax          int64
 }
 
@@ -80,7 +80,9 @@ func (s *Stack) Stats() Stats {
 	}) != nil {
 		return st
 	}
-	st.Wheel.Wakeups = s.drv.Wakeups()
+	if s.drv != nil { // a ManualLoop stack has no driver
+		st.Wheel.Wakeups = s.drv.Wakeups()
+	}
 	return st
 }
 
