@@ -103,6 +103,14 @@ type Config struct {
 	// and tail-loss probes. Loss is then detected by three duplicate ACKs
 	// (RFC 5681, RFC 6582, with SACK holes resent) and the RTO alone.
 	DisableRACKTLP bool
+	// DisableRecoveryProbe turns off the probe in fast recovery: with it on
+	// (and RACK-TLP on), a connection in fast recovery that hears no ACK for a
+	// PTO sends one probe, as TLP does outside recovery, instead of waiting for
+	// the RTO. RFC 8985 7.2 schedules no probe in recovery, for the ACK clock
+	// runs there; when the ACKs that carry it are lost (a receiver that
+	// compresses its SACKs sends few), nothing else restarts it before the RTO
+	// (200 ms at least). Off, the stack follows RFC 8985 7.2 to the letter.
+	DisableRecoveryProbe bool
 	// TLPMaxAckDelay is RFC 8985 7.2's TLP.max_ack_delay, added to the probe
 	// timeout when a single segment without a FIN is in flight. Zero means
 	// DefaultTLPMaxAckDelay; negative means none.

@@ -25,7 +25,11 @@
 //     marks lost are resent (the third duplicate ACK resends the head), each
 //     once until RACK finds the resend lost too. RACK orders transmissions
 //     sent in the same clock tick by when they were sent, not by sequence
-//     number. See timers.go.
+//     number. One step beyond RFC 8985 7.2, which schedules no probe in
+//     recovery: when fast recovery hears no ACK for a PTO (the ACKs that
+//     clock it were lost), the same timer sends one probe, so that a lost
+//     retransmission, or a lost ACK of it, costs a PTO instead of an RTO
+//     (Config.DisableRecoveryProbe turns it off). See timers.go.
 //   - delayed ACK, keepalive, persist (zero-window probes), TIME_WAIT and the
 //     FIN_WAIT_2 timeout, and the user timeout (RFC 5482) are entries embedded in
 //     the Endpoint.

@@ -427,6 +427,7 @@ type Counters struct {
 	SegsRetransmitted               uint64 // segments resent, for any reason
 	RTOEvents, FastRetransmits      uint64 // FastRetransmits includes RACKRetransmits
 	TLPProbes                       uint64 // RFC 8985 7.3: tail-loss probes sent
+	RecoveryProbes                  uint64 // probes sent in fast recovery (Config.DisableRecoveryProbe)
 	TLPRecoveries                   uint64 // RFC 8985 7.4.2: probes that repaired a loss
 	RACKRetransmits                 uint64 // segments RACK found lost, resent (RFC 8985 6.2)
 	RACKReorderTimeouts             uint64 // expiries of RACK's reordering timer

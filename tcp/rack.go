@@ -32,6 +32,9 @@ type rackState struct {
 	tlpActive    bool
 	tlpEndSeq    seqnum.Value
 	tlpIsRetrans bool
+
+	// recProbeOut: a recovery probe went out and no ACK has come since.
+	recProbeOut bool
 }
 
 // dupThresh is RFC 8985 6.2 step 4's DupThresh (RFC 6675's).
@@ -199,6 +202,9 @@ func (e *Endpoint) onReorderTimer() {
 	}
 	e.stats.RACKReorderTimeouts++
 	e.rackDetectLoss()
+	if e.state != StateClosed {
+		e.armPTO() // the recovery probe, if the retransmissions it sent meet silence
+	}
 }
 
 // rackOnAck runs RACK-TLP's part of an acceptable ACK, after SND.UNA and the
@@ -215,6 +221,7 @@ func (e *Endpoint) rackOnAck(seg *Segment, advanced bool) {
 	if e.state == StateClosed {
 		return
 	}
+	e.rack.recProbeOut = false // an ACK: the ACK clock runs
 	if advanced || !e.tlpAllowed() {
 		e.armPTO() // RFC 8985 7.2: restart on an ACK of new data; stop once not allowed
 	}
@@ -269,8 +276,22 @@ func (e *Endpoint) tlpAllowed() bool {
 		e.sndNxt == e.sndMax && e.sackedBytes == 0 && h.entry.Pending()
 }
 
+// recoveryProbeAllowed is the condition for a probe in fast recovery (Config.
+// DisableRecoveryProbe): in fast recovery (not RTO recovery), with SACK, no
+// probe sent since the last ACK, RACK's reordering timer not running (it acts
+// first), and the RTO timer running.
+func (e *Endpoint) recoveryProbeAllowed() bool {
+	if !e.rackOn() || e.cfg.DisableRecoveryProbe || !e.sackOK || len(e.rtxq) == 0 || !e.state.canSendData() {
+		return false
+	}
+	h := e.rtxq[0]
+	return e.inRecovery && !e.rack.recProbeOut && e.rtt.hasSample && e.rtoRetries == 0 &&
+		h.flags&FlagSYN == 0 && h.entry.Pending() && !e.reoTimer.Pending()
+}
+
 // armPTO (re)starts the probe timeout (RFC 8985 7.2), or stops it when no
-// probe may be scheduled. The PTO is 2*SRTT plus Config.TLPSlack (Linux's
+// probe may be scheduled. In fast recovery, the same timeout arms the
+// recovery probe (recoveryProbeAllowed), restarted by every ACK. The PTO is 2*SRTT plus Config.TLPSlack (Linux's
 // TCP_TIMEOUT_MIN, 2 ms), or plus TLP.max_ack_delay when the flight is one
 // segment that does not carry our FIN (a FIN is ACKed at once:
 // receiveFIN here, tcp_fin in Linux's FIN-WAIT-2, and otherwise the peer's own
@@ -278,7 +299,7 @@ func (e *Endpoint) tlpAllowed() bool {
 // PTO that would not come first is not armed at all, and the RTO entry of the
 // oldest segment fires as it always does.
 func (e *Endpoint) armPTO() {
-	if !e.tlpAllowed() {
+	if !e.tlpAllowed() && !e.recoveryProbeAllowed() {
 		e.w.Stop(&e.pto)
 		return
 	}
@@ -302,6 +323,10 @@ func (e *Endpoint) armPTO() {
 // PTO): an unanswered probe ends in the RTO.
 func (e *Endpoint) onPTO() {
 	defer e.flush()
+	if e.recoveryProbeAllowed() {
+		e.recoveryProbe()
+		return
+	}
 	if !e.tlpAllowed() {
 		return
 	}
@@ -319,6 +344,28 @@ func (e *Endpoint) onPTO() {
 	r.tlpActive, r.tlpEndSeq = true, e.sndMax // RFC 8985 7.3: TLP.end_seq = SND.NXT
 }
 
+// recoveryProbe is the probe in fast recovery: no ACK for a PTO, so the ACKs
+// that would clock the recovery were lost, or the segments they answer. Like
+// a tail-loss probe (RFC 8985 7.3) it is new data if the peer's window takes
+// it (cwnd is not consulted), else the highest-sequence segment not SACKed,
+// sent again. Either is sent after everything still unacknowledged, so its
+// ACK tells RACK which of those to resend, including a lost retransmission,
+// which nothing else would reveal before the RTO. One probe per quiet
+// period: the next waits for an ACK. The RTO entries keep running.
+func (e *Endpoint) recoveryProbe() {
+	e.stats.RecoveryProbes++
+	e.rack.recProbeOut = true
+	if e.sendNewSegment() {
+		return
+	}
+	for i := len(e.rtxq) - 1; i >= 0; i-- {
+		if s := e.rtxq[i]; !s.sacked && s.seq.LessThan(e.sndNxt) {
+			e.transmit(s, true)
+			return
+		}
+	}
+}
+
 // rackOnRTO forgets RACK-TLP's transient state at an RTO: the timers stop,
 // the go-back-N resend covers every lost mark (RFC 8985 6.3), and the probe
 // episode ends.
@@ -329,4 +376,5 @@ func (e *Endpoint) rackOnRTO() {
 		s.lost = false
 	}
 	e.rack.tlpActive = false
+	e.rack.recProbeOut = false
 }

@@ -204,9 +204,51 @@ func TestRACK(t *testing.T) {
 			t.Fatalf("RACK retransmits %d reorder timeouts %d recovery %v dup ACKs %d reo_wnd %v, want 1 1 true 1 0",
 				i.RACKRetransmits, i.RACKReorderTimeouts, i.InRecovery, i.DupAcksIn, i.ReoWnd)
 		}
-		h.advance(50 * time.Millisecond) // no probe in recovery
+		// No ACK for a PTO after the retransmission: the recovery probe, the
+		// highest segment not SACKed (there is nothing new to send).
+		rtxAt := t0 + tlpRTT + reo
+		h.expectAt(rtxAt+2*tlpRTT+DefaultTLPSlack, seqIs(segSeq(2)), lenIs(1448))
+		if i := h.ep.Info(); i.RecoveryProbes != 1 || i.TLPProbes != 0 || i.RTOEvents != 0 {
+			t.Fatalf("recovery probes %d TLP probes %d RTO events %d, want 1 0 0", i.RecoveryProbes, i.TLPProbes, i.RTOEvents)
+		}
+		h.advance(50 * time.Millisecond) // one probe per quiet period
 		h.expectNone()
 		h.ackUpTo(segSeq(3))
+		if i := h.ep.Info(); i.InRecovery || h.w.Len() != 0 {
+			t.Fatalf("recovery %v timers %d, want false 0", i.InRecovery, h.w.Len())
+		}
+	})
+	t.Run("Config.DisableRecoveryProbe: no probe in recovery (RFC 8985 7.2)", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.DisableRecoveryProbe = true
+		h := establishedRTT(t, cfg, tlpRTT)
+		h.writeSegs(3)
+		h.advanceTo(t0 + tlpRTT)
+		h.sackAck(segBlock(1))
+		h.expectAt(t0+tlpRTT+reo, seqIs(segSeq(0)))
+		h.advance(100 * time.Millisecond)
+		h.expectNone()
+		if i := h.ep.Info(); i.RecoveryProbes != 0 {
+			t.Fatalf("recovery probes %d, want 0", i.RecoveryProbes)
+		}
+	})
+	t.Run("a lost retransmission in recovery: the probe's SACK reveals it, no RTO", func(t *testing.T) {
+		h := establishedRTT(t, testConfig(), tlpRTT)
+		h.writeSegs(4)
+		h.advanceTo(t0 + tlpRTT)
+		h.sackAck(segBlock(1))
+		rtxAt := t0 + tlpRTT + reo
+		h.expectAt(rtxAt, seqIs(segSeq(0))) // lost again, and the ACKs of 2 and 3 too
+		probeAt := rtxAt + 2*tlpRTT + DefaultTLPSlack
+		h.expectAt(probeAt, seqIs(segSeq(3)), lenIs(1448))
+		h.advance(tlpRTT)
+		h.sackAck(SACKBlock{segSeq(1), segSeq(4)}) // the probe, sent after the retransmission, arrived
+		h.expect(seqIs(segSeq(0)), lenIs(1448))    // RFC 8985 6.2 step 5: the retransmission is lost
+		if i := h.ep.Info(); i.RACKRetransmits != 2 || i.RecoveryProbes != 1 || i.RTOEvents != 0 {
+			t.Fatalf("RACK retransmits %d recovery probes %d RTO events %d, want 2 1 0", i.RACKRetransmits, i.RecoveryProbes, i.RTOEvents)
+		}
+		h.advance(tlpRTT)
+		h.ackUpTo(segSeq(4))
 		if i := h.ep.Info(); i.InRecovery || h.w.Len() != 0 {
 			t.Fatalf("recovery %v timers %d, want false 0", i.InRecovery, h.w.Len())
 		}

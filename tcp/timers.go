@@ -18,7 +18,10 @@ import "time"
 //   - pto (RFC 8985 7.2, rack.go): the tail-loss probe timeout, while data is in
 //     flight, an SRTT is known, nothing is SACKed, no recovery (fast or RTO) is
 //     under way and no probe is outstanding; (re)started when new data is sent
-//     and when an ACK acknowledges new data; stopped otherwise.
+//     and when an ACK acknowledges new data; stopped otherwise. In fast
+//     recovery it is the recovery probe's timer instead (rack.go,
+//     recoveryProbeAllowed): restarted by every ACK and by RACK's reordering
+//     timer, at most one probe until the next ACK.
 //   - reoTimer (RFC 8985 6.2 step 5, rack.go): RACK's reordering timer, while a
 //     segment sent before the most recently delivered one may yet arrive.
 //
