@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -682,5 +683,76 @@ func TestAttachReleasesDescriptors(t *testing.T) {
 	}
 	if after := count(); after != before {
 		t.Errorf("open descriptors: %d before 5 Attach/Close cycles, %d after", before, after)
+	}
+}
+
+// TestRemoveLeftovers: only a namespace Attach made for a process that is gone,
+// holding nothing but its loopback, is removed.
+func TestRemoveLeftovers(t *testing.T) {
+	requireRoot(t)
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadPID := dead.Process.Pid
+	if processRuns(deadPID) {
+		t.Skipf("pid %d was reused at once", deadPID)
+	}
+	mk := func(token string, withLink bool) string {
+		t.Helper()
+		name := UniqueName("twt")
+		t.Cleanup(func() {
+			path := filepath.Join(netnsDir, name)
+			unix.Unmount(path, unix.MNT_DETACH)
+			os.Remove(path)
+		})
+		ns, err := openNamespace(name, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ns.Close()
+		if withLink { // a TUN link opened inside, held until the test ends
+			err := onThreadIn(ns, func() error {
+				dev, err := Open(UniqueName("twt"), 1400)
+				if err == nil {
+					t.Cleanup(func() { dev.Close() })
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return name
+	}
+	leftover := mk(ownerToken(deadPID), false)
+	live := mk(ownerToken(os.Getpid()), false)
+	inUse := mk(ownerToken(deadPID), true)
+	foreign := mk("someone else's", false)
+	legacy := mk(ownerPrefix+randomToken(), false) // no pid, and young
+
+	removed, err := RemoveLeftovers()
+	if err != nil {
+		t.Fatalf("RemoveLeftovers: %v", err)
+	}
+	if !slices.Contains(removed, leftover) {
+		t.Errorf("removed %v: want %s (dead owner, only lo) among them", removed, leftover)
+	}
+	if _, err := os.Stat(filepath.Join(netnsDir, leftover)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("leftover %s still mounted: %v", leftover, err)
+	}
+	for _, kept := range []string{live, inUse, foreign, legacy} {
+		if slices.Contains(removed, kept) {
+			t.Errorf("removed %s, which is not a leftover", kept)
+		}
+		checkNamespaceExists(t, kept)
+	}
+	if pid, ok := ownerPID(ownerToken(4242)); !ok || pid != 4242 {
+		t.Errorf("ownerPID of a fresh token: %d, %v", pid, ok)
+	}
+	for _, bad := range []string{ownerPrefix + "0123abcd", ownerPrefix + "pid=/x", ownerPrefix + "pid=-3/x", ownerPrefix + "pid=12", "pid=12/x"} {
+		if pid, ok := ownerPID(bad); ok {
+			t.Errorf("ownerPID(%q) = %d, want none", bad, pid)
+		}
 	}
 }

@@ -13,8 +13,10 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -27,9 +29,138 @@ const netnsDir = "/run/netns"
 
 // ownerPrefix starts the alias Attach gives the loopback interface of a
 // namespace it creates. The marker lives and dies with the namespace itself,
-// so no state is kept anywhere else. The rest of the alias is a random token
-// naming the one Attachment that currently owns the namespace.
+// so no state is kept anywhere else. The rest of the alias is the owning
+// process's pid and a random token naming the one Attachment that currently
+// owns the namespace: "tcpwheel/tun:pid=1234/0123456789abcdef".
 const ownerPrefix = "tcpwheel/tun:"
+
+// ownerToken is a fresh marker for an Attachment of the process pid.
+func ownerToken(pid int) string {
+	return ownerPrefix + "pid=" + strconv.Itoa(pid) + "/" + randomToken()
+}
+
+// ownerPID is the pid an owner marker names, if it names one (markers of
+// older versions do not).
+func ownerPID(alias string) (int, bool) {
+	rest, ok := strings.CutPrefix(alias, ownerPrefix+"pid=")
+	if !ok {
+		return 0, false
+	}
+	digits, _, ok := strings.Cut(rest, "/")
+	pid, err := strconv.Atoi(digits)
+	if !ok || err != nil || pid <= 0 {
+		return 0, false
+	}
+	return pid, true
+}
+
+// legacyLeftoverAge is how old a namespace whose marker names no owner pid
+// must be before RemoveLeftovers takes it for a leftover.
+const legacyLeftoverAge = 10 * time.Minute
+
+var removeLeftoversOnce sync.Once
+
+// RemoveLeftovers deletes the namespaces Attach created for processes that
+// died without Close (killed, or a test binary that hit its timeout), and
+// returns their names. A namespace is a leftover when its name is one this
+// project uses ("tw..." from UniqueName, or "tcpwheel"), its loopback
+// carries Attach's marker, it holds no link but the loopback (the TUN link
+// of a live Attachment lives in it; a dead process's went with its
+// descriptor), and the process the marker names no longer runs (for a
+// marker that names none, the namespace is over ten minutes old). Any other
+// namespace is left as it was. Attach calls it once per process; its errors
+// there are ignored, for a leftover never stops a new Attachment.
+func RemoveLeftovers() ([]string, error) {
+	entries, err := os.ReadDir(netnsDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tun: leftovers: %w", err)
+	}
+	var removed []string
+	var errs []error
+	for _, de := range entries {
+		name := de.Name()
+		if !strings.HasPrefix(name, "tw") && name != "tcpwheel" {
+			continue
+		}
+		gone, err := removeIfLeftover(name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if gone {
+			removed = append(removed, name)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return removed, fmt.Errorf("tun: leftovers: %w", err)
+	}
+	return removed, nil
+}
+
+// removeIfLeftover deletes the namespace name if it is a leftover (see
+// RemoveLeftovers).
+func removeIfLeftover(name string) (bool, error) {
+	path := filepath.Join(netnsDir, name)
+	var st unix.Stat_t
+	var sfs unix.Statfs_t
+	if unix.Stat(path, &st) != nil || unix.Statfs(path, &sfs) != nil || sfs.Type != unix.NSFS_MAGIC {
+		return false, nil // gone meanwhile, or not (yet) a namespace's mount
+	}
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return false, nil // gone meanwhile
+	}
+	defer ns.Close()
+	leftover := false
+	err = onThreadIn(ns, func() error {
+		h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+		if err != nil {
+			return fmt.Errorf("netlink: %w", err)
+		}
+		defer h.Close()
+		lo, err := h.LinkByName("lo")
+		if err != nil {
+			return fmt.Errorf("netlink: find loopback: %w", err)
+		}
+		alias := lo.Attrs().Alias
+		if !strings.HasPrefix(alias, ownerPrefix) {
+			return nil // not Attach's
+		}
+		if pid, ok := ownerPID(alias); ok {
+			if processRuns(pid) {
+				return nil
+			}
+		} else if time.Since(time.Unix(st.Mtim.Unix())) < legacyLeftoverAge {
+			return nil
+		}
+		links, err := listLinks(h)
+		if err != nil {
+			return err
+		}
+		for _, l := range links {
+			if l.Attrs().Name != "lo" {
+				return nil // in use
+			}
+		}
+		leftover = true
+		return nil
+	})
+	if err != nil || !leftover {
+		return false, err
+	}
+	if err := deleteNamespace(name, ns); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// processRuns reports whether a process with that pid exists.
+func processRuns(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
 
 // benchNet is the only address range Attach configures: 198.18.0.0/15, set
 // aside for benchmarking network devices (RFC 2544, RFC 6890).
@@ -124,6 +255,10 @@ type Attachment struct {
 // If any step fails, everything done so far is undone: no link and no
 // namespace is left behind (a reused leftover is deleted as well), and a
 // namespace that Attach refused to reuse is left exactly as it was.
+//
+// The first Attach of a process also removes the leftovers of processes that
+// died without Close, under other names (see RemoveLeftovers): a test binary
+// killed at its timeout cannot clean up after itself, the next one does.
 func Attach(cfg NamespaceConfig) (*Attachment, error) {
 	return attach(cfg, nil)
 }
@@ -135,7 +270,8 @@ func attach(cfg NamespaceConfig, fail func(step string) error) (_ *Attachment, e
 	if err := cfg.normalize(); err != nil {
 		return nil, fmt.Errorf("tun: attach: %w", err)
 	}
-	a := &Attachment{cfg: cfg, token: ownerPrefix + randomToken(), ns: netns.None()}
+	removeLeftoversOnce.Do(func() { RemoveLeftovers() }) // best effort
+	a := &Attachment{cfg: cfg, token: ownerToken(os.Getpid()), ns: netns.None()}
 	defer func() {
 		if err != nil {
 			if cerr := a.Close(); cerr != nil {
