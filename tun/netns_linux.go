@@ -113,42 +113,21 @@ func removeIfLeftover(name string) (bool, error) {
 		return false, nil // gone meanwhile
 	}
 	defer ns.Close()
-	leftover := false
-	err = onThreadIn(ns, func() error {
-		h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
-		if err != nil {
-			return fmt.Errorf("netlink: %w", err)
-		}
-		defer h.Close()
-		lo, err := h.LinkByName("lo")
-		if err != nil {
-			return fmt.Errorf("netlink: find loopback: %w", err)
-		}
-		alias := lo.Attrs().Alias
-		if !strings.HasPrefix(alias, ownerPrefix) {
-			return nil // not Attach's
-		}
-		if pid, ok := ownerPID(alias); ok {
-			if processRuns(pid) {
-				return nil
-			}
-		} else if time.Since(time.Unix(st.Mtim.Unix())) < legacyLeftoverAge {
-			return nil
-		}
-		links, err := listLinks(h)
-		if err != nil {
-			return err
-		}
-		for _, l := range links {
-			if l.Attrs().Name != "lo" {
-				return nil // in use
-			}
-		}
-		leftover = true
-		return nil
-	})
-	if err != nil || !leftover {
+	alias, others, err := inspectNamespace(ns)
+	switch {
+	case err != nil:
 		return false, err
+	case !strings.HasPrefix(alias, ownerPrefix):
+		return false, nil // not Attach's
+	case len(others) > 0:
+		return false, nil // in use
+	}
+	if pid, ok := ownerPID(alias); ok {
+		if processRuns(pid) {
+			return false, nil
+		}
+	} else if time.Since(time.Unix(st.Mtim.Unix())) < legacyLeftoverAge {
+		return false, nil
 	}
 	if err := deleteNamespace(name, ns); err != nil {
 		return false, err
@@ -571,6 +550,26 @@ func reuseNamespace(name, path, token string) (netns.NsHandle, error) {
 	if err != nil {
 		return netns.None(), fmt.Errorf("namespace %q: %w (and cannot be opened: %w)", name, ErrNamespaceExists, err)
 	}
+	alias, others, err := inspectNamespace(ns)
+	switch {
+	case err != nil:
+	case !strings.HasPrefix(alias, ownerPrefix):
+		err = fmt.Errorf("%w and was not created by tun.Attach", ErrNamespaceExists)
+	case len(others) > 0:
+		err = fmt.Errorf("%w and is in use (links %s)", ErrNamespaceExists, strings.Join(others, ", "))
+	default:
+		err = onThreadIn(ns, func() error { return prepareNamespace(token) })
+	}
+	if err != nil {
+		ns.Close()
+		return netns.None(), fmt.Errorf("namespace %q: %w", name, err)
+	}
+	return ns, nil
+}
+
+// inspectNamespace returns the alias of ns's loopback (Attach's marker, if
+// Attach made it) and the names of its other links.
+func inspectNamespace(ns netns.NsHandle) (alias string, others []string, err error) {
 	err = onThreadIn(ns, func() error {
 		h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 		if err != nil {
@@ -581,29 +580,19 @@ func reuseNamespace(name, path, token string) (netns.NsHandle, error) {
 		if err != nil {
 			return fmt.Errorf("netlink: find loopback: %w", err)
 		}
-		if !strings.HasPrefix(lo.Attrs().Alias, ownerPrefix) {
-			return fmt.Errorf("%w and was not created by tun.Attach", ErrNamespaceExists)
-		}
+		alias = lo.Attrs().Alias
 		links, err := listLinks(h)
 		if err != nil {
 			return err
 		}
-		var others []string
 		for _, l := range links {
 			if l.Attrs().Name != "lo" {
 				others = append(others, l.Attrs().Name)
 			}
 		}
-		if len(others) > 0 {
-			return fmt.Errorf("%w and is in use (links %s)", ErrNamespaceExists, strings.Join(others, ", "))
-		}
-		return prepareNamespace(token)
+		return nil
 	})
-	if err != nil {
-		ns.Close()
-		return netns.None(), fmt.Errorf("namespace %q: %w", name, err)
-	}
-	return ns, nil
+	return alias, others, err
 }
 
 // listLinks dumps the links, retrying a dump that a concurrent change
