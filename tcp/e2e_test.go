@@ -499,3 +499,30 @@ func TestLossRecoveryEconomy(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoveryProbeSavesRTOs: with loss in both directions (ACKs lost too),
+// fast recovery can go silent; the recovery probe ends such silences after a
+// PTO where the RFC's behaviour waits for the RTO. The same seeded losses,
+// with and without it: fewer RTOs and less time with it.
+func TestRecoveryProbeSavesRTOs(t *testing.T) {
+	run := func(disable bool) (rtos, probes uint64, total time.Duration) {
+		for seed := range uint64(8) {
+			r := rand.New(rand.NewPCG(seed, 7))
+			res := runTransfer(t, data(4<<20), time.Millisecond, func(c *Config) { c.DisableRecoveryProbe = disable },
+				func(int, int, *Segment) bool { return r.Float64() < 0.05 })
+			rtos += res.info.RTOEvents
+			probes += res.info.RecoveryProbes
+			total += res.doneAt
+		}
+		return rtos, probes, total
+	}
+	onRTO, onProbes, onTime := run(false)
+	offRTO, offProbes, offTime := run(true)
+	t.Logf("with the probe: %d RTOs, %d probes, %v; without: %d RTOs, %d probes, %v", onRTO, onProbes, onTime, offRTO, offProbes, offTime)
+	if onProbes == 0 || offProbes != 0 {
+		t.Fatalf("recovery probes: %d with, %d without; want some and none", onProbes, offProbes)
+	}
+	if onRTO >= offRTO || onTime >= offTime {
+		t.Errorf("with the probe %d RTOs in %v, without %d in %v: want fewer and sooner", onRTO, onTime, offRTO, offTime)
+	}
+}
