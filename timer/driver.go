@@ -99,7 +99,8 @@ func (d *Driver) SetSpin(window time.Duration) error {
 }
 
 // Post queues f to run on the driver's goroutine, where it may use the wheel. Posted
-// functions run in order, after the wheel has been advanced to the current time.
+// functions run in order, each after the wheel has been advanced to the current
+// time (with a Shared, once per batch of functions posted together).
 // Post wakes the driver only when it is asleep, so posting to a busy driver costs
 // no system call. Every function accepted before Close runs before the driver
 // stops. Post fails with ErrClosed after Close and ErrNoFunc for a nil f.
@@ -198,6 +199,11 @@ func (d *Driver) loop(started chan<- error) {
 		d.mu.Unlock()
 		for i, f := range d.batch {
 			d.batch[i] = nil
+			if i > 0 && d.shared == nil {
+				// Each function sees a fresh Now: a timer it starts measures
+				// from when it runs, not from when the batch began.
+				d.w.Advance(d.clock.Now())
+			}
 			f()
 		}
 		d.p.runReady()

@@ -272,3 +272,35 @@ func TestDriverConcurrentPost(t *testing.T) {
 		}
 	})
 }
+
+// TestDriverPostedBatchSeesFreshNow: functions posted together run in one batch;
+// each sees the wheel advanced to the clock as it reads when it runs, so the
+// second sees the time the first took (here, the manual clock it moved).
+func TestDriverPostedBatchSeesFreshNow(t *testing.T) {
+	clk := NewManualClock(0)
+	w, err := New(Config{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDriver(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	hold, busy := make(chan struct{}), make(chan struct{})
+	if err := d.Post(func() { close(busy); <-hold }); err != nil {
+		t.Fatal(err)
+	}
+	recvWithin(t, busy) // the loop is busy: the next two queue up together
+	seen := make(chan time.Duration, 1)
+	if err := d.Post(func() { clk.Advance(5 * time.Millisecond) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Post(func() { seen <- w.Now() }); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	if got := recvWithin(t, seen); got != 5*time.Millisecond {
+		t.Fatalf("the second function of the batch saw Now = %v, want 5ms (the clock when it ran)", got)
+	}
+}
