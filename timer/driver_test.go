@@ -18,7 +18,14 @@ const waitTimeout = 5 * time.Second
 func newTestDriver(t *testing.T, tick time.Duration) (*Driver, *Wheel, *MonotonicClock) {
 	t.Helper()
 	clock := NewMonotonicClock()
-	w, err := New(Config{Tick: tick, Clock: clock})
+	d, w := newDriverWith(t, Config{Tick: tick, Clock: clock})
+	return d, w, clock
+}
+
+// newDriverWith returns a driver on a new wheel of cfg, closed at the end.
+func newDriverWith(t *testing.T, cfg Config) (*Driver, *Wheel) {
+	t.Helper()
+	w, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +34,7 @@ func newTestDriver(t *testing.T, tick time.Duration) (*Driver, *Wheel, *Monotoni
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	return d, w, clock
+	return d, w
 }
 
 // postWait posts f and waits for it to have run.
@@ -278,15 +285,7 @@ func TestDriverConcurrentPost(t *testing.T) {
 // second sees the time the first took (here, the manual clock it moved).
 func TestDriverPostedBatchSeesFreshNow(t *testing.T) {
 	clk := NewManualClock(0)
-	w, err := New(Config{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := NewDriver(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	d, w := newDriverWith(t, Config{Clock: clk})
 	hold, busy := make(chan struct{}), make(chan struct{})
 	if err := d.Post(func() { close(busy); <-hold }); err != nil {
 		t.Fatal(err)
