@@ -508,7 +508,7 @@ func TestRecoveryProbeSavesRTOs(t *testing.T) {
 	run := func(disable bool) (rtos, probes uint64, total time.Duration) {
 		for seed := range uint64(8) {
 			r := rand.New(rand.NewPCG(seed, 7))
-			res := runTransfer(t, data(4<<20), time.Millisecond, func(c *Config) { c.DisableRecoveryProbe = disable },
+			res := runTransfer(t, data(2<<20), time.Millisecond, func(c *Config) { c.DisableRecoveryProbe = disable },
 				func(int, int, *Segment) bool { return r.Float64() < 0.05 })
 			rtos += res.info.RTOEvents
 			probes += res.info.RecoveryProbes
