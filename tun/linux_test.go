@@ -690,13 +690,19 @@ func TestAttachReleasesDescriptors(t *testing.T) {
 // holding nothing but its loopback, is removed.
 func TestRemoveLeftovers(t *testing.T) {
 	requireRoot(t)
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
+	deadPID := 0
+	for range 5 { // the pid of a process that has exited, and not been reused yet
+		dead := exec.Command("true")
+		if err := dead.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if pid := dead.Process.Pid; !processRuns(pid) {
+			deadPID = pid
+			break
+		}
 	}
-	deadPID := dead.Process.Pid
-	if processRuns(deadPID) {
-		t.Skipf("pid %d was reused at once", deadPID)
+	if deadPID == 0 {
+		t.Fatal("every exited process's pid was reused at once")
 	}
 	mk := func(token string, withLink bool) string {
 		t.Helper()
