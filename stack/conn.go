@@ -27,10 +27,9 @@ type Conn struct {
 
 	// The read-ahead: bytes a Read took from the endpoint beyond what it
 	// returned, for the next Reads (readOnce).
-	rmu        sync.Mutex
-	ahead      []byte  // guarded by rmu
-	aheadBuf   *[]byte // guarded by rmu: ahead's buffer, from aheadPools
-	aheadClass int     // guarded by rmu: its class
+	rmu      sync.Mutex
+	ahead    []byte  // guarded by rmu
+	aheadBuf *[]byte // guarded by rmu: ahead's buffer, from getAhead
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -97,19 +96,28 @@ var aheadClasses = [...]int{16 << 10, 64 << 10, readAhead}
 
 var aheadPools [len(aheadClasses)]sync.Pool
 
-// getAhead returns a pooled buffer of the smallest class that holds n bytes
-// (n <= readAhead), and its class.
-func getAhead(n int) (*[]byte, int) {
+// aheadClass is the index of the smallest class that holds n bytes (n <=
+// readAhead).
+func aheadClass(n int) int {
 	k := 0
 	for k < len(aheadClasses)-1 && aheadClasses[k] < n {
 		k++
 	}
+	return k
+}
+
+// getAhead returns a pooled buffer of the smallest class that holds n bytes.
+func getAhead(n int) *[]byte {
+	k := aheadClass(n)
 	if bp, ok := aheadPools[k].Get().(*[]byte); ok {
-		return bp, k
+		return bp
 	}
 	b := make([]byte, aheadClasses[k])
-	return &b, k
+	return &b
 }
+
+// putAhead returns a buffer of getAhead to its pool (its length is its class's).
+func putAhead(bp *[]byte) { aheadPools[aheadClass(len(*bp))].Put(bp) }
 
 // Read implements net.Conn. It returns io.EOF after the peer's FIN.
 func (c *Conn) Read(p []byte) (int, error) {
@@ -117,9 +125,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if err := c.usable("read", c.rd); err != nil {
 			return 0, err
 		}
-		n, err := c.readOnce(p)
-		switch {
-		case n > 0 || len(p) == 0 || err != nil:
+		if n, err := c.readOnce(p); n > 0 || len(p) == 0 || err != nil {
 			return n, err
 		}
 		c.block(c.readable, c.rd)
@@ -138,10 +144,9 @@ func (c *Conn) readOnce(p []byte) (int, error) {
 	var n int
 	var err error
 	var bp *[]byte
-	class := 0
 	if c.s.do(func() {
 		if avail := c.ep.Readable(); avail > len(p) && len(p) > 0 && len(p) < readAhead {
-			bp, class = getAhead(min(avail, readAhead))
+			bp = getAhead(min(avail, readAhead))
 			n, err = c.ep.Read(*bp)
 			return
 		}
@@ -150,7 +155,7 @@ func (c *Conn) readOnce(p []byte) (int, error) {
 		err = net.ErrClosed
 	}
 	if bp != nil {
-		c.aheadBuf, c.aheadClass, c.ahead = bp, class, (*bp)[:n]
+		c.aheadBuf, c.ahead = bp, (*bp)[:n]
 		n = c.takeAhead(p)
 	}
 	switch {
@@ -178,7 +183,7 @@ func (c *Conn) takeAhead(p []byte) int {
 func (c *Conn) dropAhead() bool {
 	unread := len(c.ahead) > 0
 	if c.aheadBuf != nil {
-		aheadPools[c.aheadClass].Put(c.aheadBuf)
+		putAhead(c.aheadBuf)
 	}
 	c.aheadBuf, c.ahead = nil, nil
 	return unread

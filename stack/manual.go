@@ -70,10 +70,7 @@ func (s *Stack) Inject(pkt []byte) error {
 	if s.manual == nil {
 		return ErrNotManual
 	}
-	return s.do(func() {
-		s.wheel.Advance(s.manual.clock.Now())
-		s.handlePacket(pkt)
-	})
+	return s.do(func() { s.handlePacketNow(pkt) })
 }
 
 // AdvanceTo moves the clock to now, stopping at each timer deadline on the way

@@ -202,9 +202,7 @@ func (e *Endpoint) onReorderTimer() {
 	}
 	e.stats.RACKReorderTimeouts++
 	e.rackDetectLoss()
-	if e.state != StateClosed {
-		e.armPTO() // the recovery probe, if the retransmissions it sent meet silence
-	}
+	e.armPTO() // the recovery probe, if the retransmissions it sent meet silence
 }
 
 // rackOnAck runs RACK-TLP's part of an acceptable ACK, after SND.UNA and the
@@ -268,12 +266,18 @@ func (e *Endpoint) dsackCovers(seg *Segment, end seqnum.Value) bool {
 // flight, an SRTT, not in fast or RTO recovery, nothing SACKed, no probe
 // outstanding (7.3: one per episode), and the RTO timer running.
 func (e *Endpoint) tlpAllowed() bool {
-	if !e.rackOn() || len(e.rtxq) == 0 || e.rack.tlpActive || !e.state.canSendData() {
+	return e.probeable() && !e.rack.tlpActive && !e.recovering() && e.sndNxt == e.sndMax && e.sackedBytes == 0
+}
+
+// probeable is what a tail-loss probe and a recovery probe both need: RACK-TLP
+// on, data in flight on a connection that may send it, and not the SYN, an
+// SRTT, no RTO backoff under way, and the oldest segment's RTO timer running.
+func (e *Endpoint) probeable() bool {
+	if !e.rackOn() || len(e.rtxq) == 0 || !e.state.canSendData() {
 		return false
 	}
 	h := e.rtxq[0]
-	return h.flags&FlagSYN == 0 && e.rtt.hasSample && !e.recovering() && e.rtoRetries == 0 &&
-		e.sndNxt == e.sndMax && e.sackedBytes == 0 && h.entry.Pending()
+	return h.flags&FlagSYN == 0 && e.rtt.hasSample && e.rtoRetries == 0 && h.entry.Pending()
 }
 
 // recoveryProbeAllowed is the condition for a probe in fast recovery (Config.
@@ -281,12 +285,8 @@ func (e *Endpoint) tlpAllowed() bool {
 // probe sent since the last ACK, RACK's reordering timer not running (it acts
 // first), and the RTO timer running.
 func (e *Endpoint) recoveryProbeAllowed() bool {
-	if !e.rackOn() || e.cfg.DisableRecoveryProbe || !e.sackOK || len(e.rtxq) == 0 || !e.state.canSendData() {
-		return false
-	}
-	h := e.rtxq[0]
-	return e.inRecovery && !e.rack.recProbeOut && e.rtt.hasSample && e.rtoRetries == 0 &&
-		h.flags&FlagSYN == 0 && h.entry.Pending() && !e.reoTimer.Pending()
+	return !e.cfg.DisableRecoveryProbe && e.sackOK && e.inRecovery && !e.rack.recProbeOut &&
+		!e.reoTimer.Pending() && e.probeable()
 }
 
 // armPTO (re)starts the probe timeout (RFC 8985 7.2), or stops it when no
