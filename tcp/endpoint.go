@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"fmt"
 	"io"
 	"time"
 
@@ -77,14 +76,8 @@ type Endpoint struct {
 	rcvMSS       int  // largest segment seen, for the delayed-ACK rule
 	unackedBytes int  // in-order bytes received since the last ACK
 
-	// Timers, on the wheel.
-	delack     timer.Entry
-	keepalive  timer.Entry
-	persist    timer.Entry
-	closeTimer timer.Entry // TIME_WAIT and the FIN_WAIT_2 timeout
-	userTO     timer.Entry
-	pto        timer.Entry // RFC 8985 7.2: the tail-loss probe timeout
-	reoTimer   timer.Entry // RFC 8985 6.2 step 5: RACK's reordering timer
+	// The endpoint's timers other than retransmission, by kind (timers.go).
+	timers [numTimers]timer.Entry
 
 	keepProbes     int
 	persistBackoff int
@@ -130,13 +123,7 @@ func newEndpoint(w *timer.Wheel, out Output, id ID, cfg Config) *Endpoint {
 		e.rcvWS = windowShift(cfg.RecvBuffer)
 	}
 	e.rcvMSS = DefaultMSS
-	e.delack.Init(e.onDelayedACK)
-	e.keepalive.Init(e.onKeepalive)
-	e.persist.Init(e.onPersist)
-	e.closeTimer.Init(e.onCloseTimer)
-	e.userTO.Init(e.onUserTimeout)
-	e.pto.Init(e.onPTO)
-	e.reoTimer.Init(e.onReorderTimer)
+	e.initTimers()
 	e.rack.fack = e.iss
 	return e
 }
@@ -300,7 +287,7 @@ func (e *Endpoint) Close() error {
 	}
 	e.closeWrite()
 	if e.state == StateFinWait2 {
-		e.startTimer(&e.closeTimer, e.cfg.FinWait2)
+		e.startTimer(timerClose, e.cfg.FinWait2)
 	}
 	return nil
 }
@@ -334,13 +321,7 @@ func (e *Endpoint) enterClosed(err error) {
 		e.w.Stop(&s.entry)
 	}
 	e.rtxq = e.rtxq[:0]
-	e.w.Stop(&e.delack)
-	e.w.Stop(&e.keepalive)
-	e.w.Stop(&e.persist)
-	e.w.Stop(&e.closeTimer)
-	e.w.Stop(&e.userTO)
-	e.w.Stop(&e.pto)
-	e.w.Stop(&e.reoTimer)
+	e.stopAll(timerNone)
 	e.ooo = nil
 	e.setState(StateClosed)
 	if err != nil && e.err == nil {
@@ -357,22 +338,6 @@ func (e *Endpoint) enterClosed(err error) {
 func (e *Endpoint) setState(s State) {
 	if e.state != s {
 		e.state = s
-	}
-}
-
-// startTimer arms a timer; a wheel that refuses it (closed, full) aborts the
-// connection, for a connection without its timers is not TCP.
-func (e *Endpoint) startTimer(t *timer.Entry, d time.Duration) {
-	if err := e.w.Start(t, d); err != nil {
-		e.timerFailed(err)
-	}
-}
-
-// timerFailed counts a timer the wheel refused and aborts the connection.
-func (e *Endpoint) timerFailed(err error) {
-	e.stats.TimerErrors++
-	if e.state != StateClosed {
-		e.enterClosed(fmt.Errorf("%w: %w", ErrWheel, err))
 	}
 }
 

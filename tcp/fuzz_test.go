@@ -74,7 +74,7 @@ func checkInvariants(t *testing.T, e *Endpoint) {
 	if e.sndBuf.len() > e.cfg.SendBuffer || e.rcvBuf.len() > e.cfg.RecvBuffer {
 		t.Fatalf("buffers over their bounds: %d %d", e.sndBuf.len(), e.rcvBuf.len())
 	}
-	if e.state == StateClosed && (e.delack.Pending() || e.keepalive.Pending() || e.persist.Pending() || e.closeTimer.Pending() || e.userTO.Pending() || e.pto.Pending() || e.reoTimer.Pending()) {
+	if e.state == StateClosed && (e.timers[timerDelayedACK].Pending() || e.timers[timerKeepalive].Pending() || e.timers[timerPersist].Pending() || e.timers[timerClose].Pending() || e.timers[timerUser].Pending() || e.timers[timerPTO].Pending() || e.timers[timerReorder].Pending()) {
 		t.Fatal("CLOSED with a timer pending")
 	}
 }

@@ -149,7 +149,7 @@ func (e *Endpoint) handleSynchronized(seg *Segment) {
 		e.stats.DropsOutOfWindow++
 		if f&FlagRST == 0 {
 			if e.state == StateTimeWait && f&FlagFIN != 0 {
-				e.startTimer(&e.closeTimer, e.cfg.TimeWait) // a retransmitted FIN restarts 2*MSL
+				e.startTimer(timerClose, e.cfg.TimeWait) // a retransmitted FIN restarts 2*MSL
 			}
 			e.sendAck() // RFC 9293 3.10.7.4: <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>
 		}
@@ -226,7 +226,7 @@ func (e *Endpoint) handleSynchronized(seg *Segment) {
 		if ourFINAcked {
 			e.setState(StateFinWait2)
 			if e.appClosed {
-				e.startTimer(&e.closeTimer, e.cfg.FinWait2) // Linux tcp_fin_timeout
+				e.startTimer(timerClose, e.cfg.FinWait2) // Linux tcp_fin_timeout
 			}
 		}
 	case StateClosing:
@@ -246,7 +246,7 @@ func (e *Endpoint) handleSynchronized(seg *Segment) {
 	case StateTimeWait:
 		if f&FlagFIN != 0 {
 			e.sendAck()
-			e.startTimer(&e.closeTimer, e.cfg.TimeWait) // RFC 9293 3.10.7.4: restart the 2 MSL timeout
+			e.startTimer(timerClose, e.cfg.TimeWait) // RFC 9293 3.10.7.4: restart the 2 MSL timeout
 		}
 		return
 	}
@@ -287,11 +287,6 @@ func (e *Endpoint) transmitSYNAgain() {
 // enterTimeWait stops the connection's timers and starts the 2*MSL one.
 func (e *Endpoint) enterTimeWait() {
 	e.setState(StateTimeWait)
-	e.w.Stop(&e.delack)
-	e.w.Stop(&e.keepalive)
-	e.w.Stop(&e.persist)
-	e.w.Stop(&e.userTO)
-	e.w.Stop(&e.pto)
-	e.w.Stop(&e.reoTimer)
-	e.startTimer(&e.closeTimer, e.cfg.TimeWait) // RFC 9293 3.10.7.4: TIME-WAIT lasts 2 MSL
+	e.stopAll(timerClose)
+	e.startTimer(timerClose, e.cfg.TimeWait) // RFC 9293 3.10.7.4: TIME-WAIT lasts 2 MSL
 }

@@ -134,10 +134,10 @@ func (e *Endpoint) rackDetectLoss() {
 		}
 	}
 	if timeout > 0 {
-		e.w.Stop(&e.pto)                   // RFC 8985 8: one of the reordering timer and the PTO
-		e.startTimer(&e.reoTimer, timeout) // RFC 8985 6.2 step 5: arm the RACK timer
+		e.stopTimer(timerPTO)               // RFC 8985 8: one of the reordering timer and the PTO
+		e.startTimer(timerReorder, timeout) // RFC 8985 6.2 step 5: arm the RACK timer
 	} else {
-		e.w.Stop(&e.reoTimer)
+		e.stopTimer(timerReorder)
 	}
 	if lost {
 		e.rackRecover()
@@ -156,7 +156,7 @@ func (e *Endpoint) rackRecover() {
 	e.inRecovery = true
 	e.cwnd = e.ssthresh // RFC 6675 5 (4.2): cwnd = ssthresh; pipe, not inflation, paces the rest
 	e.caAcked = 0
-	e.w.Stop(&e.pto) // RFC 8985 7.2: no probes in fast recovery
+	e.stopTimer(timerPTO) // RFC 8985 7.2: no probes in fast recovery
 	e.rackRetransmitLost(true)
 }
 
@@ -211,8 +211,8 @@ func (e *Endpoint) onReorderTimer() {
 func (e *Endpoint) rackOnAck(seg *Segment, advanced bool) {
 	e.tlpOnAck(seg, advanced)
 	if len(e.rtxq) == 0 {
-		e.w.Stop(&e.pto)
-		e.w.Stop(&e.reoTimer)
+		e.stopTimer(timerPTO)
+		e.stopTimer(timerReorder)
 		return
 	}
 	e.rackDetectLoss()
@@ -286,7 +286,7 @@ func (e *Endpoint) probeable() bool {
 // first), and the RTO timer running.
 func (e *Endpoint) recoveryProbeAllowed() bool {
 	return !e.cfg.DisableRecoveryProbe && e.sackOK && e.inRecovery && !e.rack.recProbeOut &&
-		!e.reoTimer.Pending() && e.probeable()
+		!e.timerPending(timerReorder) && e.probeable()
 }
 
 // armPTO (re)starts the probe timeout (RFC 8985 7.2), or stops it when no
@@ -300,7 +300,7 @@ func (e *Endpoint) recoveryProbeAllowed() bool {
 // oldest segment fires as it always does.
 func (e *Endpoint) armPTO() {
 	if !e.tlpAllowed() && !e.recoveryProbeAllowed() {
-		e.w.Stop(&e.pto)
+		e.stopTimer(timerPTO)
 		return
 	}
 	extra := max(e.cfg.TLPSlack, 0) // as Linux: 2*SRTT + TCP_TIMEOUT_MIN
@@ -309,10 +309,10 @@ func (e *Endpoint) armPTO() {
 	}
 	pto := 2*e.rtt.srtt + extra // RFC 8985 7.2: PTO = 2*SRTT
 	if pto >= e.rtxq[0].rtoAt-e.now() {
-		e.w.Stop(&e.pto) // RFC 8985 7.2: If Now() + PTO > TCP_RTO_expiration(): the RTO fires instead
+		e.stopTimer(timerPTO) // RFC 8985 7.2: If Now() + PTO > TCP_RTO_expiration(): the RTO fires instead
 		return
 	}
-	e.startTimer(&e.pto, pto)
+	e.startTimer(timerPTO, pto)
 }
 
 // onPTO sends the tail-loss probe (RFC 8985 7.3): a new segment if there is
@@ -370,8 +370,8 @@ func (e *Endpoint) recoveryProbe() {
 // the go-back-N resend covers every lost mark (RFC 8985 6.3), and the probe
 // episode ends.
 func (e *Endpoint) rackOnRTO() {
-	e.w.Stop(&e.pto)
-	e.w.Stop(&e.reoTimer)
+	e.stopTimer(timerPTO)
+	e.stopTimer(timerReorder)
 	for _, s := range e.rtxq {
 		s.lost = false
 	}

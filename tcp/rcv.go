@@ -150,8 +150,8 @@ func (e *Endpoint) processData(seg *Segment) {
 		e.sendAck()
 		return
 	}
-	if !e.delack.Pending() {
-		e.startTimer(&e.delack, e.cfg.DelayedACK) // RFC 1122 4.2.3.2: delay the ACK
+	if !e.timerPending(timerDelayedACK) {
+		e.startTimer(timerDelayedACK, e.cfg.DelayedACK) // RFC 1122 4.2.3.2: delay the ACK
 	}
 }
 

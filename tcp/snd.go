@@ -125,8 +125,8 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 		return
 	}
 	e.armRTOAt(s, at) // RFC 6298 (5.1): start the timer when a segment is sent
-	if e.cfg.UserTimeout > 0 && !e.userTO.Pending() {
-		e.startTimer(&e.userTO, e.cfg.UserTimeout) // RFC 5482: data now waits for an ACK
+	if e.cfg.UserTimeout > 0 && !e.timerPending(timerUser) {
+		e.startTimer(timerUser, e.cfg.UserTimeout) // RFC 5482: data now waits for an ACK
 	}
 }
 
@@ -169,7 +169,7 @@ func (e *Endpoint) send(seg *Segment) {
 		seg.Ack = e.rcvNxt
 		e.lastAckSent = e.rcvNxt
 		e.unackedBytes = 0
-		e.w.Stop(&e.delack) // the ACK rides on this segment
+		e.stopTimer(timerDelayedACK) // the ACK rides on this segment
 	}
 	if seg.Flags&FlagSYN != 0 {
 		seg.Window = uint16(min(e.rcvSpace(), 0xffff)) // RFC 7323 2.2: the SYN's window is never scaled
@@ -333,7 +333,7 @@ func (e *Endpoint) sendData(n int) {
 	e.rtxq = append(e.rtxq, s)
 	e.sndNxt = e.sndNxt.Add(l)
 	e.sndMax = e.sndNxt
-	e.w.Stop(&e.persist)
+	e.stopTimer(timerPersist)
 	e.transmit(s, false)
 }
 
@@ -456,11 +456,11 @@ func (e *Endpoint) handleAck(seg *Segment, forceWnd bool) bool {
 		e.sndWnd, e.sndWL1, e.sndWL2 = wnd, seg.Seq, ack
 		e.maxSndWnd = max(e.maxSndWnd, wnd)
 		if wnd > 0 {
-			e.w.Stop(&e.persist)
+			e.stopTimer(timerPersist)
 			e.persistBackoff = 0
 		}
 	}
-	if e.persist.Pending() || e.persistProbes > 0 {
+	if e.timerPending(timerPersist) || e.persistProbes > 0 {
 		e.persistProbes = 0 // the peer answers: RFC 9293 3.8.6.1, the connection stays up
 	}
 	newSACK := false
@@ -550,11 +550,11 @@ func (e *Endpoint) ackRange(ack seqnum.Value, seg *Segment) {
 	// RFC 6298 (5.2)/(5.3): with data outstanding, the oldest segment's timer runs
 	// (from its own send time: RTO restart, RFC 7765); without any, none does.
 	if len(e.rtxq) == 0 {
-		e.w.Stop(&e.userTO)
+		e.stopTimer(timerUser)
 	} else {
 		e.ensureRTOTimer()
 		if e.cfg.UserTimeout > 0 {
-			e.startTimer(&e.userTO, e.cfg.UserTimeout) // RFC 5482: progress restarts the user timeout
+			e.startTimer(timerUser, e.cfg.UserTimeout) // RFC 5482: progress restarts the user timeout
 		}
 	}
 }
