@@ -13,7 +13,7 @@ import (
 type Endpoint struct {
 	id     ID
 	cfg    Config
-	w      *timer.Wheel
+	w      loopTimers // the loop's wheel and its time
 	out    Output
 	notify func(Event)
 	evs    Event // events not yet delivered
@@ -95,7 +95,7 @@ func Dial(w *timer.Wheel, out Output, id ID, cfg Config) (*Endpoint, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := newEndpoint(w, out, id, cfg.withDefaults())
+	e := newEndpoint(wheelTimers{w}, out, id, cfg.withDefaults())
 	e.state = StateSynSent
 	e.sendSYN()
 	e.flush()
@@ -105,7 +105,7 @@ func Dial(w *timer.Wheel, out Output, id ID, cfg Config) (*Endpoint, error) {
 	return e, nil
 }
 
-func newEndpoint(w *timer.Wheel, out Output, id ID, cfg Config) *Endpoint {
+func newEndpoint(w loopTimers, out Output, id ID, cfg Config) *Endpoint {
 	e := &Endpoint{id: id, cfg: cfg, w: w, out: out}
 	e.rtt = newRTTEstimator(cfg.InitialRTO, cfg.MinRTO, cfg.MaxRTO, w.Tick())
 	e.iss = cfg.ISN(id, w.Now())
@@ -341,7 +341,7 @@ func (e *Endpoint) setState(s State) {
 	}
 }
 
-// now is the wheel's time.
+// now is the loop's time: the instant it handed in with its last Advance.
 func (e *Endpoint) now() time.Duration { return e.w.Now() }
 
 // tsVal is our timestamp clock, 1 ms per tick (RFC 7323 5.4).

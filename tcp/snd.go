@@ -118,8 +118,8 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 	s.prevSentAt, s.sentAt = s.sentAt, e.now() // RFC 8985 6.1: Segment.xmit_ts = Now()
 	e.rack.xmits++
 	s.order = e.rack.xmits
-	s.lost = false     // RFC 8985 6.1: Segment.lost = FALSE
-	at := e.clockNow() // the instant the segment is sent: the RTO runs from here
+	s.lost = false       // RFC 8985 6.1: Segment.lost = FALSE
+	at := e.w.SendTime() // the instant the segment is sent: the RTO runs from here (loopTimers)
 	e.send(&seg)
 	if e.state == StateClosed { // the wheel failed us inside send
 		return
@@ -130,24 +130,9 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 	}
 }
 
-// clockNow reads the wheel's clock. The RTO is measured from the clock as it
-// reads when the segment goes to the Output, not from the wheel's time: that is
-// the last Advance, earlier by however long the packet or call that let the
-// segment out has taken to handle so far, so a retransmission measured from it
-// could leave less than an RTO after the segment it repeats (seen on the wire:
-// a SYN-ACK resent 999.994 ms after the first). The clock is read before the
-// Output, not after it, so that the RTO does not also wait out the device write.
-func (e *Endpoint) clockNow() time.Duration {
-	at := e.w.Clock().Now()
-	if w := e.now(); at < w { // a clock behind its wheel: never before its Now
-		return w
-	}
-	return at
-}
-
 // armRTO starts s's retransmission timer at the current RTO from now (an RTO
 // restarted by an ACK, RFC 6298 (5.3)).
-func (e *Endpoint) armRTO(s *txSeg) { e.armRTOAt(s, e.clockNow()) }
+func (e *Endpoint) armRTO(s *txSeg) { e.armRTOAt(s, e.w.SendTime()) }
 
 // armRTOAt starts s's retransmission timer at the current RTO from at.
 func (e *Endpoint) armRTOAt(s *txSeg, at time.Duration) {

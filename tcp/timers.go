@@ -3,6 +3,8 @@ package tcp
 import (
 	"fmt"
 	"time"
+
+	"github.com/tcpwheel/tcpwheel/timer"
 )
 
 // The endpoint's timers other than retransmission (which lives in each txSeg,
@@ -48,6 +50,45 @@ import (
 // resent at once, in fast recovery; if the probe is unanswered, the oldest
 // segment's RTO entry expires as it always did. An RTO stops both RACK-TLP
 // timers and ends the probe episode.
+
+// loopTimers is all an endpoint asks of the event loop's time: the loop's
+// "now", the tick, and START_TIMER/STOP_TIMER for the timer.Entry values the
+// endpoint embeds (DESIGN.md, timer/). The endpoint reads no clock: both of
+// its instants come from here.
+//
+//   - Now is the instant the loop handed in with its last Advance. Every
+//     timestamp, RTT sample, RACK xmit_ts and relative timer is taken from it.
+//   - SendTime is the instant a segment handed to the Output now leaves,
+//     never before Now. Only a segment's retransmission timer runs from it
+//     (transmit), so that a resend leaves a full RTO after the segment it
+//     repeats even when the packet that let the segment out was handled some
+//     time after the loop's last Advance (seen on the wire: a SYN-ACK resent
+//     999.994 ms after the first).
+//
+// The loop owns the wheel and its clock; wheelTimers adapts a *timer.Wheel,
+// which is what Dial and NewListener take.
+type loopTimers interface {
+	Now() time.Duration
+	SendTime() time.Duration
+	Tick() time.Duration
+	Start(e *timer.Entry, d time.Duration) error
+	StartAt(e *timer.Entry, t time.Duration) error
+	Stop(e *timer.Entry) bool
+}
+
+var _ loopTimers = wheelTimers{}
+
+// wheelTimers is a *timer.Wheel as the endpoint's loopTimers. Its SendTime is
+// the wheel's clock as it reads now, not before the wheel's Now (a clock
+// behind its wheel never moves a deadline earlier). The clock is read before
+// the segment goes to the Output, not after, so that the RTO does not also
+// wait out the device write.
+type wheelTimers struct{ *timer.Wheel }
+
+// SendTime is the wheel's clock, clamped to the wheel's Now.
+func (w wheelTimers) SendTime() time.Duration {
+	return max(w.Clock().Now(), w.Now())
+}
 
 // timerKind names one of the endpoint's timers: an index into Endpoint.timers.
 type timerKind int
