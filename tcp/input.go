@@ -130,96 +130,166 @@ func (e *Endpoint) established() {
 func tsBefore(a, b uint32) bool { return int32(a-b) < 0 }
 
 // handleSynchronized is RFC 9293 3.10.7.4, for SYN-RECEIVED and the
-// synchronized states.
+// synchronized states: the RFC's checks in its order, one function each. A
+// check that is done with the segment (dropped, answered, or the connection
+// closed) returns false and ends the pipeline.
 func (e *Endpoint) handleSynchronized(seg *Segment) {
-	f := seg.Flags
-	segLen := seg.Len()
-	if e.state == StateSynReceived && f&(FlagSYN|FlagRST|FlagACK) == FlagSYN && seg.Seq == e.irs {
-		e.transmitSYNAgain() // the peer retransmitted its SYN: our SYN-ACK was lost
+	if e.resendSYNACK(seg) || // SYN-RECEIVED: the peer's SYN again
+		!e.checkPAWS(seg) || // RFC 7323 5.3, before the first check
+		!e.checkSequence(seg) || // first
+		!e.checkRST(seg) || // second
+		// third, security: no IP security option is kept (RFC 9293 3.10.7.4)
+		!e.checkSYN(seg) || // fourth
+		!e.checkACK(seg) { // fifth
 		return
 	}
-	// RFC 7323 5.3 (R1): PAWS.
-	if e.tsOK && seg.Options.TS && f&FlagRST == 0 && tsBefore(seg.Options.TSVal, e.tsRecent) {
+	// sixth, URG: ignored (RFC 9293 3.10.7.4; RFC 6093 deprecates the urgent mechanism)
+	e.processText(seg) // seventh, and the eighth (FIN) with it
+	if e.state != StateClosed {
+		e.output()
+	}
+}
+
+// resendSYNACK answers a retransmitted SYN in SYN-RECEIVED with the SYN-ACK
+// (the peer's SYN came again: ours was lost). It reports whether it did.
+func (e *Endpoint) resendSYNACK(seg *Segment) bool {
+	if e.state != StateSynReceived || seg.Flags&(FlagSYN|FlagRST|FlagACK) != FlagSYN || seg.Seq != e.irs {
+		return false
+	}
+	if len(e.rtxq) > 0 && e.rtxq[0].flags&FlagSYN != 0 {
+		e.transmit(e.rtxq[0], true)
+	}
+	return true
+}
+
+// checkPAWS is RFC 7323 5.3 (R1): a segment whose timestamp is older than
+// TS.Recent is a wrapped old duplicate: ACK it and drop it.
+func (e *Endpoint) checkPAWS(seg *Segment) bool {
+	if e.tsOK && seg.Options.TS && seg.Flags&FlagRST == 0 && tsBefore(seg.Options.TSVal, e.tsRecent) {
 		e.stats.DropsPAWS++
 		e.sendAck()
-		return
+		return false
 	}
-	// First check: sequence number (RFC 9293 3.10.7.4, the four cases).
-	if !e.acceptable(seg.Seq, segLen) {
-		e.stats.DropsOutOfWindow++
-		if f&FlagRST == 0 {
-			if e.state == StateTimeWait && f&FlagFIN != 0 {
-				e.startTimer(timerClose, e.cfg.TimeWait) // a retransmitted FIN restarts 2*MSL
-			}
-			e.sendAck() // RFC 9293 3.10.7.4: <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>
+	return true
+}
+
+// checkSequence is the first check (RFC 9293 3.10.7.4, the four cases of
+// acceptability): an unacceptable segment is dropped and, unless it is a
+// RST, answered with <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>.
+func (e *Endpoint) checkSequence(seg *Segment) bool {
+	if e.acceptable(seg.Seq, seg.Len()) {
+		return true
+	}
+	e.stats.DropsOutOfWindow++
+	if seg.Flags&FlagRST == 0 {
+		if e.state == StateTimeWait && seg.Flags&FlagFIN != 0 {
+			e.startTimer(timerClose, e.cfg.TimeWait) // a retransmitted FIN restarts 2*MSL
 		}
-		return
+		e.sendAck() // RFC 9293 3.10.7.4: <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>
 	}
-	// Second check: RST (RFC 5961 3.2).
-	if f&FlagRST != 0 {
-		if seg.Seq != e.rcvNxt {
-			e.challengeAck() // RFC 5961 3.2: in the window but not exact: challenge ACK
-			return
+	return false
+}
+
+// checkRST is the second check (RFC 9293 3.10.7.4, with RFC 5961 3.2): a RST
+// at exactly RCV.NXT closes the connection; one elsewhere in the window gets a
+// challenge ACK.
+func (e *Endpoint) checkRST(seg *Segment) bool {
+	if seg.Flags&FlagRST == 0 {
+		return true
+	}
+	if seg.Seq != e.rcvNxt {
+		e.challengeAck() // RFC 5961 3.2: in the window but not exact: challenge ACK
+		return false
+	}
+	e.stats.ResetsReceived++
+	switch e.state {
+	case StateSynReceived:
+		if e.passive {
+			e.enterClosed(nil) // RFC 9293 3.10.7.4: a passive open returns to LISTEN
+		} else {
+			e.enterClosed(ErrConnectionRefused)
 		}
-		e.stats.ResetsReceived++
-		switch e.state {
-		case StateSynReceived:
-			if e.passive {
-				e.enterClosed(nil) // RFC 9293: a passive open returns to LISTEN
-			} else {
-				e.enterClosed(ErrConnectionRefused)
-			}
-		case StateEstablished, StateFinWait1, StateFinWait2, StateCloseWait:
-			e.enterClosed(ErrConnectionReset)
-		default: // CLOSING, LAST-ACK, TIME-WAIT
-			e.enterClosed(nil)
-		}
-		return
+	case StateEstablished, StateFinWait1, StateFinWait2, StateCloseWait:
+		e.enterClosed(ErrConnectionReset)
+	default: // CLOSING, LAST-ACK, TIME-WAIT
+		e.enterClosed(nil)
 	}
-	// Fourth check: SYN (RFC 5961 4.2): any SYN here gets a challenge ACK.
-	if f&FlagSYN != 0 {
-		e.challengeAck()
-		return
+	return false
+}
+
+// checkSYN is the fourth check (RFC 9293 3.10.7.4, with RFC 5961 4.2): any
+// SYN here gets a challenge ACK and is dropped.
+func (e *Endpoint) checkSYN(seg *Segment) bool {
+	if seg.Flags&FlagSYN == 0 {
+		return true
 	}
-	// Fifth check: ACK.
-	if f&FlagACK == 0 {
+	e.challengeAck()
+	return false
+}
+
+// checkACK is the fifth check (RFC 9293 3.10.7.4): a segment without ACK is
+// dropped; an acceptable ACK completes the handshake in SYN-RECEIVED,
+// advances SND.UNA and the send window, and moves the closing states on.
+func (e *Endpoint) checkACK(seg *Segment) bool {
+	if seg.Flags&FlagACK == 0 {
 		e.stats.DropsNoACK++
-		return
+		return false
 	}
-	// RFC 7323 4.3 (2): remember the peer's timestamp.
+	e.updateTSRecent(seg)
+	e.armKeepalive()
+	if e.state == StateSynReceived {
+		if !e.ackSynReceived(seg) {
+			return false
+		}
+	} else if !e.handleAck(seg, false) {
+		return false
+	}
+	if e.state == StateClosed {
+		return false
+	}
+	return e.ackOurFIN(seg)
+}
+
+// updateTSRecent is RFC 7323 4.3 (2): remember the peer's timestamp from a
+// segment that covers the last ACK we sent.
+func (e *Endpoint) updateTSRecent(seg *Segment) {
 	if e.tsOK && seg.Options.TS && seg.Seq.LessThanEq(e.lastAckSent) && !tsBefore(seg.Options.TSVal, e.tsRecent) {
 		e.tsRecent = seg.Options.TSVal
 	}
-	e.armKeepalive()
-	if e.state == StateSynReceived {
-		if !seg.Ack.InRange(e.sndUna+1, e.sndMax+1) {
-			e.stats.DropsBadACK++
-			e.sendRSTFor(seg) // RFC 9293 3.10.7.4: <SEQ=SEG.ACK><CTL=RST>
-			return
-		}
-		if l := e.listener; l != nil && l.queueFull() {
-			l.stats.DropsAcceptQueue++ // stay in SYN-RECEIVED: the SYN-ACK retry asks for the ACK again
-			return
-		}
-		e.setState(StateEstablished)
-		if e.finQueued {
-			e.setState(StateFinWait1)
-		}
-		e.handleAck(seg, true)
-		e.established()
-		if l := e.listener; l != nil {
-			e.listener = nil
-			l.accepted(e)
-			if e.state == StateClosed {
-				return
-			}
-		}
-	} else if !e.handleAck(seg, false) {
-		return
+}
+
+// ackSynReceived is the fifth check in SYN-RECEIVED (RFC 9293 3.10.7.4): an
+// ACK of our SYN establishes the connection and hands it to the listener; an
+// unacceptable one is answered with <SEQ=SEG.ACK><CTL=RST>.
+func (e *Endpoint) ackSynReceived(seg *Segment) bool {
+	if !seg.Ack.InRange(e.sndUna+1, e.sndMax+1) {
+		e.stats.DropsBadACK++
+		e.sendRSTFor(seg) // RFC 9293 3.10.7.4: <SEQ=SEG.ACK><CTL=RST>
+		return false
 	}
-	if e.state == StateClosed {
-		return
+	if l := e.listener; l != nil && l.queueFull() {
+		l.stats.DropsAcceptQueue++ // stay in SYN-RECEIVED: the SYN-ACK retry asks for the ACK again
+		return false
 	}
+	e.setState(StateEstablished)
+	if e.finQueued {
+		e.setState(StateFinWait1)
+	}
+	e.handleAck(seg, true)
+	e.established()
+	if l := e.listener; l != nil {
+		e.listener = nil
+		l.accepted(e)
+	}
+	return true
+}
+
+// ackOurFIN is the rest of the fifth check, by state (RFC 9293 3.10.7.4):
+// once our FIN is acknowledged, FIN-WAIT-1 goes to FIN-WAIT-2, CLOSING to
+// TIME-WAIT, LAST-ACK to CLOSED; in TIME-WAIT a retransmitted FIN is ACKed
+// and restarts the 2 MSL timeout. It reports whether the segment's text and
+// FIN are to be processed.
+func (e *Endpoint) ackOurFIN(seg *Segment) bool {
 	ourFINAcked := e.finSent && e.finSeq.LessThan(e.sndUna)
 	switch e.state {
 	case StateFinWait1:
@@ -232,32 +302,56 @@ func (e *Endpoint) handleSynchronized(seg *Segment) {
 	case StateClosing:
 		if ourFINAcked {
 			e.enterTimeWait()
-			return
+			return false
 		}
 		e.output() // data queued before our FIN may still be waiting for the window
-		return
+		return false
 	case StateLastAck:
 		if ourFINAcked {
 			e.enterClosed(nil)
-			return
+			return false
 		}
 		e.output() // data queued before our FIN may still be waiting for the window
-		return
+		return false
 	case StateTimeWait:
-		if f&FlagFIN != 0 {
+		if seg.Flags&FlagFIN != 0 {
 			e.sendAck()
 			e.startTimer(timerClose, e.cfg.TimeWait) // RFC 9293 3.10.7.4: restart the 2 MSL timeout
 		}
-		return
+		return false
 	}
-	// Seventh and eighth checks: text and FIN.
-	if e.state.canReceive() {
-		if len(seg.Payload) > 0 || f&FlagFIN != 0 {
-			e.processData(seg)
+	return true
+}
+
+// processText is the seventh check (RFC 9293 3.10.7.4): in the states that
+// still receive, the segment's data, and with it its FIN (the eighth check,
+// processFIN, once RCV.NXT reaches it), go to the receiver.
+func (e *Endpoint) processText(seg *Segment) {
+	if e.state.canReceive() && (len(seg.Payload) > 0 || seg.Flags&FlagFIN != 0) {
+		e.processData(seg)
+	}
+}
+
+// processFIN is the eighth check (RFC 9293 3.10.7.4), for a FIN that RCV.NXT
+// has passed: the connection moves on (CLOSE-WAIT, CLOSING or TIME-WAIT) and
+// the FIN is ACKed at once.
+func (e *Endpoint) processFIN() {
+	e.finRcvd = true
+	e.event(EventReadable)
+	switch e.state {
+	case StateSynReceived, StateEstablished:
+		e.setState(StateCloseWait)
+	case StateFinWait1:
+		if e.finSent && e.finSeq.LessThan(e.sndUna) {
+			e.enterTimeWait()
+		} else {
+			e.setState(StateClosing) // simultaneous close
 		}
+	case StateFinWait2:
+		e.enterTimeWait()
 	}
 	if e.state != StateClosed {
-		e.output()
+		e.sendAck()
 	}
 }
 
@@ -275,13 +369,6 @@ func (e *Endpoint) acceptable(seq seqnum.Value, segLen seqnum.Size) bool {
 	}
 	last := seq.Add(segLen - 1)
 	return seq.InWindow(e.rcvNxt, wnd) || last.InWindow(e.rcvNxt, wnd)
-}
-
-// transmitSYNAgain answers a retransmitted SYN in SYN-RECEIVED with the SYN-ACK.
-func (e *Endpoint) transmitSYNAgain() {
-	if len(e.rtxq) > 0 && e.rtxq[0].flags&FlagSYN != 0 {
-		e.transmit(e.rtxq[0], true)
-	}
 }
 
 // enterTimeWait stops the connection's timers and starts the 2*MSL one.

@@ -294,7 +294,7 @@ func (e *Endpoint) recoveryProbeAllowed() bool {
 // recovery probe (recoveryProbeAllowed), restarted by every ACK. The PTO is 2*SRTT plus Config.TLPSlack (Linux's
 // TCP_TIMEOUT_MIN, 2 ms), or plus TLP.max_ack_delay when the flight is one
 // segment that does not carry our FIN (a FIN is ACKed at once:
-// receiveFIN here, tcp_fin in Linux's FIN-WAIT-2, and otherwise the peer's own
+// processFIN here, tcp_fin in Linux's FIN-WAIT-2, and otherwise the peer's own
 // FIN usually follows). RFC 8985 7.2 caps the PTO at the RTO's expiry; here a
 // PTO that would not come first is not armed at all, and the RTO entry of the
 // oldest segment fires as it always does.

@@ -141,7 +141,7 @@ func (e *Endpoint) processData(seg *Segment) {
 	}
 	if fin {
 		e.rcvNxt++
-		e.receiveFIN()
+		e.processFIN()
 		return
 	}
 	if filled || e.unackedBytes >= 2*e.rcvMSS || e.cfg.DelayedACK < 0 {
@@ -247,27 +247,5 @@ func (e *Endpoint) sackBlocks(o *Options) {
 			o.SACK[o.NSACK] = blocks[i]
 			o.NSACK++
 		}
-	}
-}
-
-// receiveFIN moves the state on for a FIN that RCV.NXT has passed (RFC 9293
-// 3.10.7.4, eighth check), and ACKs it at once.
-func (e *Endpoint) receiveFIN() {
-	e.finRcvd = true
-	e.event(EventReadable)
-	switch e.state {
-	case StateSynReceived, StateEstablished:
-		e.setState(StateCloseWait)
-	case StateFinWait1:
-		if e.finSent && e.finSeq.LessThan(e.sndUna) {
-			e.enterTimeWait()
-		} else {
-			e.setState(StateClosing) // simultaneous close
-		}
-	case StateFinWait2:
-		e.enterTimeWait()
-	}
-	if e.state != StateClosed {
-		e.sendAck()
 	}
 }
