@@ -179,7 +179,7 @@ func runTransfer(t *testing.T, payload []byte, delay time.Duration, cfgf func(*C
 		}
 		if s.Seq.LessThan(maxEnd) {
 			res.rtx++
-			if l.server != nil && end.LessThanEq(l.server.rcvNxt) {
+			if l.server != nil && end.LessThanEq(l.server.rcv.nxt) {
 				res.rtxAcked++
 			}
 			if end.LessThanEq(l.client.sndUna) {
@@ -379,7 +379,7 @@ func TestTailLossRecovery(t *testing.T) {
 				}
 				if s := l.server; s != nil {
 					s.Read(buf)
-					if s.finRcvd {
+					if s.rcv.finRcvd {
 						doneAt = l.w.Now()
 					}
 				}

@@ -61,20 +61,12 @@ type Endpoint struct {
 
 	// Negotiated options.
 	tsOK, sackOK, wsOK bool
-	sndWS, rcvWS       uint8
+	sndWS              uint8
 	tsRecent           uint32
 	tsOffset           uint32
 	lastAckSent        seqnum.Value
 
-	// Receive side.
-	irs, rcvNxt  seqnum.Value
-	rcvAdv       seqnum.Value // right edge of the window we advertised
-	rcvBuf       buffer
-	ooo          []oooSeg // out-of-order segments, by sequence
-	lastOOO      seqnum.Value
-	finRcvd      bool // FIN consumed: Read returns io.EOF after the data
-	rcvMSS       int  // largest segment seen, for the delayed-ACK rule
-	unackedBytes int  // in-order bytes received since the last ACK
+	rcv receiver // the receive side, rcv.go
 
 	// The endpoint's timers other than retransmission, by kind (timers.go).
 	timers [numTimers]timer.Entry
@@ -119,10 +111,11 @@ func newEndpoint(w loopTimers, out Output, id ID, cfg Config) *Endpoint {
 	e.tsOK = !cfg.DisableTimestamps
 	e.sackOK = !cfg.DisableSACK
 	e.wsOK = !cfg.DisableWindowScale
+	var ws uint8
 	if e.wsOK {
-		e.rcvWS = windowShift(cfg.RecvBuffer)
+		ws = windowShift(cfg.RecvBuffer)
 	}
-	e.rcvMSS = DefaultMSS
+	e.rcv = newReceiver(cfg, ws)
 	e.initTimers()
 	e.rack.fack = e.iss
 	return e
@@ -181,16 +174,18 @@ func (e *Endpoint) Read(p []byte) (int, error) {
 	if e.appClosed {
 		return 0, ErrClosed
 	}
-	if e.rcvBuf.len() > 0 {
-		n := e.rcvBuf.read(p)
+	if e.rcv.buf.len() > 0 {
+		n := e.rcv.buf.read(p)
 		e.stats.BytesRead += uint64(n)
-		e.maybeWindowUpdate()
+		if e.state.canReceive() && e.rcv.windowUpdateDue() {
+			e.sendAck() // RFC 1122 4.2.3.3: a window update after Read freed space
+		}
 		return n, nil
 	}
 	if e.err != nil {
 		return 0, e.err
 	}
-	if e.finRcvd {
+	if e.rcv.finRcvd {
 		return 0, io.EOF
 	}
 	if len(p) == 0 || e.state == StateSynSent || e.state == StateSynReceived || e.state.canReceive() {
@@ -200,7 +195,7 @@ func (e *Endpoint) Read(p []byte) (int, error) {
 }
 
 // Readable returns the number of bytes Read can return now.
-func (e *Endpoint) Readable() int { return e.rcvBuf.len() }
+func (e *Endpoint) Readable() int { return e.rcv.buf.len() }
 
 // Write copies as much of p as the send buffer has room for, and returns the
 // count: short, possibly zero, when the buffer is full (wait for
@@ -281,7 +276,7 @@ func (e *Endpoint) Close() error {
 	if e.state == StateClosed {
 		return nil
 	}
-	if e.rcvBuf.len() > 0 || len(e.ooo) > 0 {
+	if e.rcv.buf.len() > 0 || len(e.rcv.ooo) > 0 {
 		e.abort(nil, true) // RFC 2525 2.17: unread data is lost: reset (sendRST counts it)
 		return nil
 	}
@@ -322,7 +317,7 @@ func (e *Endpoint) enterClosed(err error) {
 	}
 	e.rtxq = e.rtxq[:0]
 	e.stopAll(timerNone)
-	e.ooo = nil
+	e.rcv.ooo = nil
 	e.setState(StateClosed)
 	if err != nil && e.err == nil {
 		e.err = err
@@ -423,11 +418,11 @@ func (e *Endpoint) Info() Info {
 		Cwnd:           e.cwnd,
 		Ssthresh:       e.ssthresh,
 		SndMSS:         e.smss,
-		RcvMSS:         e.rcvMSS,
+		RcvMSS:         e.rcv.mss,
 		Unacked:        len(e.rtxq),
 		Sacked:         e.sackedBytes,
 		SndWnd:         int(e.sndWnd),
-		RcvWnd:         int(e.rcvAdv - e.rcvNxt),
+		RcvWnd:         int(e.rcv.adv - e.rcv.nxt),
 		SndWScale:      -1,
 		RcvWScale:      -1,
 		Timestamps:     e.tsOK,
@@ -439,7 +434,7 @@ func (e *Endpoint) Info() Info {
 		ReorderingSeen: e.rack.reorderingSeen,
 		TLPOutstanding: e.rack.tlpActive,
 		SndBuffered:    e.sndBuf.len(),
-		RcvBuffered:    e.rcvBuf.len(),
+		RcvBuffered:    e.rcv.buf.len(),
 		KeepAlive:      e.cfg.KeepAlive,
 		KeepIdle:       e.cfg.KeepIdle,
 		KeepInterval:   e.cfg.KeepInterval,
@@ -447,7 +442,7 @@ func (e *Endpoint) Info() Info {
 		Counters:       e.stats,
 	}
 	if e.wsOK {
-		i.SndWScale, i.RcvWScale = int(e.sndWS), int(e.rcvWS)
+		i.SndWScale, i.RcvWScale = int(e.sndWS), int(e.rcv.ws)
 	}
 	return i
 }

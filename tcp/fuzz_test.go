@@ -71,8 +71,8 @@ func checkInvariants(t *testing.T, e *Endpoint) {
 	if len(e.rtxq) > 0 && (e.rtxq[0].seq != e.sndUna || e.rtxq[len(e.rtxq)-1].end() != e.sndMax) {
 		t.Fatalf("queue [%d, %d) does not cover [%d, %d)", e.rtxq[0].seq, e.rtxq[len(e.rtxq)-1].end(), e.sndUna, e.sndMax)
 	}
-	if e.sndBuf.len() > e.cfg.SendBuffer || e.rcvBuf.len() > e.cfg.RecvBuffer {
-		t.Fatalf("buffers over their bounds: %d %d", e.sndBuf.len(), e.rcvBuf.len())
+	if e.sndBuf.len() > e.cfg.SendBuffer || e.rcv.buf.len() > e.cfg.RecvBuffer {
+		t.Fatalf("buffers over their bounds: %d %d", e.sndBuf.len(), e.rcv.buf.len())
 	}
 	if e.state == StateClosed && (e.timers[timerDelayedACK].Pending() || e.timers[timerKeepalive].Pending() || e.timers[timerPersist].Pending() || e.timers[timerClose].Pending() || e.timers[timerUser].Pending() || e.timers[timerPTO].Pending() || e.timers[timerReorder].Pending()) {
 		t.Fatal("CLOSED with a timer pending")

@@ -1,9 +1,5 @@
 package tcp
 
-import (
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
-)
-
 // HandleSegment processes a segment the stack demultiplexed to this endpoint
 // (RFC 9293 3.10.7). The endpoint copies what it keeps of seg.Payload. Bad input
 // is counted and dropped or answered with an ACK, a challenge ACK (RFC 5961) or
@@ -33,7 +29,7 @@ func (e *Endpoint) negotiate(seg *Segment) {
 	if e.wsOK {
 		e.sndWS = o.WindowScale
 	} else {
-		e.sndWS, e.rcvWS = 0, 0
+		e.sndWS, e.rcv.ws = 0, 0
 	}
 	e.sackOK = e.sackOK && o.SACKPermitted // RFC 2018 2
 	e.tsOK = e.tsOK && o.TS                // RFC 7323 3.2
@@ -45,9 +41,7 @@ func (e *Endpoint) negotiate(seg *Segment) {
 		e.smss -= 12 // RFC 9293 3.7.1: the options in every segment come out of the MSS
 	}
 	e.smss = max(e.smss, 64)
-	e.irs = seg.Seq
-	e.rcvNxt = seg.Seq + 1
-	e.rcvAdv = e.rcvNxt
+	e.rcv.start(seg.Seq)
 	e.sndWnd = uint32(seg.Window) // RFC 7323 2.2: the window of a SYN is not scaled
 	e.maxSndWnd = e.sndWnd
 	e.sndWL1, e.sndWL2 = seg.Seq, e.iss
@@ -153,7 +147,7 @@ func (e *Endpoint) handleSynchronized(seg *Segment) {
 // resendSYNACK answers a retransmitted SYN in SYN-RECEIVED with the SYN-ACK
 // (the peer's SYN came again: ours was lost). It reports whether it did.
 func (e *Endpoint) resendSYNACK(seg *Segment) bool {
-	if e.state != StateSynReceived || seg.Flags&(FlagSYN|FlagRST|FlagACK) != FlagSYN || seg.Seq != e.irs {
+	if e.state != StateSynReceived || seg.Flags&(FlagSYN|FlagRST|FlagACK) != FlagSYN || seg.Seq != e.rcv.irs {
 		return false
 	}
 	if len(e.rtxq) > 0 && e.rtxq[0].flags&FlagSYN != 0 {
@@ -177,7 +171,7 @@ func (e *Endpoint) checkPAWS(seg *Segment) bool {
 // acceptability): an unacceptable segment is dropped and, unless it is a
 // RST, answered with <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>.
 func (e *Endpoint) checkSequence(seg *Segment) bool {
-	if e.acceptable(seg.Seq, seg.Len()) {
+	if e.rcv.acceptable(seg.Seq, seg.Len()) {
 		return true
 	}
 	e.stats.DropsOutOfWindow++
@@ -197,7 +191,7 @@ func (e *Endpoint) checkRST(seg *Segment) bool {
 	if seg.Flags&FlagRST == 0 {
 		return true
 	}
-	if seg.Seq != e.rcvNxt {
+	if seg.Seq != e.rcv.nxt {
 		e.challengeAck() // RFC 5961 3.2: in the window but not exact: challenge ACK
 		return false
 	}
@@ -324,11 +318,60 @@ func (e *Endpoint) ackOurFIN(seg *Segment) bool {
 }
 
 // processText is the seventh check (RFC 9293 3.10.7.4): in the states that
-// still receive, the segment's data, and with it its FIN (the eighth check,
-// processFIN, once RCV.NXT reaches it), go to the receiver.
+// still receive, the segment's text goes to the receiver, trimmed to what is
+// new and inside the window; in order, it is delivered and ACKed by the
+// delayed-ACK rule (ackReceived); out of order, it is queued and ACKed at
+// once. Its FIN, once RCV.NXT reaches it, is the eighth check (processFIN).
 func (e *Endpoint) processText(seg *Segment) {
-	if e.state.canReceive() && (len(seg.Payload) > 0 || seg.Flags&FlagFIN != 0) {
-		e.processData(seg)
+	fin := seg.Flags&FlagFIN != 0
+	if !e.state.canReceive() || (len(seg.Payload) == 0 && !fin) {
+		return
+	}
+	if len(seg.Payload) > 0 {
+		e.stats.DataSegsIn++
+	}
+	e.rcv.mss = max(e.rcv.mss, len(seg.Payload))
+	if len(seg.Payload) > 0 && e.appClosed {
+		// RFC 2525 2.17 / Linux: data for a closed socket resets the connection.
+		e.abort(nil, true)
+		return
+	}
+	seq, data, fin := e.rcv.trim(seg.Seq, seg.Payload, fin)
+	if len(data) == 0 && !fin {
+		e.sendAck() // a duplicate: ACK at once (RFC 5681 4.2)
+		return
+	}
+	if seq != e.rcv.nxt {
+		if !e.rcv.insertOOO(seq, data, fin) {
+			e.stats.DropsOOOLimit++
+		}
+		e.stats.OutOfOrderSegs++
+		e.sendAck() // RFC 5681 4.2: out-of-order data is ACKed at once (with SACK blocks)
+		return
+	}
+	n, filled, fin := e.rcv.deliver(data, fin)
+	e.stats.BytesReceived += uint64(n)
+	if len(data) > 0 {
+		e.event(EventReadable)
+	}
+	if fin {
+		e.rcv.nxt++
+		e.processFIN()
+		return
+	}
+	e.ackReceived(filled)
+}
+
+// ackReceived ACKs in-order text (RFC 5681 4.2): at once when it filled a
+// hole, for at least every second full-sized segment, or with delayed ACKs
+// off; else after the delayed-ACK timeout (RFC 1122 4.2.3.2).
+func (e *Endpoint) ackReceived(filled bool) {
+	if filled || e.rcv.unacked >= 2*e.rcv.mss || e.cfg.DelayedACK < 0 {
+		e.sendAck()
+		return
+	}
+	if !e.timerPending(timerDelayedACK) {
+		e.startTimer(timerDelayedACK, e.cfg.DelayedACK) // RFC 1122 4.2.3.2: delay the ACK
 	}
 }
 
@@ -336,7 +379,7 @@ func (e *Endpoint) processText(seg *Segment) {
 // has passed: the connection moves on (CLOSE-WAIT, CLOSING or TIME-WAIT) and
 // the FIN is ACKed at once.
 func (e *Endpoint) processFIN() {
-	e.finRcvd = true
+	e.rcv.finRcvd = true
 	e.event(EventReadable)
 	switch e.state {
 	case StateSynReceived, StateEstablished:
@@ -353,22 +396,6 @@ func (e *Endpoint) processFIN() {
 	if e.state != StateClosed {
 		e.sendAck()
 	}
-}
-
-// acceptable is the table of RFC 9293 3.10.7.4: RCV.WND is what we advertised.
-func (e *Endpoint) acceptable(seq seqnum.Value, segLen seqnum.Size) bool {
-	wnd := e.rcvWnd()
-	if segLen == 0 {
-		if wnd == 0 {
-			return seq == e.rcvNxt
-		}
-		return seq.InWindow(e.rcvNxt, wnd)
-	}
-	if wnd == 0 {
-		return false
-	}
-	last := seq.Add(segLen - 1)
-	return seq.InWindow(e.rcvNxt, wnd) || last.InWindow(e.rcvNxt, wnd)
 }
 
 // enterTimeWait stops the connection's timers and starts the 2*MSL one.

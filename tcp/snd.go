@@ -71,7 +71,7 @@ func (e *Endpoint) freeSeg(s *txSeg) {
 func (e *Endpoint) synOptions(o *Options) {
 	o.HasMSS, o.MSS = true, uint16(e.cfg.MSS)
 	if e.wsOK {
-		o.HasWS, o.WindowScale = true, e.rcvWS
+		o.HasWS, o.WindowScale = true, e.rcv.ws
 	}
 	o.SACKPermitted = e.sackOK
 	if e.tsOK {
@@ -151,23 +151,20 @@ func (e *Endpoint) armRTOAt(s *txSeg, at time.Duration) {
 func (e *Endpoint) send(seg *Segment) {
 	seg.SrcPort, seg.DstPort = e.id.Local.Port(), e.id.Remote.Port()
 	if seg.Flags&FlagACK != 0 {
-		seg.Ack = e.rcvNxt
-		e.lastAckSent = e.rcvNxt
-		e.unackedBytes = 0
+		seg.Ack = e.rcv.nxt
+		e.lastAckSent = e.rcv.nxt
+		e.rcv.unacked = 0
 		e.stopTimer(timerDelayedACK) // the ACK rides on this segment
 	}
 	if seg.Flags&FlagSYN != 0 {
-		seg.Window = uint16(min(e.rcvSpace(), 0xffff)) // RFC 7323 2.2: the SYN's window is never scaled
-		if e.rcvAdv.LessThan(e.rcvNxt.Add(seqnum.Size(seg.Window))) {
-			e.rcvAdv = e.rcvNxt.Add(seqnum.Size(seg.Window))
-		}
+		seg.Window = e.rcv.synWindow() // RFC 7323 2.2: the SYN's window is never scaled
 	} else {
-		seg.Window = e.windowField()
+		seg.Window = e.rcv.windowField()
 		if e.tsOK {
 			seg.Options.TS, seg.Options.TSVal, seg.Options.TSEcr = true, e.tsVal(), e.tsRecent
 		}
-		if e.sackOK && seg.Flags&FlagACK != 0 && seg.Flags&FlagRST == 0 && len(e.ooo) > 0 {
-			e.sackBlocks(&seg.Options) // RFC 2018 4
+		if e.sackOK && seg.Flags&FlagACK != 0 && seg.Flags&FlagRST == 0 && len(e.rcv.ooo) > 0 {
+			e.rcv.sackBlocks(&seg.Options) // RFC 2018 4
 		}
 	}
 	e.stats.SegsOut++
