@@ -25,57 +25,27 @@ type Endpoint struct {
 	appClosed bool      // Close or Abort was called
 	passive   bool
 
-	// Send side (RFC 9293 3.3.1). sndNxt may fall back to sndUna after an RTO
-	// (go-back-N); sndMax is the highest sequence number sent.
-	iss                    seqnum.Value
-	sndUna, sndNxt, sndMax seqnum.Value
-	sndWnd, maxSndWnd      uint32 // scaled
-	sndWL1, sndWL2         seqnum.Value
-	sndBuf                 buffer       // unacknowledged and unsent data
-	sndBufSeq              seqnum.Value // sequence number of sndBuf's first byte
-	finQueued              bool         // CloseWrite: send FIN after the data
-	finSent                bool
-	finSeq                 seqnum.Value // valid when finSent
-	rtxq                   []*txSeg     // sent, unacknowledged segments, by sequence
-	freeSegs               []*txSeg
-	smss                   int // payload bytes per segment (RFC 9293 3.7.1 Eff.snd.MSS)
-	peerMSS                int
-
-	rtt            rttEstimator
-	rtoRetries     int // RTO expirations since the last progress (tcpi_retransmits)
-	synRetries     int
-	synRetransmit  bool
-	sampledHandshk bool
+	// The connection's parts, each owning its state in the file named after it.
+	snd    sender                 // send side: sequence space, buffer, retransmission queue (snd.go)
+	rcv    receiver               // receive side: sequence space, buffer, out-of-order queue (rcv.go)
+	sb     scoreboard             // what the peer's SACK blocks cover (sack.go)
+	fr     fastRecovery           // fast retransmit and recovery, RFC 5681/6582/6675 (recovery.go)
+	rtt    rttEstimator           // RFC 6298 (rtt.go)
+	rack   rackState              // RACK-TLP, RFC 8985 (rack.go)
+	timers [numTimers]timer.Entry // all but retransmission, by kind (timers.go)
 
 	// Congestion control (RFC 5681, RFC 6582).
 	cwnd, ssthresh int
 	caAcked        int // bytes acknowledged in congestion avoidance, RFC 5681 3.1 (3)
-	dupAcks        int
-	inRecovery     bool
-	recover        seqnum.Value // RFC 6582 "recover"
-	highSACK       seqnum.Value // highest SACKed sequence number + 1
-	sackedBytes    int
-	sackedSegs     int // segments SACKed above SND.UNA (RACK.segs_sacked)
 
-	rack rackState // RACK-TLP (RFC 8985), see rack.go
-
-	// Negotiated options.
+	// Negotiated options, which both sides use.
 	tsOK, sackOK, wsOK bool
-	sndWS              uint8
 	tsRecent           uint32
 	tsOffset           uint32
 	lastAckSent        seqnum.Value
 
-	rcv receiver // the receive side, rcv.go
-
-	// The endpoint's timers other than retransmission, by kind (timers.go).
-	timers [numTimers]timer.Entry
-
-	keepProbes     int
-	persistBackoff int
-	persistProbes  int
-	challengeSec   time.Duration
-	challengeCount int
+	keepProbes int            // unanswered keepalive probes (timers.go)
+	challenges challengeLimit // RFC 5961 7 (input.go)
 
 	stats Counters
 }
@@ -100,14 +70,11 @@ func Dial(w *timer.Wheel, out Output, id ID, cfg Config) (*Endpoint, error) {
 func newEndpoint(w loopTimers, out Output, id ID, cfg Config) *Endpoint {
 	e := &Endpoint{id: id, cfg: cfg, w: w, out: out}
 	e.rtt = newRTTEstimator(cfg.InitialRTO, cfg.MinRTO, cfg.MaxRTO, w.Tick())
-	e.iss = cfg.ISN(id, w.Now())
-	e.sndUna, e.sndNxt, e.sndMax = e.iss, e.iss, e.iss
-	e.sndBufSeq = e.iss + 1
-	e.recover = e.iss
-	e.tsOffset = uint32(e.iss) // RFC 7323 5.4: a per-connection random offset
-	e.peerMSS = DefaultMSS
-	e.smss = DefaultMSS
-	e.ssthresh = 1 << 30 // RFC 5681 3.1: arbitrarily high
+	iss := cfg.ISN(id, w.Now())
+	e.snd = newSender(iss)
+	e.fr.recover = iss
+	e.tsOffset = uint32(iss) // RFC 7323 5.4: a per-connection random offset
+	e.ssthresh = 1 << 30     // RFC 5681 3.1: arbitrarily high
 	e.tsOK = !cfg.DisableTimestamps
 	e.sackOK = !cfg.DisableSACK
 	e.wsOK = !cfg.DisableWindowScale
@@ -117,7 +84,7 @@ func newEndpoint(w loopTimers, out Output, id ID, cfg Config) *Endpoint {
 	}
 	e.rcv = newReceiver(cfg, ws)
 	e.initTimers()
-	e.rack.fack = e.iss
+	e.rack.fack = iss
 	return e
 }
 
@@ -207,25 +174,25 @@ func (e *Endpoint) Write(p []byte) (int, error) {
 		return 0, ErrClosed
 	case e.err != nil:
 		return 0, e.err
-	case e.finQueued:
+	case e.snd.finQueued:
 		return 0, ErrWriteClosed
 	case e.state == StateSynSent || e.state == StateSynReceived:
 		return 0, nil
 	case !e.state.canSend():
 		return 0, ErrClosed
 	}
-	n := min(len(p), e.cfg.SendBuffer-e.sndBuf.len())
+	n := min(len(p), e.cfg.SendBuffer-e.snd.buf.len())
 	if n <= 0 {
 		return 0, nil
 	}
-	e.sndBuf.write(p[:n])
+	e.snd.buf.write(p[:n])
 	e.stats.BytesWritten += uint64(n)
 	e.output()
 	return n, nil
 }
 
 // Writable returns the free space in the send buffer.
-func (e *Endpoint) Writable() int { return max(0, e.cfg.SendBuffer-e.sndBuf.len()) }
+func (e *Endpoint) Writable() int { return max(0, e.cfg.SendBuffer-e.snd.buf.len()) }
 
 // CloseWrite queues a FIN after the buffered data (the half-close, RFC 9293
 // 3.10.4). Further Writes fail with ErrWriteClosed.
@@ -241,7 +208,7 @@ func (e *Endpoint) CloseWrite() error {
 }
 
 func (e *Endpoint) closeWrite() error {
-	if e.finQueued {
+	if e.snd.finQueued {
 		return nil
 	}
 	switch e.state {
@@ -249,13 +216,13 @@ func (e *Endpoint) closeWrite() error {
 		e.enterClosed(nil) // RFC 9293 3.10.4: SYN-SENT: delete the TCB
 		return nil
 	case StateEstablished, StateSynReceived:
-		e.finQueued = true
+		e.snd.finQueued = true
 		if e.state == StateEstablished {
 			e.setState(StateFinWait1)
 			e.output()
 		}
 	case StateCloseWait:
-		e.finQueued = true
+		e.snd.finQueued = true
 		e.setState(StateLastAck)
 		e.output()
 	}
@@ -301,7 +268,7 @@ func (e *Endpoint) Abort() {
 // abort sends a RST (if rst) and closes with err.
 func (e *Endpoint) abort(err error, rst bool) {
 	if rst && e.state != StateClosed && e.state != StateTimeWait {
-		e.sendRST(e.sndNxt)
+		e.sendRST(e.snd.nxt)
 	}
 	e.enterClosed(err)
 }
@@ -312,10 +279,10 @@ func (e *Endpoint) enterClosed(err error) {
 	if e.state == StateClosed {
 		return
 	}
-	for _, s := range e.rtxq {
+	for _, s := range e.snd.rtxq {
 		e.w.Stop(&s.entry)
 	}
-	e.rtxq = e.rtxq[:0]
+	e.snd.rtxq = e.snd.rtxq[:0]
 	e.stopAll(timerNone)
 	e.rcv.ooo = nil
 	e.setState(StateClosed)
@@ -413,27 +380,27 @@ func (e *Endpoint) Info() Info {
 		SRTT:           e.rtt.srtt,
 		RTTVar:         e.rtt.rttvar,
 		MinRTT:         e.rtt.minSeen,
-		Retransmits:    e.rtoRetries,
+		Retransmits:    e.snd.rtoRetries,
 		Backoff:        e.rtt.backoff,
 		Cwnd:           e.cwnd,
 		Ssthresh:       e.ssthresh,
-		SndMSS:         e.smss,
+		SndMSS:         e.snd.smss,
 		RcvMSS:         e.rcv.mss,
-		Unacked:        len(e.rtxq),
-		Sacked:         e.sackedBytes,
-		SndWnd:         int(e.sndWnd),
+		Unacked:        len(e.snd.rtxq),
+		Sacked:         e.sb.bytes,
+		SndWnd:         int(e.snd.wnd),
 		RcvWnd:         int(e.rcv.adv - e.rcv.nxt),
 		SndWScale:      -1,
 		RcvWScale:      -1,
 		Timestamps:     e.tsOK,
 		SACK:           e.sackOK,
-		InRecovery:     e.inRecovery,
+		InRecovery:     e.fr.active,
 		RACKTLP:        e.rackOn(),
 		RACKRTT:        e.rack.rtt,
 		ReoWnd:         e.rackReoWnd(),
 		ReorderingSeen: e.rack.reorderingSeen,
 		TLPOutstanding: e.rack.tlpActive,
-		SndBuffered:    e.sndBuf.len(),
+		SndBuffered:    e.snd.buf.len(),
 		RcvBuffered:    e.rcv.buf.len(),
 		KeepAlive:      e.cfg.KeepAlive,
 		KeepIdle:       e.cfg.KeepIdle,
@@ -442,39 +409,7 @@ func (e *Endpoint) Info() Info {
 		Counters:       e.stats,
 	}
 	if e.wsOK {
-		i.SndWScale, i.RcvWScale = int(e.sndWS), int(e.rcv.ws)
+		i.SndWScale, i.RcvWScale = int(e.snd.ws), int(e.rcv.ws)
 	}
 	return i
-}
-
-// buffer is a byte queue: data is appended at the end and consumed from the
-// front, and the storage is reused.
-type buffer struct {
-	b   []byte
-	off int
-}
-
-func (b *buffer) len() int           { return len(b.b) - b.off }
-func (b *buffer) bytes() []byte      { return b.b[b.off:] }
-func (b *buffer) consume(n int)      { b.off += n; b.compact() }
-func (b *buffer) at(i, n int) []byte { return b.b[b.off+i : b.off+i+n] }
-
-func (b *buffer) compact() {
-	if b.off == len(b.b) {
-		b.b, b.off = b.b[:0], 0
-	}
-}
-
-func (b *buffer) write(p []byte) {
-	if b.off > 0 && cap(b.b)-len(b.b) < len(p) {
-		n := copy(b.b, b.b[b.off:])
-		b.b, b.off = b.b[:n], 0
-	}
-	b.b = append(b.b, p...)
-}
-
-func (b *buffer) read(p []byte) int {
-	n := copy(p, b.b[b.off:])
-	b.consume(n)
-	return n
 }

@@ -1,5 +1,7 @@
 package tcp
 
+import "time"
+
 // HandleSegment processes a segment the stack demultiplexed to this endpoint
 // (RFC 9293 3.10.7). The endpoint copies what it keeps of seg.Payload. Bad input
 // is counted and dropped or answered with an ACK, a challenge ACK (RFC 5961) or
@@ -21,37 +23,37 @@ func (e *Endpoint) HandleSegment(seg *Segment) {
 // negotiate applies the options of the peer's SYN or SYN-ACK.
 func (e *Endpoint) negotiate(seg *Segment) {
 	o := &seg.Options
-	e.peerMSS = DefaultMSS // RFC 9293 3.7.1: 536 when no MSS option came
+	e.snd.peerMSS = DefaultMSS // RFC 9293 3.7.1: 536 when no MSS option came
 	if o.HasMSS && o.MSS > 0 {
-		e.peerMSS = int(o.MSS)
+		e.snd.peerMSS = int(o.MSS)
 	}
 	e.wsOK = e.wsOK && o.HasWS // RFC 7323 2.2: both sides must send it
 	if e.wsOK {
-		e.sndWS = o.WindowScale
+		e.snd.ws = o.WindowScale
 	} else {
-		e.sndWS, e.rcv.ws = 0, 0
+		e.snd.ws, e.rcv.ws = 0, 0
 	}
 	e.sackOK = e.sackOK && o.SACKPermitted // RFC 2018 2
 	e.tsOK = e.tsOK && o.TS                // RFC 7323 3.2
 	if e.tsOK {
 		e.tsRecent = o.TSVal
 	}
-	e.smss = min(e.peerMSS, e.cfg.MSS)
+	e.snd.smss = min(e.snd.peerMSS, e.cfg.MSS)
 	if e.tsOK {
-		e.smss -= 12 // RFC 9293 3.7.1: the options in every segment come out of the MSS
+		e.snd.smss -= 12 // RFC 9293 3.7.1: the options in every segment come out of the MSS
 	}
-	e.smss = max(e.smss, 64)
+	e.snd.smss = max(e.snd.smss, 64)
 	e.rcv.start(seg.Seq)
-	e.sndWnd = uint32(seg.Window) // RFC 7323 2.2: the window of a SYN is not scaled
-	e.maxSndWnd = e.sndWnd
-	e.sndWL1, e.sndWL2 = seg.Seq, e.iss
+	e.snd.wnd = uint32(seg.Window) // RFC 7323 2.2: the window of a SYN is not scaled
+	e.snd.maxWnd = e.snd.wnd
+	e.snd.wl1, e.snd.wl2 = seg.Seq, e.snd.iss
 }
 
 // handleSynSent is RFC 9293 3.10.7.3.
 func (e *Endpoint) handleSynSent(seg *Segment) {
 	f := seg.Flags
 	if f&FlagACK != 0 {
-		if seg.Ack.LessThanEq(e.iss) || e.sndMax.LessThan(seg.Ack) {
+		if seg.Ack.LessThanEq(e.snd.iss) || e.snd.max.LessThan(seg.Ack) {
 			e.stats.DropsBadACK++
 			if f&FlagRST == 0 {
 				e.sendRSTFor(seg) // RFC 9293 3.10.7.3: <SEQ=SEG.ACK><CTL=RST>
@@ -85,8 +87,8 @@ func (e *Endpoint) handleSynSent(seg *Segment) {
 	// Simultaneous open (RFC 9293 3.5, figure 8): SYN-RECEIVED, and our SYN is
 	// sent again as a SYN-ACK.
 	e.setState(StateSynReceived)
-	if len(e.rtxq) > 0 {
-		e.transmit(e.rtxq[0], false)
+	if len(e.snd.rtxq) > 0 {
+		e.transmit(e.snd.rtxq[0], false)
 	}
 }
 
@@ -103,19 +105,19 @@ func (e *Endpoint) sendRSTFor(seg *Segment) {
 
 // initCongestion sets the initial window (RFC 5681 3.1, RFC 6928).
 func (e *Endpoint) initCongestion() {
-	e.cwnd = e.cfg.InitialCwnd * e.smss
-	if e.synRetransmit {
-		e.cwnd = e.smss // RFC 5681 3.1: IW is one segment after a lost SYN or SYN-ACK
+	e.cwnd = e.cfg.InitialCwnd * e.snd.smss
+	if e.snd.synRetransmit {
+		e.cwnd = e.snd.smss // RFC 5681 3.1: IW is one segment after a lost SYN or SYN-ACK
 	}
 }
 
 // established runs once at the transition to ESTABLISHED.
 func (e *Endpoint) established() {
-	if e.synRetransmit {
+	if e.snd.synRetransmit {
 		e.rtt.synFallback() // RFC 6298 (5.7)
-		e.cwnd = e.smss     // RFC 5681 3.1
+		e.cwnd = e.snd.smss // RFC 5681 3.1
 	}
-	e.rtoRetries = 0
+	e.snd.rtoRetries = 0
 	e.event(EventEstablished | EventWritable)
 	e.armKeepalive()
 }
@@ -150,8 +152,8 @@ func (e *Endpoint) resendSYNACK(seg *Segment) bool {
 	if e.state != StateSynReceived || seg.Flags&(FlagSYN|FlagRST|FlagACK) != FlagSYN || seg.Seq != e.rcv.irs {
 		return false
 	}
-	if len(e.rtxq) > 0 && e.rtxq[0].flags&FlagSYN != 0 {
-		e.transmit(e.rtxq[0], true)
+	if len(e.snd.rtxq) > 0 && e.snd.rtxq[0].flags&FlagSYN != 0 {
+		e.transmit(e.snd.rtxq[0], true)
 	}
 	return true
 }
@@ -256,7 +258,7 @@ func (e *Endpoint) updateTSRecent(seg *Segment) {
 // ACK of our SYN establishes the connection and hands it to the listener; an
 // unacceptable one is answered with <SEQ=SEG.ACK><CTL=RST>.
 func (e *Endpoint) ackSynReceived(seg *Segment) bool {
-	if !seg.Ack.InRange(e.sndUna+1, e.sndMax+1) {
+	if !seg.Ack.InRange(e.snd.una+1, e.snd.max+1) {
 		e.stats.DropsBadACK++
 		e.sendRSTFor(seg) // RFC 9293 3.10.7.4: <SEQ=SEG.ACK><CTL=RST>
 		return false
@@ -266,7 +268,7 @@ func (e *Endpoint) ackSynReceived(seg *Segment) bool {
 		return false
 	}
 	e.setState(StateEstablished)
-	if e.finQueued {
+	if e.snd.finQueued {
 		e.setState(StateFinWait1)
 	}
 	e.handleAck(seg, true)
@@ -284,7 +286,7 @@ func (e *Endpoint) ackSynReceived(seg *Segment) bool {
 // and restarts the 2 MSL timeout. It reports whether the segment's text and
 // FIN are to be processed.
 func (e *Endpoint) ackOurFIN(seg *Segment) bool {
-	ourFINAcked := e.finSent && e.finSeq.LessThan(e.sndUna)
+	ourFINAcked := e.snd.finAcked()
 	switch e.state {
 	case StateFinWait1:
 		if ourFINAcked {
@@ -385,7 +387,7 @@ func (e *Endpoint) processFIN() {
 	case StateSynReceived, StateEstablished:
 		e.setState(StateCloseWait)
 	case StateFinWait1:
-		if e.finSent && e.finSeq.LessThan(e.sndUna) {
+		if e.snd.finAcked() {
 			e.enterTimeWait()
 		} else {
 			e.setState(StateClosing) // simultaneous close
@@ -403,4 +405,37 @@ func (e *Endpoint) enterTimeWait() {
 	e.setState(StateTimeWait)
 	e.stopAll(timerClose)
 	e.startTimer(timerClose, e.cfg.TimeWait) // RFC 9293 3.10.7.4: TIME-WAIT lasts 2 MSL
+}
+
+// challengeLimit bounds the challenge ACKs (RFC 5961 7): at most
+// challengeACKsPerSecond in any second that began with one, as Linux's
+// tcp_challenge_ack_limit.
+type challengeLimit struct {
+	start time.Duration // when the current second began
+	count int           // challenge ACKs sent in it
+}
+
+const challengeACKsPerSecond = 1000
+
+// allow reports whether a challenge ACK may go out at now, and counts it.
+func (c *challengeLimit) allow(now time.Duration) bool {
+	if now-c.start >= time.Second {
+		c.start, c.count = now, 0
+	}
+	if c.count >= challengeACKsPerSecond {
+		return false
+	}
+	c.count++
+	return true
+}
+
+// challengeAck sends the RFC 5961 challenge ACK, within the rate limit
+// (RFC 5961 7).
+func (e *Endpoint) challengeAck() {
+	if !e.challenges.allow(e.now()) {
+		e.stats.DropsRateLimited++
+		return
+	}
+	e.stats.ChallengeACKs++
+	e.sendAck()
 }

@@ -181,7 +181,7 @@ func (e *Endpoint) onKeepalive() {
 	if e.state != StateEstablished && e.state != StateCloseWait {
 		return
 	}
-	if len(e.rtxq) > 0 || e.sndBuf.len() > int(e.sndNxt-e.sndBufSeq) {
+	if len(e.snd.rtxq) > 0 || e.snd.unsent() > 0 {
 		// Not idle: retransmission or persist looks after the peer.
 		e.startTimer(timerKeepalive, e.cfg.KeepIdle)
 		return
@@ -194,7 +194,7 @@ func (e *Endpoint) onKeepalive() {
 	e.stats.KeepaliveProbes++
 	// RFC 1122 4.2.3.6: a probe is a segment with SEG.SEQ = SND.NXT-1, no data
 	// (as Linux sends it), which the peer must answer with an ACK.
-	seg := Segment{Seq: e.sndNxt - 1, Flags: FlagACK}
+	seg := Segment{Seq: e.snd.nxt - 1, Flags: FlagACK}
 	e.send(&seg)
 	e.startTimer(timerKeepalive, e.cfg.KeepInterval)
 }
@@ -203,7 +203,7 @@ func (e *Endpoint) onKeepalive() {
 // least MinRTO and at most MaxRTO (RFC 1122 4.2.2.17).
 func (e *Endpoint) persistTimeout() time.Duration {
 	r := e.rtt.base
-	for i := 0; i < e.persistBackoff && r < e.cfg.MaxRTO; i++ {
+	for i := 0; i < e.snd.persistBackoff && r < e.cfg.MaxRTO; i++ {
 		r *= 2
 	}
 	return min(r, e.cfg.MaxRTO)
@@ -228,24 +228,24 @@ func (e *Endpoint) onPersist() {
 	default:
 		return
 	}
-	if e.sndWnd > 0 || len(e.rtxq) > 0 {
-		e.persistBackoff = 0
+	if e.snd.wnd > 0 || len(e.snd.rtxq) > 0 {
+		e.snd.persistBackoff = 0
 		e.output()
 		return
 	}
-	if e.persistProbes >= e.cfg.Retries2 {
+	if e.snd.persistProbes >= e.cfg.Retries2 {
 		e.abort(ErrTimeout, true)
 		return
 	}
-	e.persistProbes++
+	e.snd.persistProbes++
 	e.stats.PersistProbes++
-	seg := Segment{Seq: e.sndUna - 1, Flags: FlagACK}
+	seg := Segment{Seq: e.snd.una - 1, Flags: FlagACK}
 	e.send(&seg)
 	if e.state == StateClosed {
 		return
 	}
 	if e.persistTimeout() < e.cfg.MaxRTO {
-		e.persistBackoff++ // RFC 1122 4.2.2.17: exponential backoff
+		e.snd.persistBackoff++ // RFC 1122 4.2.2.17: exponential backoff
 	}
 	e.startTimer(timerPersist, e.persistTimeout())
 }
@@ -264,7 +264,7 @@ func (e *Endpoint) onCloseTimer() {
 // UserTimeout (RFC 5482, RFC 9293 3.10.8).
 func (e *Endpoint) onUserTimeout() {
 	defer e.flush()
-	if e.state == StateClosed || len(e.rtxq) == 0 {
+	if e.state == StateClosed || len(e.snd.rtxq) == 0 {
 		return
 	}
 	e.abort(ErrTimeout, e.state != StateSynSent)
