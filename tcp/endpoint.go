@@ -34,9 +34,7 @@ type Endpoint struct {
 	rack   rackState              // RACK-TLP, RFC 8985 (rack.go)
 	timers [numTimers]timer.Entry // all but retransmission, by kind (timers.go)
 
-	// Congestion control (RFC 5681, RFC 6582).
-	cwnd, ssthresh int
-	caAcked        int // bytes acknowledged in congestion avoidance, RFC 5681 3.1 (3)
+	cc congestionControl // cwnd and ssthresh: NewReno, RFC 5681/6582 (cc.go)
 
 	// Negotiated options, which both sides use.
 	tsOK, sackOK, wsOK bool
@@ -74,7 +72,7 @@ func newEndpoint(w loopTimers, out Output, id ID, cfg Config) *Endpoint {
 	e.snd = newSender(iss)
 	e.fr.recover = iss
 	e.tsOffset = uint32(iss) // RFC 7323 5.4: a per-connection random offset
-	e.ssthresh = 1 << 30     // RFC 5681 3.1: arbitrarily high
+	e.cc = newNewReno()
 	e.tsOK = !cfg.DisableTimestamps
 	e.sackOK = !cfg.DisableSACK
 	e.wsOK = !cfg.DisableWindowScale
@@ -382,8 +380,8 @@ func (e *Endpoint) Info() Info {
 		MinRTT:         e.rtt.minSeen,
 		Retransmits:    e.snd.rtoRetries,
 		Backoff:        e.rtt.backoff,
-		Cwnd:           e.cwnd,
-		Ssthresh:       e.ssthresh,
+		Cwnd:           e.cc.cwnd(),
+		Ssthresh:       e.cc.ssthresh(),
 		SndMSS:         e.snd.smss,
 		RcvMSS:         e.rcv.mss,
 		Unacked:        len(e.snd.rtxq),

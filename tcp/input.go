@@ -105,17 +105,18 @@ func (e *Endpoint) sendRSTFor(seg *Segment) {
 
 // initCongestion sets the initial window (RFC 5681 3.1, RFC 6928).
 func (e *Endpoint) initCongestion() {
-	e.cwnd = e.cfg.InitialCwnd * e.snd.smss
+	iw := e.cfg.InitialCwnd
 	if e.snd.synRetransmit {
-		e.cwnd = e.snd.smss // RFC 5681 3.1: IW is one segment after a lost SYN or SYN-ACK
+		iw = 1 // RFC 5681 3.1: IW is one segment after a lost SYN or SYN-ACK
 	}
+	e.cc.start(e.snd.smss, iw, e.sackOK)
 }
 
 // established runs once at the transition to ESTABLISHED.
 func (e *Endpoint) established() {
 	if e.snd.synRetransmit {
-		e.rtt.synFallback() // RFC 6298 (5.7)
-		e.cwnd = e.snd.smss // RFC 5681 3.1
+		e.rtt.synFallback()                 // RFC 6298 (5.7)
+		e.cc.start(e.snd.smss, 1, e.sackOK) // RFC 5681 3.1
 	}
 	e.snd.rtoRetries = 0
 	e.event(EventEstablished | EventWritable)

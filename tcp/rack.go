@@ -151,12 +151,9 @@ func (e *Endpoint) rackRecover() {
 	if e.recovering() {
 		return
 	}
-	e.ssthresh = max(e.snd.flightSize()/2, 2*e.snd.smss) // RFC 5681 (4)
-	e.fr.recover = e.snd.max                             // RFC 6582 3.2 (2), RFC 6675 5 (2)
-	e.fr.active = true
-	e.cwnd = e.ssthresh // RFC 6675 5 (4.2): cwnd = ssthresh; pipe, not inflation, paces the rest
-	e.caAcked = 0
-	e.stopTimer(timerPTO) // RFC 8985 7.2: no probes in fast recovery
+	e.cc.enterRecovery(e.snd.flightSize(), lossRACK) // RFC 5681 (4); RFC 6675 5 (4.2): cwnd = ssthresh
+	e.fr.enter(e.snd.max)                            // RFC 6582 3.2 (2), RFC 6675 5 (2)
+	e.stopTimer(timerPTO)                            // RFC 8985 7.2: no probes in fast recovery
 	e.rackRetransmitLost(true)
 }
 
@@ -182,15 +179,13 @@ func (e *Endpoint) rackRetransmitLost(first bool) {
 			continue
 		}
 		pipe := e.snd.inflight() - e.sb.bytes - lostBytes
-		if !first && pipe >= e.cwnd {
+		if !first && pipe >= e.cc.cwnd() {
 			return
 		}
 		first = false
 		lostBytes -= int(s.len)
-		s.rtxInRecovery = true
-		e.stats.FastRetransmits++
 		e.stats.RACKRetransmits++
-		e.transmit(s, true) // RFC 8985 6.1: Segment.lost = FALSE, a new xmit_ts
+		e.fastRetransmit(s) // RFC 8985 6.1: Segment.lost = FALSE, a new xmit_ts
 	}
 }
 
@@ -244,9 +239,7 @@ func (e *Endpoint) tlpOnAck(seg *Segment, advanced bool) {
 	case r.tlpEndSeq.LessThan(seg.Ack):
 		r.tlpActive = false // RFC 8985 7.4.2: the probe repaired a single loss
 		e.stats.TLPRecoveries++
-		e.ssthresh = max(e.cwnd/2, 2*e.snd.smss) // RFC 8985 7.4.2: lower cwnd and ssthresh
-		e.cwnd = e.ssthresh
-		e.caAcked = 0
+		e.cc.onProbeRepair() // RFC 8985 7.4.2: lower cwnd and ssthresh
 	case !advanced && seg.Options.NSACK == 0 && len(seg.Payload) == 0:
 		r.tlpActive = false // RFC 8985 7.4.2: a duplicate ACK without SACK
 	}

@@ -36,58 +36,54 @@ func (e *Endpoint) pipe() int {
 // (RFC 6675 5).
 func (e *Endpoint) sackRecovery() bool { return e.fr.active && e.sackOK }
 
-// congestionOnAck grows or, in fast recovery, adjusts cwnd for an ACK that
-// acknowledged acked new bytes.
+// enter starts fast recovery: recover is the highest sequence number sent
+// (RFC 6582 3.2 (2), RFC 6675 5 (2)).
+func (f *fastRecovery) enter(sndMax seqnum.Value) {
+	f.recover = sndMax
+	f.active = true
+}
+
+// congestionOnAck is the part of an ACK of acked new bytes that congestion
+// control and fast recovery see: outside recovery cwnd grows; in it, a full
+// ACK ends recovery (RFC 6582 3.2 (3)) and a partial one resends the first
+// hole.
 func (e *Endpoint) congestionOnAck(acked int) {
-	if e.fr.active {
-		if !e.snd.una.LessThan(e.fr.recover) {
-			// RFC 6582 3.2 (3): a full acknowledgment ends recovery.
-			e.cwnd = min(e.ssthresh, max(e.snd.flightSize(), e.snd.smss)+e.snd.smss) // RFC 6582 3.2 (3) option 1
-			e.fr.active, e.fr.dupAcks = false, 0
-			e.clearRecoveryMarks()
-			return
-		}
-		if e.sackOK {
-			// RFC 6675 5: cwnd stays at ssthresh; pipe paces the recovery.
-			if !e.rackOn() && len(e.snd.rtxq) > 0 && !e.snd.rtxq[0].sacked && !e.snd.rtxq[0].rtxInRecovery {
-				h := e.snd.rtxq[0] // RFC 6675 NextSeg() rule 1: the first hole
-				h.rtxInRecovery = true
-				e.stats.FastRetransmits++
-				e.transmit(h, true)
-			}
-			return
-		}
-		// RFC 6582 3.2 (3) partial acknowledgment: retransmit the first
-		// unacknowledged segment, deflate cwnd by the amount acknowledged and add
-		// back one SMSS if that amount was at least one SMSS.
-		e.cwnd -= acked
-		if acked >= e.snd.smss {
-			e.cwnd += e.snd.smss
-		}
-		e.cwnd = max(e.cwnd, e.snd.smss)
-		if len(e.snd.rtxq) > 0 && !e.snd.rtxq[0].sacked && !e.snd.rtxq[0].rtxInRecovery && !(e.rackOn() && e.sackOK) {
-			// Once per episode: a segment already resent in it (by the SACK hole
-			// rule, RFC 6675 NextSeg()) is not resent again on a partial ACK;
-			// its timer, or RACK, finds it lost again. With RACK and SACK,
-			// RACK alone decides what is lost (RFC 8985 7: retransmit what is
-			// marked lost), so the partial ACK resends nothing itself.
-			h := e.snd.rtxq[0]
-			h.rtxInRecovery = true
-			e.stats.FastRetransmits++
-			e.transmit(h, true) // also resets its timer, RFC 6582 3.2 (3)
-		}
+	if !e.fr.active {
+		e.fr.dupAcks = 0
+		e.cc.onAck(acked)
 		return
 	}
-	e.fr.dupAcks = 0
-	if e.cwnd < e.ssthresh {
-		e.cwnd += min(acked, e.snd.smss) // RFC 5681 (2): slow start, RFC 3465 L = 1 SMSS
-	} else {
-		e.caAcked += acked // RFC 5681 3.1 (3): congestion avoidance by bytes acked
-		if e.caAcked >= e.cwnd {
-			e.caAcked -= e.cwnd
-			e.cwnd += e.snd.smss
-		}
+	if !e.snd.una.LessThan(e.fr.recover) {
+		e.cc.exitRecovery(e.snd.flightSize()) // RFC 6582 3.2 (3): a full acknowledgment ends recovery
+		e.fr.active, e.fr.dupAcks = false, 0
+		e.clearRecoveryMarks()
+		return
 	}
+	e.cc.onRecoveryAck(acked)
+	e.resendFirstHole()
+}
+
+// resendFirstHole is a partial ACK's retransmission: the first
+// unacknowledged segment (RFC 6582 3.2 (3); with SACK, RFC 6675 NextSeg()
+// rule 1, the first hole), once per episode: a segment already resent in it
+// (by the SACK hole rule) is not resent again on a partial ACK; its timer,
+// or RACK, finds it lost again. With RACK and SACK, RACK alone decides what
+// is lost (RFC 8985 7: retransmit what is marked lost), so the partial ACK
+// resends nothing itself.
+func (e *Endpoint) resendFirstHole() {
+	if (e.rackOn() && e.sackOK) || len(e.snd.rtxq) == 0 {
+		return
+	}
+	if h := e.snd.rtxq[0]; !h.sacked && !h.rtxInRecovery {
+		e.fastRetransmit(h) // also resets its timer, RFC 6582 3.2 (3)
+	}
+}
+
+// fastRetransmit resends s in the current recovery episode.
+func (e *Endpoint) fastRetransmit(s *txSeg) {
+	s.rtxInRecovery = true
+	e.stats.FastRetransmits++
+	e.transmit(s, true)
 }
 
 func (e *Endpoint) clearRecoveryMarks() {
@@ -97,14 +93,12 @@ func (e *Endpoint) clearRecoveryMarks() {
 }
 
 // onDupAck counts a duplicate ACK: the third starts fast retransmit (RFC 5681
-// 3.2, RFC 6582 3.2); later ones inflate cwnd and, with SACK, resend the next
-// hole.
+// 3.2, RFC 6582 3.2); later ones inflate cwnd (without SACK) and, with SACK
+// and without RACK, resend the next hole.
 func (e *Endpoint) onDupAck() {
 	e.fr.dupAcks++
 	if e.fr.active {
-		if !e.sackOK {
-			e.cwnd += e.snd.smss // RFC 6582 3.2 (4): inflate by one SMSS per further duplicate ACK
-		}
+		e.cc.onRecoveryAck(0) // RFC 6582 3.2 (4)
 		if e.sackOK && !e.rackOn() {
 			e.retransmitNextHole()
 		}
@@ -119,17 +113,9 @@ func (e *Endpoint) onDupAck() {
 		// duplicates belong to a flight already recovered; no fast retransmit.
 		return
 	}
-	e.ssthresh = max(e.snd.flightSize()/2, 2*e.snd.smss) // RFC 5681 (4) / RFC 6582 3.2 (2)
-	e.fr.recover = e.snd.max                             // RFC 6582 3.2 (2): recover <- highest sent
-	e.fr.active = true
-	h := e.snd.rtxq[0]
-	h.rtxInRecovery = true
-	e.stats.FastRetransmits++
-	e.transmit(h, true)                // RFC 5681 3.2 (3): retransmit the lost segment
-	e.cwnd = e.ssthresh + 3*e.snd.smss // RFC 6582 3.2 (2)/RFC 5681 3.2 (3): inflate by the three segments that left
-	if e.sackOK {
-		e.cwnd = e.ssthresh // RFC 6675 5 (4.2): pipe, not inflation, paces the rest
-	}
+	e.cc.enterRecovery(e.snd.flightSize(), lossDupAcks) // RFC 5681 (4) / RFC 6582 3.2 (2)
+	e.fr.enter(e.snd.max)                               // RFC 6582 3.2 (2): recover <- highest sent
+	e.fastRetransmit(e.snd.rtxq[0])                     // RFC 5681 3.2 (3): retransmit the lost segment
 	e.output()
 }
 
@@ -145,12 +131,10 @@ func (e *Endpoint) retransmitNextHole() {
 		if s.sacked || s.rtxInRecovery {
 			continue
 		}
-		if e.snd.inflight()-e.sb.bytes >= e.cwnd {
+		if e.snd.inflight()-e.sb.bytes >= e.cc.cwnd() {
 			return
 		}
-		s.rtxInRecovery = true
-		e.stats.FastRetransmits++
-		e.transmit(s, true)
+		e.fastRetransmit(s)
 		return
 	}
 }

@@ -347,11 +347,11 @@ func (e *Endpoint) output() {
 // RFC 6675 5 (C): new data as long as cwnd - pipe >= 1 SMSS, the peer's
 // window still bounding what is outstanding.
 func (e *Endpoint) sendWindow() int {
-	wnd := min(e.cwnd, int(e.snd.wnd))
+	wnd := min(e.cc.cwnd(), int(e.snd.wnd))
 	if e.sackRecovery() && !e.snd.nxt.LessThan(e.snd.max) {
 		inflight := e.snd.inflight()
 		wnd = int(e.snd.wnd)
-		if room := e.cwnd - e.pipe(); room < wnd-inflight {
+		if room := e.cc.cwnd() - e.pipe(); room < wnd-inflight {
 			wnd = inflight + room
 		}
 	}
@@ -488,12 +488,8 @@ func (e *Endpoint) onRTO(s *txSeg) {
 	}
 	e.snd.rtoRetries++
 	e.rackOnRTO()
-	if e.snd.rtoRetries == 1 {
-		e.ssthresh = max(e.snd.flightSize()/2, 2*e.snd.smss) // RFC 5681 (4), once per timeout episode
-	}
-	e.cwnd = e.snd.smss // RFC 5681 3.1: LW = 1 SMSS
-	e.caAcked = 0
-	e.rtt.backOff() // RFC 6298 (5.5): RTO <- min(2*RTO, MaxRTO)
+	e.cc.onRTO(e.snd.flightSize(), e.snd.rtoRetries == 1) // RFC 5681 (4), 3.1: LW = 1 SMSS
+	e.rtt.backOff()                                       // RFC 6298 (5.5): RTO <- min(2*RTO, MaxRTO)
 	e.fr.active, e.fr.dupAcks = false, 0
 	e.fr.recover = e.snd.max // RFC 6582 4: no fast retransmit for the ACKs of this flight
 	for _, o := range e.snd.rtxq[1:] {
