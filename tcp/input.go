@@ -49,34 +49,59 @@ func (e *Endpoint) negotiate(seg *Segment) {
 	e.snd.wl1, e.snd.wl2 = seg.Seq, e.snd.iss
 }
 
-// handleSynSent is RFC 9293 3.10.7.3.
+// handleSynSent is RFC 9293 3.10.7.3, SYN-SENT: the RFC's checks in its
+// order, then the SYN's processing.
 func (e *Endpoint) handleSynSent(seg *Segment) {
-	f := seg.Flags
-	if f&FlagACK != 0 {
-		if seg.Ack.LessThanEq(e.snd.iss) || e.snd.max.LessThan(seg.Ack) {
-			e.stats.DropsBadACK++
-			if f&FlagRST == 0 {
-				e.sendRSTFor(seg) // RFC 9293 3.10.7.3: <SEQ=SEG.ACK><CTL=RST>
-			}
-			return
-		}
-	}
-	if f&FlagRST != 0 {
-		if f&FlagACK != 0 { // RFC 5961 3.2 / RFC 9293: only a RST that acknowledges our SYN counts
-			e.stats.ResetsReceived++
-			e.enterClosed(ErrConnectionRefused)
-		} else {
-			e.stats.DropsNoACK++
-		}
+	if !e.synSentCheckACK(seg) || // first
+		!e.synSentCheckRST(seg) { // second
 		return
 	}
-	if f&FlagSYN == 0 {
+	// third, security: no IP security option is kept (RFC 9293 3.10.7.3)
+	if seg.Flags&FlagSYN == 0 { // fifth: neither SYN nor RST: drop
 		e.stats.DropsNoACK++
 		return
 	}
+	e.synSentSYN(seg) // fourth
+}
+
+// synSentCheckACK is the first check in SYN-SENT (RFC 9293 3.10.7.3): an ACK
+// of anything but our SYN is dropped, and, unless it is a RST, answered with
+// <SEQ=SEG.ACK><CTL=RST>.
+func (e *Endpoint) synSentCheckACK(seg *Segment) bool {
+	if seg.Flags&FlagACK == 0 || (e.snd.iss.LessThan(seg.Ack) && !e.snd.max.LessThan(seg.Ack)) {
+		return true
+	}
+	e.stats.DropsBadACK++
+	if seg.Flags&FlagRST == 0 {
+		e.sendRSTFor(seg) // RFC 9293 3.10.7.3: <SEQ=SEG.ACK><CTL=RST>
+	}
+	return false
+}
+
+// synSentCheckRST is the second check in SYN-SENT (RFC 9293 3.10.7.3, RFC
+// 5961 3.2): only a RST that acknowledges our SYN refuses the connection;
+// one without an ACK is dropped.
+func (e *Endpoint) synSentCheckRST(seg *Segment) bool {
+	if seg.Flags&FlagRST == 0 {
+		return true
+	}
+	if seg.Flags&FlagACK != 0 {
+		e.stats.ResetsReceived++
+		e.enterClosed(ErrConnectionRefused)
+	} else {
+		e.stats.DropsNoACK++
+	}
+	return false
+}
+
+// synSentSYN is the fourth check in SYN-SENT (RFC 9293 3.10.7.3): the peer's
+// SYN. With an ACK of ours the connection is established and the SYN ACKed;
+// without, it is a simultaneous open (RFC 9293 3.5, figure 8): SYN-RECEIVED,
+// and our SYN is sent again as a SYN-ACK.
+func (e *Endpoint) synSentSYN(seg *Segment) {
 	e.negotiate(seg)
 	e.initCongestion()
-	if f&FlagACK != 0 {
+	if seg.Flags&FlagACK != 0 {
 		e.setState(StateEstablished)
 		e.handleAck(seg, true) // the SYN is acknowledged: SND.UNA advances, RTT sample
 		e.established()
@@ -84,8 +109,6 @@ func (e *Endpoint) handleSynSent(seg *Segment) {
 		e.output()
 		return
 	}
-	// Simultaneous open (RFC 9293 3.5, figure 8): SYN-RECEIVED, and our SYN is
-	// sent again as a SYN-ACK.
 	e.setState(StateSynReceived)
 	if len(e.snd.rtxq) > 0 {
 		e.transmit(e.snd.rtxq[0], false)
