@@ -87,14 +87,14 @@ func (r *newReno) onAck(acked int) {
 func (r *newReno) halve(flight int) { r.thresh = max(flight/2, 2*r.smss) }
 
 func (r *newReno) enterRecovery(flight int, by lossSignal) {
-	r.halve(flight) // RFC 5681 (4) / RFC 6582 3.2 (2)
-	r.wnd = r.thresh
-	switch {
-	case by == lossRACK:
-		r.caAcked = 0 // RFC 6675 5 (4.2): cwnd = ssthresh
-	case !r.sack:
+	r.halve(flight)  // RFC 5681 (4) / RFC 6582 3.2 (2)
+	r.wnd = r.thresh // with SACK, RFC 6675 5 (4.2): cwnd = ssthresh; pipe, not inflation, paces the rest
+	if by == lossDupAcks && !r.sack {
 		r.wnd += 3 * r.smss // RFC 6582 3.2 (2)/RFC 5681 3.2 (3): inflate by the three segments that left
-	} // with SACK, RFC 6675 5 (4.2): pipe, not inflation, paces the rest
+	}
+	if by == lossRACK {
+		r.caAcked = 0 // a recovery RACK starts restarts congestion avoidance's count; one the duplicate ACKs start keeps it
+	}
 }
 
 func (r *newReno) onRecoveryAck(acked int) {

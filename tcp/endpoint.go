@@ -32,9 +32,8 @@ type Endpoint struct {
 	fr     fastRecovery           // fast retransmit and recovery, RFC 5681/6582/6675 (recovery.go)
 	rtt    rttEstimator           // RFC 6298 (rtt.go)
 	rack   rackState              // RACK-TLP, RFC 8985 (rack.go)
+	cc     congestionControl      // cwnd and ssthresh: NewReno, RFC 5681/6582 (cc.go)
 	timers [numTimers]timer.Entry // all but retransmission, by kind (timers.go)
-
-	cc congestionControl // cwnd and ssthresh: NewReno, RFC 5681/6582 (cc.go)
 
 	// Negotiated options, which both sides use.
 	tsOK, sackOK, wsOK bool

@@ -183,6 +183,7 @@ func (s *sender) advance(ack seqnum.Value) (freed bool) {
 	return freed
 }
 
+// newSeg makes a txSeg, reusing a freed one (and its timer entry) if it can.
 func (e *Endpoint) newSeg(seq seqnum.Value, l seqnum.Size, flags Flags) *txSeg {
 	var s *txSeg
 	if n := len(e.snd.freeSegs); n > 0 {
@@ -197,6 +198,7 @@ func (e *Endpoint) newSeg(seq seqnum.Value, l seqnum.Size, flags Flags) *txSeg {
 	return s
 }
 
+// freeSeg stops s's retransmission timer (STOP_TIMER) and keeps s for reuse.
 func (e *Endpoint) freeSeg(s *txSeg) {
 	e.w.Stop(&s.entry)
 	if len(e.snd.freeSegs) < 64 {
