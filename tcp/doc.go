@@ -1,6 +1,59 @@
 // Package tcp is a TCP (RFC 9293) core that is free of I/O: parsed segments go
 // in through [Endpoint.HandleSegment] and [Listener.HandleSegment], segments to
-// send come out through an [Output], and time comes from a [timer.Wheel].
+// send come out through an [Output], and time comes from the event loop's
+// [timer.Wheel], which [Dial] and [NewListener] take.
+//
+// # Layout
+//
+// An [Endpoint] is the state machine and the glue; each of its parts owns its
+// fields and the methods that touch only them, in the file named after it:
+//
+//   - endpoint.go: Endpoint (state, error, events and their delivery, the
+//     parts below), Dial, the application calls (Read, Write, CloseWrite,
+//     Close, Abort), enterClosed, Info and Counters.
+//   - input.go: segment arrival, RFC 9293 3.10.7. SYN-SENT (3.10.7.3) and the
+//     synchronized states (3.10.7.4) are pipelines of the RFC's checks, one
+//     function each, named after the step: checkPAWS, checkSequence (first),
+//     checkRST (second), checkSYN (fourth), checkACK (fifth), processText
+//     (seventh), processFIN (eighth); handleSynchronized only drives them.
+//     Also option negotiation, the challenge-ACK limit (RFC 5961 7) and
+//     TIME-WAIT's entry.
+//   - snd.go: the sender (send sequence space, send buffer, retransmission
+//     queue of txSegs, retransmission and persist counts) and the send path:
+//     transmit, send (the fields every segment shares), output with SWS
+//     avoidance, ACK processing (handleAck, ackRange) and the RTO (onRTO).
+//   - rcv.go: the receiver (receive sequence space, buffer, out-of-order
+//     queue, advertised window and SWS avoidance, delayed-ACK accounting,
+//     SACK blocks to send). It sends nothing: input.go decides the ACKs.
+//   - sack.go: the scoreboard of what the peer's SACK blocks cover.
+//   - recovery.go: fast retransmit and fast recovery (RFC 5681 3.2, RFC 6582,
+//     RFC 6675): duplicate ACKs, the recovery point, what is resent.
+//   - cc.go: congestion control behind a small interface (cwnd, ssthresh,
+//     and a hook per event: ACK, recovery entered, ACK in recovery, recovery
+//     left, RTO, probe repair); newReno is the one implementation.
+//   - rack.go: RACK-TLP (RFC 8985): rackState, loss detection, the probes.
+//   - rtt.go: the RFC 6298 estimator.
+//   - timers.go: the endpoint's timers as an array indexed by timerKind, with
+//     one stopAll; their expiry functions (delayed ACK, keepalive, persist,
+//     TIME-WAIT/FIN-WAIT-2, user timeout); loopTimers and wheelTimers.
+//   - listen.go: the Listener (LISTEN, RFC 9293 3.10.7.2) and its half-open
+//     endpoints. config.go, segment.go, state.go, errors.go, buffer.go: the
+//     configuration, the wire format, the states, errors and events, and the
+//     byte queue both buffers use.
+//
+// # Time
+//
+// The endpoint reads no clock. It sees time only through loopTimers, the
+// loop's wheel: Now, the instant the loop handed in with its last Advance,
+// for everything (timestamps, RTT samples, RACK's xmit_ts, relative timers);
+// and SendTime, the instant a segment handed to the Output now leaves, from
+// which its retransmission timer runs, so that a resend leaves a full RTO
+// after the segment it repeats even when the packet that let the segment out
+// was handled some time after the last Advance. wheelTimers adapts the
+// *timer.Wheel that Dial and NewListener take: its SendTime is the wheel's
+// own clock read at the send, never before the wheel's Now. (timer.Wheel has
+// no such method; an adapter in tcp/ keeps timer/ unchanged and Dial's
+// signature with it.)
 //
 // Every TCP timer is an entry on the wheel, embedded in its owner:
 //
@@ -32,7 +85,32 @@
 //     (Config.DisableRecoveryProbe turns it off). See timers.go.
 //   - delayed ACK, keepalive, persist (zero-window probes), TIME_WAIT and the
 //     FIN_WAIT_2 timeout, and the user timeout (RFC 5482) are entries embedded in
-//     the Endpoint.
+//     the Endpoint (Endpoint.timers, by timerKind).
+//
+// Where each timer starts (START_TIMER) and stops (STOP_TIMER):
+//
+//   - retransmission (txSeg.entry): started by transmit (snd.go) from
+//     SendTime, and by ensureRTOTimer (snd.go) when an ACK or SACK leaves the
+//     oldest segment without one; stopped by ackRange through freeSeg
+//     (acknowledged), by updateSACK (sack.go, SACKed), by onRTO for all but
+//     the head (go-back-N), and by enterClosed.
+//   - timerDelayedACK: started by ackReceived (input.go); stopped by send
+//     (snd.go) whenever a segment carries the ACK.
+//   - timerKeepalive: started by armKeepalive (timers.go) on establishment and
+//     on every acceptable ACK, and by onKeepalive; stopped by SetKeepAlive.
+//   - timerPersist: started by armPersist from output when the peer's window
+//     is zero, and by onPersist; stopped by sendData and by takeWindow (snd.go)
+//     when the window opens.
+//   - timerClose: started by Close in FIN-WAIT-2, by ackOurFIN (input.go) on
+//     entering FIN-WAIT-2 after Close, by enterTimeWait, and by a FIN again in
+//     TIME-WAIT (checkSequence, ackOurFIN).
+//   - timerUser: started by transmit when data first waits for an ACK and by
+//     ackRange on progress; stopped by ackRange once nothing is outstanding.
+//   - timerPTO and timerReorder: started and stopped in rack.go (armPTO,
+//     rackDetectLoss, rackRecover, rackOnAck, rackOnRTO).
+//   - all of the endpoint's timers: stopped by stopAll (timers.go), from
+//     enterClosed (endpoint.go), and from enterTimeWait (input.go), which
+//     keeps timerClose.
 //
 // # Concurrency
 //

@@ -179,10 +179,10 @@ func runTransfer(t *testing.T, payload []byte, delay time.Duration, cfgf func(*C
 		}
 		if s.Seq.LessThan(maxEnd) {
 			res.rtx++
-			if l.server != nil && end.LessThanEq(l.server.rcvNxt) {
+			if l.server != nil && end.LessThanEq(l.server.rcv.nxt) {
 				res.rtxAcked++
 			}
-			if end.LessThanEq(l.client.sndUna) {
+			if end.LessThanEq(l.client.snd.una) {
 				res.rtxSndUna++
 			}
 		}
@@ -373,13 +373,13 @@ func TestTailLossRecovery(t *testing.T) {
 						closed = true
 					}
 				}
-				if tc.separate && !closed && written == size && c.sndMax == testISS+1+size {
+				if tc.separate && !closed && written == size && c.snd.max == testISS+1+size {
 					c.Close() // all the data has gone: the FIN goes alone
 					closed = true
 				}
 				if s := l.server; s != nil {
 					s.Read(buf)
-					if s.finRcvd {
+					if s.rcv.finRcvd {
 						doneAt = l.w.Now()
 					}
 				}

@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"fmt"
 	"io"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 type Endpoint struct {
 	id     ID
 	cfg    Config
-	w      *timer.Wheel
+	w      loopTimers // the loop's wheel and its time
 	out    Output
 	notify func(Event)
 	evs    Event // events not yet delivered
@@ -26,71 +25,24 @@ type Endpoint struct {
 	appClosed bool      // Close or Abort was called
 	passive   bool
 
-	// Send side (RFC 9293 3.3.1). sndNxt may fall back to sndUna after an RTO
-	// (go-back-N); sndMax is the highest sequence number sent.
-	iss                    seqnum.Value
-	sndUna, sndNxt, sndMax seqnum.Value
-	sndWnd, maxSndWnd      uint32 // scaled
-	sndWL1, sndWL2         seqnum.Value
-	sndBuf                 buffer       // unacknowledged and unsent data
-	sndBufSeq              seqnum.Value // sequence number of sndBuf's first byte
-	finQueued              bool         // CloseWrite: send FIN after the data
-	finSent                bool
-	finSeq                 seqnum.Value // valid when finSent
-	rtxq                   []*txSeg     // sent, unacknowledged segments, by sequence
-	freeSegs               []*txSeg
-	smss                   int // payload bytes per segment (RFC 9293 3.7.1 Eff.snd.MSS)
-	peerMSS                int
+	// The connection's parts, each owning its state in the file named after it.
+	snd    sender                 // send side: sequence space, buffer, retransmission queue (snd.go)
+	rcv    receiver               // receive side: sequence space, buffer, out-of-order queue (rcv.go)
+	sb     scoreboard             // what the peer's SACK blocks cover (sack.go)
+	fr     fastRecovery           // fast retransmit and recovery, RFC 5681/6582/6675 (recovery.go)
+	rtt    rttEstimator           // RFC 6298 (rtt.go)
+	rack   rackState              // RACK-TLP, RFC 8985 (rack.go)
+	cc     congestionControl      // cwnd and ssthresh: NewReno, RFC 5681/6582 (cc.go)
+	timers [numTimers]timer.Entry // all but retransmission, by kind (timers.go)
 
-	rtt            rttEstimator
-	rtoRetries     int // RTO expirations since the last progress (tcpi_retransmits)
-	synRetries     int
-	synRetransmit  bool
-	sampledHandshk bool
-
-	// Congestion control (RFC 5681, RFC 6582).
-	cwnd, ssthresh int
-	caAcked        int // bytes acknowledged in congestion avoidance, RFC 5681 3.1 (3)
-	dupAcks        int
-	inRecovery     bool
-	recover        seqnum.Value // RFC 6582 "recover"
-	highSACK       seqnum.Value // highest SACKed sequence number + 1
-	sackedBytes    int
-	sackedSegs     int // segments SACKed above SND.UNA (RACK.segs_sacked)
-
-	rack rackState // RACK-TLP (RFC 8985), see rack.go
-
-	// Negotiated options.
+	// Negotiated options, which both sides use.
 	tsOK, sackOK, wsOK bool
-	sndWS, rcvWS       uint8
 	tsRecent           uint32
 	tsOffset           uint32
 	lastAckSent        seqnum.Value
 
-	// Receive side.
-	irs, rcvNxt  seqnum.Value
-	rcvAdv       seqnum.Value // right edge of the window we advertised
-	rcvBuf       buffer
-	ooo          []oooSeg // out-of-order segments, by sequence
-	lastOOO      seqnum.Value
-	finRcvd      bool // FIN consumed: Read returns io.EOF after the data
-	rcvMSS       int  // largest segment seen, for the delayed-ACK rule
-	unackedBytes int  // in-order bytes received since the last ACK
-
-	// Timers, on the wheel.
-	delack     timer.Entry
-	keepalive  timer.Entry
-	persist    timer.Entry
-	closeTimer timer.Entry // TIME_WAIT and the FIN_WAIT_2 timeout
-	userTO     timer.Entry
-	pto        timer.Entry // RFC 8985 7.2: the tail-loss probe timeout
-	reoTimer   timer.Entry // RFC 8985 6.2 step 5: RACK's reordering timer
-
-	keepProbes     int
-	persistBackoff int
-	persistProbes  int
-	challengeSec   time.Duration
-	challengeCount int
+	keepProbes int            // unanswered keepalive probes (timers.go)
+	challenges challengeLimit // RFC 5961 7 (input.go)
 
 	stats Counters
 }
@@ -102,7 +54,7 @@ func Dial(w *timer.Wheel, out Output, id ID, cfg Config) (*Endpoint, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := newEndpoint(w, out, id, cfg.withDefaults())
+	e := newEndpoint(wheelTimers{w}, out, id, cfg.withDefaults())
 	e.state = StateSynSent
 	e.sendSYN()
 	e.flush()
@@ -112,32 +64,24 @@ func Dial(w *timer.Wheel, out Output, id ID, cfg Config) (*Endpoint, error) {
 	return e, nil
 }
 
-func newEndpoint(w *timer.Wheel, out Output, id ID, cfg Config) *Endpoint {
+func newEndpoint(w loopTimers, out Output, id ID, cfg Config) *Endpoint {
 	e := &Endpoint{id: id, cfg: cfg, w: w, out: out}
 	e.rtt = newRTTEstimator(cfg.InitialRTO, cfg.MinRTO, cfg.MaxRTO, w.Tick())
-	e.iss = cfg.ISN(id, w.Now())
-	e.sndUna, e.sndNxt, e.sndMax = e.iss, e.iss, e.iss
-	e.sndBufSeq = e.iss + 1
-	e.recover = e.iss
-	e.tsOffset = uint32(e.iss) // RFC 7323 5.4: a per-connection random offset
-	e.peerMSS = DefaultMSS
-	e.smss = DefaultMSS
-	e.ssthresh = 1 << 30 // RFC 5681 3.1: arbitrarily high
+	iss := cfg.ISN(id, w.Now())
+	e.snd = newSender(iss)
+	e.fr.recover = iss
+	e.tsOffset = uint32(iss) // RFC 7323 5.4: a per-connection random offset
+	e.cc = newNewReno()
 	e.tsOK = !cfg.DisableTimestamps
 	e.sackOK = !cfg.DisableSACK
 	e.wsOK = !cfg.DisableWindowScale
+	var ws uint8
 	if e.wsOK {
-		e.rcvWS = windowShift(cfg.RecvBuffer)
+		ws = windowShift(cfg.RecvBuffer)
 	}
-	e.rcvMSS = DefaultMSS
-	e.delack.Init(e.onDelayedACK)
-	e.keepalive.Init(e.onKeepalive)
-	e.persist.Init(e.onPersist)
-	e.closeTimer.Init(e.onCloseTimer)
-	e.userTO.Init(e.onUserTimeout)
-	e.pto.Init(e.onPTO)
-	e.reoTimer.Init(e.onReorderTimer)
-	e.rack.fack = e.iss
+	e.rcv = newReceiver(cfg, ws)
+	e.initTimers()
+	e.rack.fack = iss
 	return e
 }
 
@@ -194,16 +138,18 @@ func (e *Endpoint) Read(p []byte) (int, error) {
 	if e.appClosed {
 		return 0, ErrClosed
 	}
-	if e.rcvBuf.len() > 0 {
-		n := e.rcvBuf.read(p)
+	if e.rcv.buf.len() > 0 {
+		n := e.rcv.buf.read(p)
 		e.stats.BytesRead += uint64(n)
-		e.maybeWindowUpdate()
+		if e.state.canReceive() && e.rcv.windowUpdateDue() {
+			e.sendAck() // RFC 1122 4.2.3.3: a window update after Read freed space
+		}
 		return n, nil
 	}
 	if e.err != nil {
 		return 0, e.err
 	}
-	if e.finRcvd {
+	if e.rcv.finRcvd {
 		return 0, io.EOF
 	}
 	if len(p) == 0 || e.state == StateSynSent || e.state == StateSynReceived || e.state.canReceive() {
@@ -213,7 +159,7 @@ func (e *Endpoint) Read(p []byte) (int, error) {
 }
 
 // Readable returns the number of bytes Read can return now.
-func (e *Endpoint) Readable() int { return e.rcvBuf.len() }
+func (e *Endpoint) Readable() int { return e.rcv.buf.len() }
 
 // Write copies as much of p as the send buffer has room for, and returns the
 // count: short, possibly zero, when the buffer is full (wait for
@@ -225,25 +171,25 @@ func (e *Endpoint) Write(p []byte) (int, error) {
 		return 0, ErrClosed
 	case e.err != nil:
 		return 0, e.err
-	case e.finQueued:
+	case e.snd.finQueued:
 		return 0, ErrWriteClosed
 	case e.state == StateSynSent || e.state == StateSynReceived:
 		return 0, nil
 	case !e.state.canSend():
 		return 0, ErrClosed
 	}
-	n := min(len(p), e.cfg.SendBuffer-e.sndBuf.len())
+	n := min(len(p), e.cfg.SendBuffer-e.snd.buf.len())
 	if n <= 0 {
 		return 0, nil
 	}
-	e.sndBuf.write(p[:n])
+	e.snd.buf.write(p[:n])
 	e.stats.BytesWritten += uint64(n)
 	e.output()
 	return n, nil
 }
 
 // Writable returns the free space in the send buffer.
-func (e *Endpoint) Writable() int { return max(0, e.cfg.SendBuffer-e.sndBuf.len()) }
+func (e *Endpoint) Writable() int { return max(0, e.cfg.SendBuffer-e.snd.buf.len()) }
 
 // CloseWrite queues a FIN after the buffered data (the half-close, RFC 9293
 // 3.10.4). Further Writes fail with ErrWriteClosed.
@@ -259,7 +205,7 @@ func (e *Endpoint) CloseWrite() error {
 }
 
 func (e *Endpoint) closeWrite() error {
-	if e.finQueued {
+	if e.snd.finQueued {
 		return nil
 	}
 	switch e.state {
@@ -267,13 +213,13 @@ func (e *Endpoint) closeWrite() error {
 		e.enterClosed(nil) // RFC 9293 3.10.4: SYN-SENT: delete the TCB
 		return nil
 	case StateEstablished, StateSynReceived:
-		e.finQueued = true
+		e.snd.finQueued = true
 		if e.state == StateEstablished {
 			e.setState(StateFinWait1)
 			e.output()
 		}
 	case StateCloseWait:
-		e.finQueued = true
+		e.snd.finQueued = true
 		e.setState(StateLastAck)
 		e.output()
 	}
@@ -294,13 +240,13 @@ func (e *Endpoint) Close() error {
 	if e.state == StateClosed {
 		return nil
 	}
-	if e.rcvBuf.len() > 0 || len(e.ooo) > 0 {
+	if e.rcv.buf.len() > 0 || len(e.rcv.ooo) > 0 {
 		e.abort(nil, true) // RFC 2525 2.17: unread data is lost: reset (sendRST counts it)
 		return nil
 	}
 	e.closeWrite()
 	if e.state == StateFinWait2 {
-		e.startTimer(&e.closeTimer, e.cfg.FinWait2)
+		e.startTimer(timerClose, e.cfg.FinWait2)
 	}
 	return nil
 }
@@ -319,7 +265,7 @@ func (e *Endpoint) Abort() {
 // abort sends a RST (if rst) and closes with err.
 func (e *Endpoint) abort(err error, rst bool) {
 	if rst && e.state != StateClosed && e.state != StateTimeWait {
-		e.sendRST(e.sndNxt)
+		e.sendRST(e.snd.nxt)
 	}
 	e.enterClosed(err)
 }
@@ -330,18 +276,12 @@ func (e *Endpoint) enterClosed(err error) {
 	if e.state == StateClosed {
 		return
 	}
-	for _, s := range e.rtxq {
+	for _, s := range e.snd.rtxq {
 		e.w.Stop(&s.entry)
 	}
-	e.rtxq = e.rtxq[:0]
-	e.w.Stop(&e.delack)
-	e.w.Stop(&e.keepalive)
-	e.w.Stop(&e.persist)
-	e.w.Stop(&e.closeTimer)
-	e.w.Stop(&e.userTO)
-	e.w.Stop(&e.pto)
-	e.w.Stop(&e.reoTimer)
-	e.ooo = nil
+	e.snd.rtxq = e.snd.rtxq[:0]
+	e.stopAll(timerNone)
+	e.rcv.ooo = nil
 	e.setState(StateClosed)
 	if err != nil && e.err == nil {
 		e.err = err
@@ -360,23 +300,7 @@ func (e *Endpoint) setState(s State) {
 	}
 }
 
-// startTimer arms a timer; a wheel that refuses it (closed, full) aborts the
-// connection, for a connection without its timers is not TCP.
-func (e *Endpoint) startTimer(t *timer.Entry, d time.Duration) {
-	if err := e.w.Start(t, d); err != nil {
-		e.timerFailed(err)
-	}
-}
-
-// timerFailed counts a timer the wheel refused and aborts the connection.
-func (e *Endpoint) timerFailed(err error) {
-	e.stats.TimerErrors++
-	if e.state != StateClosed {
-		e.enterClosed(fmt.Errorf("%w: %w", ErrWheel, err))
-	}
-}
-
-// now is the wheel's time.
+// now is the loop's time: the instant it handed in with its last Advance.
 func (e *Endpoint) now() time.Duration { return e.w.Now() }
 
 // tsVal is our timestamp clock, 1 ms per tick (RFC 7323 5.4).
@@ -453,28 +377,28 @@ func (e *Endpoint) Info() Info {
 		SRTT:           e.rtt.srtt,
 		RTTVar:         e.rtt.rttvar,
 		MinRTT:         e.rtt.minSeen,
-		Retransmits:    e.rtoRetries,
+		Retransmits:    e.snd.rtoRetries,
 		Backoff:        e.rtt.backoff,
-		Cwnd:           e.cwnd,
-		Ssthresh:       e.ssthresh,
-		SndMSS:         e.smss,
-		RcvMSS:         e.rcvMSS,
-		Unacked:        len(e.rtxq),
-		Sacked:         e.sackedBytes,
-		SndWnd:         int(e.sndWnd),
-		RcvWnd:         int(e.rcvAdv - e.rcvNxt),
+		Cwnd:           e.cc.cwnd(),
+		Ssthresh:       e.cc.ssthresh(),
+		SndMSS:         e.snd.smss,
+		RcvMSS:         e.rcv.mss,
+		Unacked:        len(e.snd.rtxq),
+		Sacked:         e.sb.bytes,
+		SndWnd:         int(e.snd.wnd),
+		RcvWnd:         int(e.rcv.adv - e.rcv.nxt),
 		SndWScale:      -1,
 		RcvWScale:      -1,
 		Timestamps:     e.tsOK,
 		SACK:           e.sackOK,
-		InRecovery:     e.inRecovery,
+		InRecovery:     e.fr.active,
 		RACKTLP:        e.rackOn(),
 		RACKRTT:        e.rack.rtt,
 		ReoWnd:         e.rackReoWnd(),
 		ReorderingSeen: e.rack.reorderingSeen,
 		TLPOutstanding: e.rack.tlpActive,
-		SndBuffered:    e.sndBuf.len(),
-		RcvBuffered:    e.rcvBuf.len(),
+		SndBuffered:    e.snd.buf.len(),
+		RcvBuffered:    e.rcv.buf.len(),
 		KeepAlive:      e.cfg.KeepAlive,
 		KeepIdle:       e.cfg.KeepIdle,
 		KeepInterval:   e.cfg.KeepInterval,
@@ -482,39 +406,7 @@ func (e *Endpoint) Info() Info {
 		Counters:       e.stats,
 	}
 	if e.wsOK {
-		i.SndWScale, i.RcvWScale = int(e.sndWS), int(e.rcvWS)
+		i.SndWScale, i.RcvWScale = int(e.snd.ws), int(e.rcv.ws)
 	}
 	return i
-}
-
-// buffer is a byte queue: data is appended at the end and consumed from the
-// front, and the storage is reused.
-type buffer struct {
-	b   []byte
-	off int
-}
-
-func (b *buffer) len() int           { return len(b.b) - b.off }
-func (b *buffer) bytes() []byte      { return b.b[b.off:] }
-func (b *buffer) consume(n int)      { b.off += n; b.compact() }
-func (b *buffer) at(i, n int) []byte { return b.b[b.off+i : b.off+i+n] }
-
-func (b *buffer) compact() {
-	if b.off == len(b.b) {
-		b.b, b.off = b.b[:0], 0
-	}
-}
-
-func (b *buffer) write(p []byte) {
-	if b.off > 0 && cap(b.b)-len(b.b) < len(p) {
-		n := copy(b.b, b.b[b.off:])
-		b.b, b.off = b.b[:n], 0
-	}
-	b.b = append(b.b, p...)
-}
-
-func (b *buffer) read(p []byte) int {
-	n := copy(p, b.b[b.off:])
-	b.consume(n)
-	return n
 }

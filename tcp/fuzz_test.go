@@ -60,21 +60,21 @@ func FuzzHandleSegment(f *testing.F) {
 
 func checkInvariants(t *testing.T, e *Endpoint) {
 	t.Helper()
-	if e.sndMax.LessThan(e.sndUna) || e.sndMax.LessThan(e.sndNxt) || e.sndNxt.LessThan(e.sndUna) {
-		t.Fatalf("send sequence: una %d nxt %d max %d", e.sndUna, e.sndNxt, e.sndMax)
+	if e.snd.max.LessThan(e.snd.una) || e.snd.max.LessThan(e.snd.nxt) || e.snd.nxt.LessThan(e.snd.una) {
+		t.Fatalf("send sequence: una %d nxt %d max %d", e.snd.una, e.snd.nxt, e.snd.max)
 	}
-	for i, s := range e.rtxq {
-		if i > 0 && s.seq != e.rtxq[i-1].end() {
+	for i, s := range e.snd.rtxq {
+		if i > 0 && s.seq != e.snd.rtxq[i-1].end() {
 			t.Fatalf("retransmission queue not contiguous at %d", i)
 		}
 	}
-	if len(e.rtxq) > 0 && (e.rtxq[0].seq != e.sndUna || e.rtxq[len(e.rtxq)-1].end() != e.sndMax) {
-		t.Fatalf("queue [%d, %d) does not cover [%d, %d)", e.rtxq[0].seq, e.rtxq[len(e.rtxq)-1].end(), e.sndUna, e.sndMax)
+	if len(e.snd.rtxq) > 0 && (e.snd.rtxq[0].seq != e.snd.una || e.snd.rtxq[len(e.snd.rtxq)-1].end() != e.snd.max) {
+		t.Fatalf("queue [%d, %d) does not cover [%d, %d)", e.snd.rtxq[0].seq, e.snd.rtxq[len(e.snd.rtxq)-1].end(), e.snd.una, e.snd.max)
 	}
-	if e.sndBuf.len() > e.cfg.SendBuffer || e.rcvBuf.len() > e.cfg.RecvBuffer {
-		t.Fatalf("buffers over their bounds: %d %d", e.sndBuf.len(), e.rcvBuf.len())
+	if e.snd.buf.len() > e.cfg.SendBuffer || e.rcv.buf.len() > e.cfg.RecvBuffer {
+		t.Fatalf("buffers over their bounds: %d %d", e.snd.buf.len(), e.rcv.buf.len())
 	}
-	if e.state == StateClosed && (e.delack.Pending() || e.keepalive.Pending() || e.persist.Pending() || e.closeTimer.Pending() || e.userTO.Pending() || e.pto.Pending() || e.reoTimer.Pending()) {
+	if e.state == StateClosed && (e.timers[timerDelayedACK].Pending() || e.timers[timerKeepalive].Pending() || e.timers[timerPersist].Pending() || e.timers[timerClose].Pending() || e.timers[timerUser].Pending() || e.timers[timerPTO].Pending() || e.timers[timerReorder].Pending()) {
 		t.Fatal("CLOSED with a timer pending")
 	}
 }

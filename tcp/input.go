@@ -1,8 +1,6 @@
 package tcp
 
-import (
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
-)
+import "time"
 
 // HandleSegment processes a segment the stack demultiplexed to this endpoint
 // (RFC 9293 3.10.7). The endpoint copies what it keeps of seg.Payload. Bad input
@@ -25,62 +23,85 @@ func (e *Endpoint) HandleSegment(seg *Segment) {
 // negotiate applies the options of the peer's SYN or SYN-ACK.
 func (e *Endpoint) negotiate(seg *Segment) {
 	o := &seg.Options
-	e.peerMSS = DefaultMSS // RFC 9293 3.7.1: 536 when no MSS option came
+	e.snd.peerMSS = DefaultMSS // RFC 9293 3.7.1: 536 when no MSS option came
 	if o.HasMSS && o.MSS > 0 {
-		e.peerMSS = int(o.MSS)
+		e.snd.peerMSS = int(o.MSS)
 	}
 	e.wsOK = e.wsOK && o.HasWS // RFC 7323 2.2: both sides must send it
 	if e.wsOK {
-		e.sndWS = o.WindowScale
+		e.snd.ws = o.WindowScale
 	} else {
-		e.sndWS, e.rcvWS = 0, 0
+		e.snd.ws, e.rcv.ws = 0, 0
 	}
 	e.sackOK = e.sackOK && o.SACKPermitted // RFC 2018 2
 	e.tsOK = e.tsOK && o.TS                // RFC 7323 3.2
 	if e.tsOK {
 		e.tsRecent = o.TSVal
 	}
-	e.smss = min(e.peerMSS, e.cfg.MSS)
+	e.snd.smss = min(e.snd.peerMSS, e.cfg.MSS)
 	if e.tsOK {
-		e.smss -= 12 // RFC 9293 3.7.1: the options in every segment come out of the MSS
+		e.snd.smss -= 12 // RFC 9293 3.7.1: the options in every segment come out of the MSS
 	}
-	e.smss = max(e.smss, 64)
-	e.irs = seg.Seq
-	e.rcvNxt = seg.Seq + 1
-	e.rcvAdv = e.rcvNxt
-	e.sndWnd = uint32(seg.Window) // RFC 7323 2.2: the window of a SYN is not scaled
-	e.maxSndWnd = e.sndWnd
-	e.sndWL1, e.sndWL2 = seg.Seq, e.iss
+	e.snd.smss = max(e.snd.smss, 64)
+	e.rcv.start(seg.Seq)
+	e.snd.wnd = uint32(seg.Window) // RFC 7323 2.2: the window of a SYN is not scaled
+	e.snd.maxWnd = e.snd.wnd
+	e.snd.wl1, e.snd.wl2 = seg.Seq, e.snd.iss
 }
 
-// handleSynSent is RFC 9293 3.10.7.3.
+// handleSynSent is RFC 9293 3.10.7.3, SYN-SENT: the RFC's checks in its
+// order, then the SYN's processing.
 func (e *Endpoint) handleSynSent(seg *Segment) {
-	f := seg.Flags
-	if f&FlagACK != 0 {
-		if seg.Ack.LessThanEq(e.iss) || e.sndMax.LessThan(seg.Ack) {
-			e.stats.DropsBadACK++
-			if f&FlagRST == 0 {
-				e.sendRSTFor(seg) // RFC 9293 3.10.7.3: <SEQ=SEG.ACK><CTL=RST>
-			}
-			return
-		}
-	}
-	if f&FlagRST != 0 {
-		if f&FlagACK != 0 { // RFC 5961 3.2 / RFC 9293: only a RST that acknowledges our SYN counts
-			e.stats.ResetsReceived++
-			e.enterClosed(ErrConnectionRefused)
-		} else {
-			e.stats.DropsNoACK++
-		}
+	if !e.synSentCheckACK(seg) || // first
+		!e.synSentCheckRST(seg) { // second
 		return
 	}
-	if f&FlagSYN == 0 {
+	// third, security: no IP security option is kept (RFC 9293 3.10.7.3)
+	if seg.Flags&FlagSYN == 0 { // fifth: neither SYN nor RST: drop
 		e.stats.DropsNoACK++
 		return
 	}
+	e.synSentSYN(seg) // fourth
+}
+
+// synSentCheckACK is the first check in SYN-SENT (RFC 9293 3.10.7.3): an ACK
+// of anything but our SYN is dropped, and, unless it is a RST, answered with
+// <SEQ=SEG.ACK><CTL=RST>.
+func (e *Endpoint) synSentCheckACK(seg *Segment) bool {
+	if seg.Flags&FlagACK == 0 || (e.snd.iss.LessThan(seg.Ack) && !e.snd.max.LessThan(seg.Ack)) {
+		return true
+	}
+	e.stats.DropsBadACK++
+	if seg.Flags&FlagRST == 0 {
+		e.sendRSTFor(seg) // RFC 9293 3.10.7.3: <SEQ=SEG.ACK><CTL=RST>
+	}
+	return false
+}
+
+// synSentCheckRST is the second check in SYN-SENT (RFC 9293 3.10.7.3, RFC
+// 5961 3.2): only a RST that acknowledges our SYN refuses the connection;
+// one without an ACK is dropped.
+func (e *Endpoint) synSentCheckRST(seg *Segment) bool {
+	if seg.Flags&FlagRST == 0 {
+		return true
+	}
+	if seg.Flags&FlagACK != 0 {
+		e.stats.ResetsReceived++
+		e.enterClosed(ErrConnectionRefused)
+	} else {
+		e.stats.DropsNoACK++
+	}
+	return false
+}
+
+// synSentSYN is the fourth check in SYN-SENT (RFC 9293 3.10.7.3): the peer's
+// SYN. With an ACK of ours the connection is established and the SYN ACKed;
+// without, it is a simultaneous open (RFC 9293 3.5, figure 8): SYN-RECEIVED,
+// and our SYN is sent again as a SYN-ACK.
+func (e *Endpoint) synSentSYN(seg *Segment) {
 	e.negotiate(seg)
 	e.initCongestion()
-	if f&FlagACK != 0 {
+	if seg.Flags&FlagACK != 0 {
 		e.setState(StateEstablished)
 		e.handleAck(seg, true) // the SYN is acknowledged: SND.UNA advances, RTT sample
 		e.established()
@@ -88,11 +109,9 @@ func (e *Endpoint) handleSynSent(seg *Segment) {
 		e.output()
 		return
 	}
-	// Simultaneous open (RFC 9293 3.5, figure 8): SYN-RECEIVED, and our SYN is
-	// sent again as a SYN-ACK.
 	e.setState(StateSynReceived)
-	if len(e.rtxq) > 0 {
-		e.transmit(e.rtxq[0], false)
+	if len(e.snd.rtxq) > 0 {
+		e.transmit(e.snd.rtxq[0], false)
 	}
 }
 
@@ -109,19 +128,20 @@ func (e *Endpoint) sendRSTFor(seg *Segment) {
 
 // initCongestion sets the initial window (RFC 5681 3.1, RFC 6928).
 func (e *Endpoint) initCongestion() {
-	e.cwnd = e.cfg.InitialCwnd * e.smss
-	if e.synRetransmit {
-		e.cwnd = e.smss // RFC 5681 3.1: IW is one segment after a lost SYN or SYN-ACK
+	iw := e.cfg.InitialCwnd
+	if e.snd.synRetransmit {
+		iw = 1 // RFC 5681 3.1: IW is one segment after a lost SYN or SYN-ACK
 	}
+	e.cc.start(e.snd.smss, iw, e.sackOK)
 }
 
 // established runs once at the transition to ESTABLISHED.
 func (e *Endpoint) established() {
-	if e.synRetransmit {
-		e.rtt.synFallback() // RFC 6298 (5.7)
-		e.cwnd = e.smss     // RFC 5681 3.1
+	if e.snd.synRetransmit {
+		e.rtt.synFallback()                 // RFC 6298 (5.7)
+		e.cc.start(e.snd.smss, 1, e.sackOK) // RFC 5681 3.1
 	}
-	e.rtoRetries = 0
+	e.snd.rtoRetries = 0
 	e.event(EventEstablished | EventWritable)
 	e.armKeepalive()
 }
@@ -130,168 +150,316 @@ func (e *Endpoint) established() {
 func tsBefore(a, b uint32) bool { return int32(a-b) < 0 }
 
 // handleSynchronized is RFC 9293 3.10.7.4, for SYN-RECEIVED and the
-// synchronized states.
+// synchronized states: the RFC's checks in its order, one function each. A
+// check that is done with the segment (dropped, answered, or the connection
+// closed) returns false and ends the pipeline.
 func (e *Endpoint) handleSynchronized(seg *Segment) {
-	f := seg.Flags
-	segLen := seg.Len()
-	if e.state == StateSynReceived && f&(FlagSYN|FlagRST|FlagACK) == FlagSYN && seg.Seq == e.irs {
-		e.transmitSYNAgain() // the peer retransmitted its SYN: our SYN-ACK was lost
+	if e.resendSYNACK(seg) || // SYN-RECEIVED: the peer's SYN again
+		!e.checkPAWS(seg) || // RFC 7323 5.3, before the first check
+		!e.checkSequence(seg) || // first
+		!e.checkRST(seg) || // second
+		// third, security: no IP security option is kept (RFC 9293 3.10.7.4)
+		!e.checkSYN(seg) || // fourth
+		!e.checkACK(seg) { // fifth
 		return
 	}
-	// RFC 7323 5.3 (R1): PAWS.
-	if e.tsOK && seg.Options.TS && f&FlagRST == 0 && tsBefore(seg.Options.TSVal, e.tsRecent) {
-		e.stats.DropsPAWS++
-		e.sendAck()
-		return
-	}
-	// First check: sequence number (RFC 9293 3.10.7.4, the four cases).
-	if !e.acceptable(seg.Seq, segLen) {
-		e.stats.DropsOutOfWindow++
-		if f&FlagRST == 0 {
-			if e.state == StateTimeWait && f&FlagFIN != 0 {
-				e.startTimer(&e.closeTimer, e.cfg.TimeWait) // a retransmitted FIN restarts 2*MSL
-			}
-			e.sendAck() // RFC 9293 3.10.7.4: <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>
-		}
-		return
-	}
-	// Second check: RST (RFC 5961 3.2).
-	if f&FlagRST != 0 {
-		if seg.Seq != e.rcvNxt {
-			e.challengeAck() // RFC 5961 3.2: in the window but not exact: challenge ACK
-			return
-		}
-		e.stats.ResetsReceived++
-		switch e.state {
-		case StateSynReceived:
-			if e.passive {
-				e.enterClosed(nil) // RFC 9293: a passive open returns to LISTEN
-			} else {
-				e.enterClosed(ErrConnectionRefused)
-			}
-		case StateEstablished, StateFinWait1, StateFinWait2, StateCloseWait:
-			e.enterClosed(ErrConnectionReset)
-		default: // CLOSING, LAST-ACK, TIME-WAIT
-			e.enterClosed(nil)
-		}
-		return
-	}
-	// Fourth check: SYN (RFC 5961 4.2): any SYN here gets a challenge ACK.
-	if f&FlagSYN != 0 {
-		e.challengeAck()
-		return
-	}
-	// Fifth check: ACK.
-	if f&FlagACK == 0 {
-		e.stats.DropsNoACK++
-		return
-	}
-	// RFC 7323 4.3 (2): remember the peer's timestamp.
-	if e.tsOK && seg.Options.TS && seg.Seq.LessThanEq(e.lastAckSent) && !tsBefore(seg.Options.TSVal, e.tsRecent) {
-		e.tsRecent = seg.Options.TSVal
-	}
-	e.armKeepalive()
-	if e.state == StateSynReceived {
-		if !seg.Ack.InRange(e.sndUna+1, e.sndMax+1) {
-			e.stats.DropsBadACK++
-			e.sendRSTFor(seg) // RFC 9293 3.10.7.4: <SEQ=SEG.ACK><CTL=RST>
-			return
-		}
-		if l := e.listener; l != nil && l.queueFull() {
-			l.stats.DropsAcceptQueue++ // stay in SYN-RECEIVED: the SYN-ACK retry asks for the ACK again
-			return
-		}
-		e.setState(StateEstablished)
-		if e.finQueued {
-			e.setState(StateFinWait1)
-		}
-		e.handleAck(seg, true)
-		e.established()
-		if l := e.listener; l != nil {
-			e.listener = nil
-			l.accepted(e)
-			if e.state == StateClosed {
-				return
-			}
-		}
-	} else if !e.handleAck(seg, false) {
-		return
-	}
-	if e.state == StateClosed {
-		return
-	}
-	ourFINAcked := e.finSent && e.finSeq.LessThan(e.sndUna)
-	switch e.state {
-	case StateFinWait1:
-		if ourFINAcked {
-			e.setState(StateFinWait2)
-			if e.appClosed {
-				e.startTimer(&e.closeTimer, e.cfg.FinWait2) // Linux tcp_fin_timeout
-			}
-		}
-	case StateClosing:
-		if ourFINAcked {
-			e.enterTimeWait()
-			return
-		}
-		e.output() // data queued before our FIN may still be waiting for the window
-		return
-	case StateLastAck:
-		if ourFINAcked {
-			e.enterClosed(nil)
-			return
-		}
-		e.output() // data queued before our FIN may still be waiting for the window
-		return
-	case StateTimeWait:
-		if f&FlagFIN != 0 {
-			e.sendAck()
-			e.startTimer(&e.closeTimer, e.cfg.TimeWait) // RFC 9293 3.10.7.4: restart the 2 MSL timeout
-		}
-		return
-	}
-	// Seventh and eighth checks: text and FIN.
-	if e.state.canReceive() {
-		if len(seg.Payload) > 0 || f&FlagFIN != 0 {
-			e.processData(seg)
-		}
-	}
+	// sixth, URG: ignored (RFC 9293 3.10.7.4; RFC 6093 deprecates the urgent mechanism)
+	e.processText(seg) // seventh, and the eighth (FIN) with it
 	if e.state != StateClosed {
 		e.output()
 	}
 }
 
-// acceptable is the table of RFC 9293 3.10.7.4: RCV.WND is what we advertised.
-func (e *Endpoint) acceptable(seq seqnum.Value, segLen seqnum.Size) bool {
-	wnd := e.rcvWnd()
-	if segLen == 0 {
-		if wnd == 0 {
-			return seq == e.rcvNxt
-		}
-		return seq.InWindow(e.rcvNxt, wnd)
-	}
-	if wnd == 0 {
+// resendSYNACK answers a retransmitted SYN in SYN-RECEIVED with the SYN-ACK
+// (the peer's SYN came again: ours was lost). It reports whether it did.
+func (e *Endpoint) resendSYNACK(seg *Segment) bool {
+	if e.state != StateSynReceived || seg.Flags&(FlagSYN|FlagRST|FlagACK) != FlagSYN || seg.Seq != e.rcv.irs {
 		return false
 	}
-	last := seq.Add(segLen - 1)
-	return seq.InWindow(e.rcvNxt, wnd) || last.InWindow(e.rcvNxt, wnd)
+	if len(e.snd.rtxq) > 0 && e.snd.rtxq[0].flags&FlagSYN != 0 {
+		e.transmit(e.snd.rtxq[0], true)
+	}
+	return true
 }
 
-// transmitSYNAgain answers a retransmitted SYN in SYN-RECEIVED with the SYN-ACK.
-func (e *Endpoint) transmitSYNAgain() {
-	if len(e.rtxq) > 0 && e.rtxq[0].flags&FlagSYN != 0 {
-		e.transmit(e.rtxq[0], true)
+// checkPAWS is RFC 7323 5.3 (R1): a segment whose timestamp is older than
+// TS.Recent is a wrapped old duplicate: ACK it and drop it.
+func (e *Endpoint) checkPAWS(seg *Segment) bool {
+	if e.tsOK && seg.Options.TS && seg.Flags&FlagRST == 0 && tsBefore(seg.Options.TSVal, e.tsRecent) {
+		e.stats.DropsPAWS++
+		e.sendAck()
+		return false
+	}
+	return true
+}
+
+// checkSequence is the first check (RFC 9293 3.10.7.4, the four cases of
+// acceptability): an unacceptable segment is dropped and, unless it is a
+// RST, answered with <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>.
+func (e *Endpoint) checkSequence(seg *Segment) bool {
+	if e.rcv.acceptable(seg.Seq, seg.Len()) {
+		return true
+	}
+	e.stats.DropsOutOfWindow++
+	if seg.Flags&FlagRST == 0 {
+		if e.state == StateTimeWait && seg.Flags&FlagFIN != 0 {
+			e.startTimer(timerClose, e.cfg.TimeWait) // a retransmitted FIN restarts 2*MSL
+		}
+		e.sendAck() // RFC 9293 3.10.7.4: <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>
+	}
+	return false
+}
+
+// checkRST is the second check (RFC 9293 3.10.7.4, with RFC 5961 3.2): a RST
+// at exactly RCV.NXT closes the connection; one elsewhere in the window gets a
+// challenge ACK.
+func (e *Endpoint) checkRST(seg *Segment) bool {
+	if seg.Flags&FlagRST == 0 {
+		return true
+	}
+	if seg.Seq != e.rcv.nxt {
+		e.challengeAck() // RFC 5961 3.2: in the window but not exact: challenge ACK
+		return false
+	}
+	e.stats.ResetsReceived++
+	switch e.state {
+	case StateSynReceived:
+		if e.passive {
+			e.enterClosed(nil) // RFC 9293 3.10.7.4: a passive open returns to LISTEN
+		} else {
+			e.enterClosed(ErrConnectionRefused)
+		}
+	case StateEstablished, StateFinWait1, StateFinWait2, StateCloseWait:
+		e.enterClosed(ErrConnectionReset)
+	default: // CLOSING, LAST-ACK, TIME-WAIT
+		e.enterClosed(nil)
+	}
+	return false
+}
+
+// checkSYN is the fourth check (RFC 9293 3.10.7.4, with RFC 5961 4.2): any
+// SYN here gets a challenge ACK and is dropped.
+func (e *Endpoint) checkSYN(seg *Segment) bool {
+	if seg.Flags&FlagSYN == 0 {
+		return true
+	}
+	e.challengeAck()
+	return false
+}
+
+// checkACK is the fifth check (RFC 9293 3.10.7.4): a segment without ACK is
+// dropped; an acceptable ACK completes the handshake in SYN-RECEIVED,
+// advances SND.UNA and the send window, and moves the closing states on.
+func (e *Endpoint) checkACK(seg *Segment) bool {
+	if seg.Flags&FlagACK == 0 {
+		e.stats.DropsNoACK++
+		return false
+	}
+	e.updateTSRecent(seg)
+	e.armKeepalive()
+	if e.state == StateSynReceived {
+		if !e.ackSynReceived(seg) {
+			return false
+		}
+	} else if !e.handleAck(seg, false) {
+		return false
+	}
+	if e.state == StateClosed {
+		return false
+	}
+	return e.ackOurFIN(seg)
+}
+
+// updateTSRecent is RFC 7323 4.3 (2): remember the peer's timestamp from a
+// segment that covers the last ACK we sent.
+func (e *Endpoint) updateTSRecent(seg *Segment) {
+	if e.tsOK && seg.Options.TS && seg.Seq.LessThanEq(e.lastAckSent) && !tsBefore(seg.Options.TSVal, e.tsRecent) {
+		e.tsRecent = seg.Options.TSVal
+	}
+}
+
+// ackSynReceived is the fifth check in SYN-RECEIVED (RFC 9293 3.10.7.4): an
+// ACK of our SYN establishes the connection and hands it to the listener; an
+// unacceptable one is answered with <SEQ=SEG.ACK><CTL=RST>.
+func (e *Endpoint) ackSynReceived(seg *Segment) bool {
+	if !seg.Ack.InRange(e.snd.una+1, e.snd.max+1) {
+		e.stats.DropsBadACK++
+		e.sendRSTFor(seg) // RFC 9293 3.10.7.4: <SEQ=SEG.ACK><CTL=RST>
+		return false
+	}
+	if l := e.listener; l != nil && l.queueFull() {
+		l.stats.DropsAcceptQueue++ // stay in SYN-RECEIVED: the SYN-ACK retry asks for the ACK again
+		return false
+	}
+	e.setState(StateEstablished)
+	if e.snd.finQueued {
+		e.setState(StateFinWait1)
+	}
+	e.handleAck(seg, true)
+	e.established()
+	if l := e.listener; l != nil {
+		e.listener = nil
+		l.accepted(e)
+	}
+	return true
+}
+
+// ackOurFIN is the rest of the fifth check, by state (RFC 9293 3.10.7.4):
+// once our FIN is acknowledged, FIN-WAIT-1 goes to FIN-WAIT-2, CLOSING to
+// TIME-WAIT, LAST-ACK to CLOSED; in TIME-WAIT a retransmitted FIN is ACKed
+// and restarts the 2 MSL timeout. It reports whether the segment's text and
+// FIN are to be processed.
+func (e *Endpoint) ackOurFIN(seg *Segment) bool {
+	ourFINAcked := e.snd.finAcked()
+	switch e.state {
+	case StateFinWait1:
+		if ourFINAcked {
+			e.setState(StateFinWait2)
+			if e.appClosed {
+				e.startTimer(timerClose, e.cfg.FinWait2) // Linux tcp_fin_timeout
+			}
+		}
+	case StateClosing:
+		if ourFINAcked {
+			e.enterTimeWait()
+			return false
+		}
+		e.output() // data queued before our FIN may still be waiting for the window
+		return false
+	case StateLastAck:
+		if ourFINAcked {
+			e.enterClosed(nil)
+			return false
+		}
+		e.output() // data queued before our FIN may still be waiting for the window
+		return false
+	case StateTimeWait:
+		if seg.Flags&FlagFIN != 0 {
+			e.sendAck()
+			e.startTimer(timerClose, e.cfg.TimeWait) // RFC 9293 3.10.7.4: restart the 2 MSL timeout
+		}
+		return false
+	}
+	return true
+}
+
+// processText is the seventh check (RFC 9293 3.10.7.4): in the states that
+// still receive, the segment's text goes to the receiver, trimmed to what is
+// new and inside the window; in order, it is delivered and ACKed by the
+// delayed-ACK rule (ackReceived); out of order, it is queued and ACKed at
+// once. Its FIN, once RCV.NXT reaches it, is the eighth check (processFIN).
+func (e *Endpoint) processText(seg *Segment) {
+	fin := seg.Flags&FlagFIN != 0
+	if !e.state.canReceive() || (len(seg.Payload) == 0 && !fin) {
+		return
+	}
+	if len(seg.Payload) > 0 {
+		e.stats.DataSegsIn++
+	}
+	e.rcv.mss = max(e.rcv.mss, len(seg.Payload))
+	if len(seg.Payload) > 0 && e.appClosed {
+		// RFC 2525 2.17 / Linux: data for a closed socket resets the connection.
+		e.abort(nil, true)
+		return
+	}
+	seq, data, fin := e.rcv.trim(seg.Seq, seg.Payload, fin)
+	if len(data) == 0 && !fin {
+		e.sendAck() // a duplicate: ACK at once (RFC 5681 4.2)
+		return
+	}
+	if seq != e.rcv.nxt {
+		if !e.rcv.insertOOO(seq, data, fin) {
+			e.stats.DropsOOOLimit++
+		}
+		e.stats.OutOfOrderSegs++
+		e.sendAck() // RFC 5681 4.2: out-of-order data is ACKed at once (with SACK blocks)
+		return
+	}
+	n, filled, fin := e.rcv.deliver(data, fin)
+	e.stats.BytesReceived += uint64(n)
+	if len(data) > 0 {
+		e.event(EventReadable)
+	}
+	if fin {
+		e.rcv.nxt++
+		e.processFIN()
+		return
+	}
+	e.ackReceived(filled)
+}
+
+// ackReceived ACKs in-order text (RFC 5681 4.2): at once when it filled a
+// hole, for at least every second full-sized segment, or with delayed ACKs
+// off; else after the delayed-ACK timeout (RFC 1122 4.2.3.2).
+func (e *Endpoint) ackReceived(filled bool) {
+	if filled || e.rcv.unacked >= 2*e.rcv.mss || e.cfg.DelayedACK < 0 {
+		e.sendAck()
+		return
+	}
+	if !e.timerPending(timerDelayedACK) {
+		e.startTimer(timerDelayedACK, e.cfg.DelayedACK) // RFC 1122 4.2.3.2: delay the ACK
+	}
+}
+
+// processFIN is the eighth check (RFC 9293 3.10.7.4), for a FIN that RCV.NXT
+// has passed: the connection moves on (CLOSE-WAIT, CLOSING or TIME-WAIT) and
+// the FIN is ACKed at once.
+func (e *Endpoint) processFIN() {
+	e.rcv.finRcvd = true
+	e.event(EventReadable)
+	switch e.state {
+	case StateSynReceived, StateEstablished:
+		e.setState(StateCloseWait)
+	case StateFinWait1:
+		if e.snd.finAcked() {
+			e.enterTimeWait()
+		} else {
+			e.setState(StateClosing) // simultaneous close
+		}
+	case StateFinWait2:
+		e.enterTimeWait()
+	}
+	if e.state != StateClosed {
+		e.sendAck()
 	}
 }
 
 // enterTimeWait stops the connection's timers and starts the 2*MSL one.
 func (e *Endpoint) enterTimeWait() {
 	e.setState(StateTimeWait)
-	e.w.Stop(&e.delack)
-	e.w.Stop(&e.keepalive)
-	e.w.Stop(&e.persist)
-	e.w.Stop(&e.userTO)
-	e.w.Stop(&e.pto)
-	e.w.Stop(&e.reoTimer)
-	e.startTimer(&e.closeTimer, e.cfg.TimeWait) // RFC 9293 3.10.7.4: TIME-WAIT lasts 2 MSL
+	e.stopAll(timerClose)
+	e.startTimer(timerClose, e.cfg.TimeWait) // RFC 9293 3.10.7.4: TIME-WAIT lasts 2 MSL
+}
+
+// challengeLimit bounds the challenge ACKs (RFC 5961 7): at most
+// challengeACKsPerSecond in any second that began with one, as Linux's
+// tcp_challenge_ack_limit.
+type challengeLimit struct {
+	start time.Duration // when the current second began
+	count int           // challenge ACKs sent in it
+}
+
+const challengeACKsPerSecond = 1000
+
+// allow reports whether a challenge ACK may go out at now, and counts it.
+func (c *challengeLimit) allow(now time.Duration) bool {
+	if now-c.start >= time.Second {
+		c.start, c.count = now, 0
+	}
+	if c.count >= challengeACKsPerSecond {
+		return false
+	}
+	c.count++
+	return true
+}
+
+// challengeAck sends the RFC 5961 challenge ACK, within the rate limit
+// (RFC 5961 7).
+func (e *Endpoint) challengeAck() {
+	if !e.challenges.allow(e.now()) {
+		e.stats.DropsRateLimited++
+		return
+	}
+	e.stats.ChallengeACKs++
+	e.sendAck()
 }

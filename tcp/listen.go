@@ -43,7 +43,7 @@ type ListenerStats struct {
 // SYN-RECEIVED, retransmitting its SYN-ACK on the wheel, and the listener
 // forwards their segments until the handshake completes.
 type Listener struct {
-	w      *timer.Wheel
+	w      loopTimers
 	out    Output
 	cfg    ListenerConfig
 	epCfg  Config
@@ -60,7 +60,7 @@ func NewListener(w *timer.Wheel, out Output, cfg ListenerConfig) (*Listener, err
 	if cfg.Backlog <= 0 {
 		cfg.Backlog = DefaultBacklog
 	}
-	return &Listener{w: w, out: out, cfg: cfg, epCfg: cfg.Endpoint.withDefaults(), half: make(map[ID]*Endpoint)}, nil
+	return &Listener{w: wheelTimers{w}, out: out, cfg: cfg, epCfg: cfg.Endpoint.withDefaults(), half: make(map[ID]*Endpoint)}, nil
 }
 
 // HalfOpen returns the number of connections in SYN-RECEIVED.

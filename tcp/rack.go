@@ -83,7 +83,7 @@ func (e *Endpoint) rackDelivered(s *txSeg) {
 
 // recovering reports fast recovery or RTO recovery: SND.UNA has not reached
 // the recovery point of either (RFC 6582 "recover").
-func (e *Endpoint) recovering() bool { return e.inRecovery || e.sndUna.LessThan(e.recover) }
+func (e *Endpoint) recovering() bool { return e.fr.active || e.snd.una.LessThan(e.fr.recover) }
 
 // rackReoWnd is RFC 8985 6.2 step 4 (RACK_update_reo_wnd), without the DSACK
 // adaptation: RACK.reo_wnd_mult stays 1.
@@ -92,7 +92,7 @@ func (e *Endpoint) rackReoWnd() time.Duration {
 		if e.recovering() {
 			return 0 // RFC 8985 6.2 step 4: in fast or RTO recovery
 		}
-		if e.sackedSegs >= dupThresh {
+		if e.sb.segs >= dupThresh {
 			return 0 // RFC 8985 6.2 step 4: RACK.segs_sacked >= DupThresh
 		}
 	}
@@ -116,8 +116,8 @@ func (e *Endpoint) rackDetectLoss() {
 	now := e.now()
 	var timeout time.Duration
 	lost := false
-	for _, s := range e.rtxq {
-		if !s.seq.LessThan(e.sndNxt) {
+	for _, s := range e.snd.rtxq {
+		if !s.seq.LessThan(e.snd.nxt) {
 			break // waiting to be resent after an RTO (go-back-N)
 		}
 		if s.sacked || s.lost || s.flags&FlagSYN != 0 {
@@ -134,10 +134,10 @@ func (e *Endpoint) rackDetectLoss() {
 		}
 	}
 	if timeout > 0 {
-		e.w.Stop(&e.pto)                   // RFC 8985 8: one of the reordering timer and the PTO
-		e.startTimer(&e.reoTimer, timeout) // RFC 8985 6.2 step 5: arm the RACK timer
+		e.stopTimer(timerPTO)               // RFC 8985 8: one of the reordering timer and the PTO
+		e.startTimer(timerReorder, timeout) // RFC 8985 6.2 step 5: arm the RACK timer
 	} else {
-		e.w.Stop(&e.reoTimer)
+		e.stopTimer(timerReorder)
 	}
 	if lost {
 		e.rackRecover()
@@ -151,12 +151,9 @@ func (e *Endpoint) rackRecover() {
 	if e.recovering() {
 		return
 	}
-	e.ssthresh = max(e.flightSize()/2, 2*e.smss) // RFC 5681 (4)
-	e.recover = e.sndMax                         // RFC 6582 3.2 (2), RFC 6675 5 (2)
-	e.inRecovery = true
-	e.cwnd = e.ssthresh // RFC 6675 5 (4.2): cwnd = ssthresh; pipe, not inflation, paces the rest
-	e.caAcked = 0
-	e.w.Stop(&e.pto) // RFC 8985 7.2: no probes in fast recovery
+	e.cc.enterRecovery(e.snd.flightSize(), lossRACK) // RFC 5681 (4); RFC 6675 5 (4.2): cwnd = ssthresh
+	e.fr.enter(e.snd.max)                            // RFC 6582 3.2 (2), RFC 6675 5 (2)
+	e.stopTimer(timerPTO)                            // RFC 8985 7.2: no probes in fast recovery
 	e.rackRetransmitLost(true)
 }
 
@@ -166,7 +163,7 @@ func (e *Endpoint) rackRecover() {
 // retransmit does (RFC 5681 3.2 (3)).
 func (e *Endpoint) rackRetransmitLost(first bool) {
 	lostBytes := 0
-	for _, s := range e.rtxq {
+	for _, s := range e.snd.rtxq {
 		if s.lost {
 			lostBytes += int(s.len)
 		}
@@ -174,30 +171,28 @@ func (e *Endpoint) rackRetransmitLost(first bool) {
 	if lostBytes == 0 {
 		return
 	}
-	for _, s := range e.rtxq {
-		if !s.seq.LessThan(e.sndNxt) || e.state == StateClosed {
+	for _, s := range e.snd.rtxq {
+		if !s.seq.LessThan(e.snd.nxt) || e.state == StateClosed {
 			return
 		}
 		if !s.lost {
 			continue
 		}
-		pipe := int(e.sndNxt-e.sndUna) - e.sackedBytes - lostBytes
-		if !first && pipe >= e.cwnd {
+		pipe := e.snd.inflight() - e.sb.bytes - lostBytes
+		if !first && pipe >= e.cc.cwnd() {
 			return
 		}
 		first = false
 		lostBytes -= int(s.len)
-		s.rtxInRecovery = true
-		e.stats.FastRetransmits++
 		e.stats.RACKRetransmits++
-		e.transmit(s, true) // RFC 8985 6.1: Segment.lost = FALSE, a new xmit_ts
+		e.fastRetransmit(s) // RFC 8985 6.1: Segment.lost = FALSE, a new xmit_ts
 	}
 }
 
 // onReorderTimer runs RACK's reordering timer (RFC 8985 6.2 step 5, 8).
 func (e *Endpoint) onReorderTimer() {
 	defer e.flush()
-	if !e.state.canSendData() || len(e.rtxq) == 0 {
+	if !e.state.canSendData() || len(e.snd.rtxq) == 0 {
 		return
 	}
 	e.stats.RACKReorderTimeouts++
@@ -210,9 +205,9 @@ func (e *Endpoint) onReorderTimer() {
 // advanced: the ACK acknowledged new data.
 func (e *Endpoint) rackOnAck(seg *Segment, advanced bool) {
 	e.tlpOnAck(seg, advanced)
-	if len(e.rtxq) == 0 {
-		e.w.Stop(&e.pto)
-		e.w.Stop(&e.reoTimer)
+	if len(e.snd.rtxq) == 0 {
+		e.stopTimer(timerPTO)
+		e.stopTimer(timerReorder)
 		return
 	}
 	e.rackDetectLoss()
@@ -244,9 +239,7 @@ func (e *Endpoint) tlpOnAck(seg *Segment, advanced bool) {
 	case r.tlpEndSeq.LessThan(seg.Ack):
 		r.tlpActive = false // RFC 8985 7.4.2: the probe repaired a single loss
 		e.stats.TLPRecoveries++
-		e.ssthresh = max(e.cwnd/2, 2*e.smss) // RFC 8985 7.4.2: lower cwnd and ssthresh
-		e.cwnd = e.ssthresh
-		e.caAcked = 0
+		e.cc.onProbeRepair() // RFC 8985 7.4.2: lower cwnd and ssthresh
 	case !advanced && seg.Options.NSACK == 0 && len(seg.Payload) == 0:
 		r.tlpActive = false // RFC 8985 7.4.2: a duplicate ACK without SACK
 	}
@@ -266,18 +259,18 @@ func (e *Endpoint) dsackCovers(seg *Segment, end seqnum.Value) bool {
 // flight, an SRTT, not in fast or RTO recovery, nothing SACKed, no probe
 // outstanding (7.3: one per episode), and the RTO timer running.
 func (e *Endpoint) tlpAllowed() bool {
-	return e.probeable() && !e.rack.tlpActive && !e.recovering() && e.sndNxt == e.sndMax && e.sackedBytes == 0
+	return e.probeable() && !e.rack.tlpActive && !e.recovering() && e.snd.nxt == e.snd.max && e.sb.bytes == 0
 }
 
 // probeable is what a tail-loss probe and a recovery probe both need: RACK-TLP
 // on, data in flight on a connection that may send it, and not the SYN, an
 // SRTT, no RTO backoff under way, and the oldest segment's RTO timer running.
 func (e *Endpoint) probeable() bool {
-	if !e.rackOn() || len(e.rtxq) == 0 || !e.state.canSendData() {
+	if !e.rackOn() || len(e.snd.rtxq) == 0 || !e.state.canSendData() {
 		return false
 	}
-	h := e.rtxq[0]
-	return h.flags&FlagSYN == 0 && e.rtt.hasSample && e.rtoRetries == 0 && h.entry.Pending()
+	h := e.snd.rtxq[0]
+	return h.flags&FlagSYN == 0 && e.rtt.hasSample && e.snd.rtoRetries == 0 && h.entry.Pending()
 }
 
 // recoveryProbeAllowed is the condition for a probe in fast recovery (Config.
@@ -285,8 +278,8 @@ func (e *Endpoint) probeable() bool {
 // probe sent since the last ACK, RACK's reordering timer not running (it acts
 // first), and the RTO timer running.
 func (e *Endpoint) recoveryProbeAllowed() bool {
-	return !e.cfg.DisableRecoveryProbe && e.sackOK && e.inRecovery && !e.rack.recProbeOut &&
-		!e.reoTimer.Pending() && e.probeable()
+	return !e.cfg.DisableRecoveryProbe && e.sackOK && e.fr.active && !e.rack.recProbeOut &&
+		!e.timerPending(timerReorder) && e.probeable()
 }
 
 // armPTO (re)starts the probe timeout (RFC 8985 7.2), or stops it when no
@@ -294,25 +287,25 @@ func (e *Endpoint) recoveryProbeAllowed() bool {
 // recovery probe (recoveryProbeAllowed), restarted by every ACK. The PTO is 2*SRTT plus Config.TLPSlack (Linux's
 // TCP_TIMEOUT_MIN, 2 ms), or plus TLP.max_ack_delay when the flight is one
 // segment that does not carry our FIN (a FIN is ACKed at once:
-// receiveFIN here, tcp_fin in Linux's FIN-WAIT-2, and otherwise the peer's own
+// processFIN here, tcp_fin in Linux's FIN-WAIT-2, and otherwise the peer's own
 // FIN usually follows). RFC 8985 7.2 caps the PTO at the RTO's expiry; here a
 // PTO that would not come first is not armed at all, and the RTO entry of the
 // oldest segment fires as it always does.
 func (e *Endpoint) armPTO() {
 	if !e.tlpAllowed() && !e.recoveryProbeAllowed() {
-		e.w.Stop(&e.pto)
+		e.stopTimer(timerPTO)
 		return
 	}
 	extra := max(e.cfg.TLPSlack, 0) // as Linux: 2*SRTT + TCP_TIMEOUT_MIN
-	if len(e.rtxq) == 1 && e.rtxq[0].flags&FlagFIN == 0 {
+	if len(e.snd.rtxq) == 1 && e.snd.rtxq[0].flags&FlagFIN == 0 {
 		extra = max(extra, e.cfg.TLPMaxAckDelay) // RFC 8985 7.2: FlightSize is one segment: PTO += TLP.max_ack_delay
 	}
 	pto := 2*e.rtt.srtt + extra // RFC 8985 7.2: PTO = 2*SRTT
-	if pto >= e.rtxq[0].rtoAt-e.now() {
-		e.w.Stop(&e.pto) // RFC 8985 7.2: If Now() + PTO > TCP_RTO_expiration(): the RTO fires instead
+	if pto >= e.snd.rtxq[0].rtoAt-e.now() {
+		e.stopTimer(timerPTO) // RFC 8985 7.2: If Now() + PTO > TCP_RTO_expiration(): the RTO fires instead
 		return
 	}
-	e.startTimer(&e.pto, pto)
+	e.startTimer(timerPTO, pto)
 }
 
 // onPTO sends the tail-loss probe (RFC 8985 7.3): a new segment if there is
@@ -335,13 +328,13 @@ func (e *Endpoint) onPTO() {
 	if e.sendNewSegment() {
 		r.tlpIsRetrans = false // RFC 8985 7.3: new data
 	} else {
-		r.tlpIsRetrans = true                   // RFC 8985 7.3: retransmit the highest-sequence segment
-		e.transmit(e.rtxq[len(e.rtxq)-1], true) // its RTO entry restarts: RFC 8985 7.3 arms the RTO
+		r.tlpIsRetrans = true                           // RFC 8985 7.3: retransmit the highest-sequence segment
+		e.transmit(e.snd.rtxq[len(e.snd.rtxq)-1], true) // its RTO entry restarts: RFC 8985 7.3 arms the RTO
 	}
 	if e.state == StateClosed {
 		return
 	}
-	r.tlpActive, r.tlpEndSeq = true, e.sndMax // RFC 8985 7.3: TLP.end_seq = SND.NXT
+	r.tlpActive, r.tlpEndSeq = true, e.snd.max // RFC 8985 7.3: TLP.end_seq = SND.NXT
 }
 
 // recoveryProbe is the probe in fast recovery: no ACK for a PTO, so the ACKs
@@ -358,8 +351,8 @@ func (e *Endpoint) recoveryProbe() {
 	if e.sendNewSegment() {
 		return
 	}
-	for i := len(e.rtxq) - 1; i >= 0; i-- {
-		if s := e.rtxq[i]; !s.sacked && s.seq.LessThan(e.sndNxt) {
+	for i := len(e.snd.rtxq) - 1; i >= 0; i-- {
+		if s := e.snd.rtxq[i]; !s.sacked && s.seq.LessThan(e.snd.nxt) {
 			e.transmit(s, true)
 			return
 		}
@@ -370,9 +363,9 @@ func (e *Endpoint) recoveryProbe() {
 // the go-back-N resend covers every lost mark (RFC 8985 6.3), and the probe
 // episode ends.
 func (e *Endpoint) rackOnRTO() {
-	e.w.Stop(&e.pto)
-	e.w.Stop(&e.reoTimer)
-	for _, s := range e.rtxq {
+	e.stopTimer(timerPTO)
+	e.stopTimer(timerReorder)
+	for _, s := range e.snd.rtxq {
 		s.lost = false
 	}
 	e.rack.tlpActive = false

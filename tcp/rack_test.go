@@ -124,7 +124,7 @@ func TestTLP(t *testing.T) {
 		h := establishedRTT(t, testConfig(), tlpRTT)
 		h.ep.Write(data(100))
 		h.expect(lenIs(100))
-		if h.ep.pto.Pending() {
+		if h.ep.timers[timerPTO].Pending() {
 			t.Fatal("PTO armed beyond the RTO")
 		}
 		h.expectAt(t0+200*time.Millisecond, lenIs(100)) // RFC 8985 7.2: the PTO is capped by the RTO
@@ -194,8 +194,8 @@ func TestRACK(t *testing.T) {
 		h.advanceTo(t0 + tlpRTT)
 		h.sackAck(segBlock(1)) // segment 0 lost, or late
 		h.expectNone()
-		if !h.ep.reoTimer.Pending() || h.ep.pto.Pending() {
-			t.Fatalf("reordering timer %v PTO %v, want true false", h.ep.reoTimer.Pending(), h.ep.pto.Pending())
+		if !h.ep.timers[timerReorder].Pending() || h.ep.timers[timerPTO].Pending() {
+			t.Fatalf("reordering timer %v PTO %v, want true false", h.ep.timers[timerReorder].Pending(), h.ep.timers[timerPTO].Pending())
 		}
 		// RFC 8985 6.2 step 5: lost when sent RACK.rtt + reo_wnd before now.
 		h.expectAt(t0+tlpRTT+reo, seqIs(segSeq(0)), lenIs(1448))
@@ -277,7 +277,7 @@ func TestRACK(t *testing.T) {
 				h.advance(tc.wait)
 			}
 			h.expect(seqIs(segSeq(0)))
-			if h.ep.reoTimer.Pending() {
+			if h.ep.timers[timerReorder].Pending() {
 				t.Fatal("reordering timer armed with nothing left to wait for")
 			}
 		})

@@ -10,6 +10,35 @@ import (
 // counted); the window already bounds the bytes.
 const maxOOO = 256
 
+// receiver is the receive side of a connection: the receive sequence space
+// (RFC 9293 3.3.1), the receive buffer, the out-of-order queue, the window we
+// advertise and the accounting the delayed-ACK rule needs. It sends nothing
+// and knows no state: the endpoint decides when to ACK (input.go).
+type receiver struct {
+	irs, nxt seqnum.Value // IRS and RCV.NXT
+	adv      seqnum.Value // right edge of the window we advertised
+	ws       uint8        // our window shift (RFC 7323 2.2); 0 when scaling is off
+	buf      buffer
+	ooo      []oooSeg // out-of-order segments, by sequence
+	lastOOO  seqnum.Value
+	finRcvd  bool // FIN consumed: Read returns io.EOF after the data
+	mss      int  // largest segment seen, for the delayed-ACK rule
+	unacked  int  // in-order bytes received since the last ACK
+	size     int  // Config.RecvBuffer
+	sws      int  // the smallest step of the right edge: min(RecvBuffer/2, MSS)
+}
+
+func newReceiver(cfg Config, ws uint8) receiver {
+	return receiver{ws: ws, mss: DefaultMSS, size: cfg.RecvBuffer, sws: min(cfg.RecvBuffer/2, cfg.MSS)}
+}
+
+// start takes the peer's ISN from its SYN: IRS, and RCV.NXT just past it.
+func (r *receiver) start(irs seqnum.Value) {
+	r.irs = irs
+	r.nxt = irs + 1
+	r.adv = r.nxt
+}
+
 // oooSeg is out-of-order data waiting for the hole before it to fill.
 type oooSeg struct {
 	seq  seqnum.Value
@@ -25,89 +54,96 @@ func (o *oooSeg) end() seqnum.Value {
 	return e
 }
 
-// rcvSpace is the free space in the receive buffer.
-func (e *Endpoint) rcvSpace() int {
-	return max(0, e.cfg.RecvBuffer-e.rcvBuf.len())
+// space is the free space in the receive buffer.
+func (r *receiver) space() int {
+	return max(0, r.size-r.buf.len())
 }
 
-// rcvWnd is the window we have advertised: RCV.WND = right edge - RCV.NXT.
-func (e *Endpoint) rcvWnd() seqnum.Size {
-	if e.rcvAdv.LessThan(e.rcvNxt) {
+// wnd is the window we have advertised: RCV.WND = right edge - RCV.NXT.
+func (r *receiver) wnd() seqnum.Size {
+	if r.adv.LessThan(r.nxt) {
 		return 0
 	}
-	return e.rcvNxt.Size(e.rcvAdv)
+	return r.nxt.Size(r.adv)
+}
+
+// acceptable is the table of RFC 9293 3.10.7.4: RCV.WND is what we advertised.
+func (r *receiver) acceptable(seq seqnum.Value, segLen seqnum.Size) bool {
+	wnd := r.wnd()
+	if segLen == 0 {
+		if wnd == 0 {
+			return seq == r.nxt
+		}
+		return seq.InWindow(r.nxt, wnd)
+	}
+	if wnd == 0 {
+		return false
+	}
+	last := seq.Add(segLen - 1)
+	return seq.InWindow(r.nxt, wnd) || last.InWindow(r.nxt, wnd)
+}
+
+// synWindow is the window of our SYN or SYN-ACK, never scaled (RFC 7323 2.2),
+// and records its right edge.
+func (r *receiver) synWindow() uint16 {
+	w := uint16(min(r.space(), 0xffff))
+	if r.adv.LessThan(r.nxt.Add(seqnum.Size(w))) {
+		r.adv = r.nxt.Add(seqnum.Size(w))
+	}
+	return w
 }
 
 // windowField computes the window to advertise, scaled to the 16-bit field, and
 // records the right edge. The edge never moves left (RFC 9293 3.8.6.2.2: do not
 // shrink the window) and moves right only by at least min(RecvBuffer/2, MSS)
 // (receiver SWS avoidance, RFC 9293 3.8.6.2.2 / RFC 1122 4.2.3.3).
-func (e *Endpoint) windowField() uint16 {
-	space := e.rcvSpace()
-	maxWnd := 0xffff << e.rcvWS
+func (r *receiver) windowField() uint16 {
+	space := r.space()
+	maxWnd := 0xffff << r.ws
 	space = min(space, maxWnd)
-	edge := e.rcvNxt.Add(seqnum.Size(space))
-	if e.rcvAdv.LessThan(edge) {
-		if int(e.rcvAdv.Size(edge)) < min(e.cfg.RecvBuffer/2, e.cfg.MSS) {
-			edge = e.rcvAdv // RFC 9293 3.8.6.2.2: too small a step; keep the edge
+	edge := r.nxt.Add(seqnum.Size(space))
+	if r.adv.LessThan(edge) {
+		if int(r.adv.Size(edge)) < r.sws {
+			edge = r.adv // RFC 9293 3.8.6.2.2: too small a step; keep the edge
 		}
 	} else {
-		edge = e.rcvAdv
+		edge = r.adv
 	}
-	wnd := int(e.rcvNxt.Size(edge))
-	if e.rcvAdv.LessThan(e.rcvNxt) {
+	wnd := int(r.nxt.Size(edge))
+	if r.adv.LessThan(r.nxt) {
 		wnd = space
 	}
-	field := wnd >> e.rcvWS
-	if e.rcvNxt.Add(seqnum.Size(field << e.rcvWS)).LessThan(e.rcvAdv) {
-		field = (wnd + (1 << e.rcvWS) - 1) >> e.rcvWS // round up so the promised edge never recedes
+	field := wnd >> r.ws
+	if r.nxt.Add(seqnum.Size(field << r.ws)).LessThan(r.adv) {
+		field = (wnd + (1 << r.ws) - 1) >> r.ws // round up so the promised edge never recedes
 	}
 	field = min(field, 0xffff)
-	if adv := e.rcvNxt.Add(seqnum.Size(field << e.rcvWS)); e.rcvAdv.LessThan(adv) {
-		e.rcvAdv = adv
+	if adv := r.nxt.Add(seqnum.Size(field << r.ws)); r.adv.LessThan(adv) {
+		r.adv = adv
 	}
 	return uint16(field)
 }
 
-// maybeWindowUpdate sends a window update after Read freed space, when the
-// right edge can move by at least min(RecvBuffer/2, MSS) (RFC 1122 4.2.3.3).
-func (e *Endpoint) maybeWindowUpdate() {
-	if !e.state.canReceive() {
-		return
-	}
-	edge := e.rcvNxt.Add(seqnum.Size(min(e.rcvSpace(), 0xffff<<e.rcvWS)))
-	if e.rcvAdv.LessThan(edge) && int(e.rcvAdv.Size(edge)) >= min(e.cfg.RecvBuffer/2, e.cfg.MSS) {
-		e.sendAck()
-	}
+// windowUpdateDue reports whether the right edge can move by at least
+// min(RecvBuffer/2, MSS) (RFC 1122 4.2.3.3): worth a window update.
+func (r *receiver) windowUpdateDue() bool {
+	edge := r.nxt.Add(seqnum.Size(min(r.space(), 0xffff<<r.ws)))
+	return r.adv.LessThan(edge) && int(r.adv.Size(edge)) >= r.sws
 }
 
-// processData accepts the text of an acceptable segment and its FIN (RFC 9293
-// 3.10.7.4, seventh and eighth checks).
-func (e *Endpoint) processData(seg *Segment) {
-	seq, data, fin := seg.Seq, seg.Payload, seg.Flags&FlagFIN != 0
-	if len(data) > 0 {
-		e.stats.DataSegsIn++
-	}
-	if len(data) > e.rcvMSS {
-		e.rcvMSS = len(data)
-	}
-	if len(data) > 0 && e.appClosed {
-		// RFC 2525 2.17 / Linux: data for a closed socket resets the connection.
-		e.abort(nil, true)
-		return
-	}
-	// Trim what we already have.
-	if seq.LessThan(e.rcvNxt) {
-		d := int(seq.Size(e.rcvNxt))
+// trim cuts a segment's text and FIN to what is new (at or after RCV.NXT) and
+// inside the window (RFC 9293 3.10.7.4, seventh check).
+func (r *receiver) trim(seq seqnum.Value, data []byte, fin bool) (seqnum.Value, []byte, bool) {
+	if seq.LessThan(r.nxt) {
+		d := int(seq.Size(r.nxt))
 		if d > len(data) {
 			data, fin = nil, false // the FIN, too, is one we have
 		} else {
 			data = data[d:]
 		}
-		seq = e.rcvNxt
+		seq = r.nxt
 	}
-	// Trim what lies beyond the window (RFC 9293 3.10.7.4).
-	wndEnd := e.rcvNxt.Add(e.rcvWnd())
+	wndEnd := r.nxt.Add(r.wnd())
 	if end := seq.Add(seqnum.Size(len(data))); wndEnd.LessThan(end) {
 		keep := int(seq.Size(wndEnd))
 		if keep < 0 || keep > len(data) {
@@ -115,104 +151,86 @@ func (e *Endpoint) processData(seg *Segment) {
 		}
 		data, fin = data[:keep], false
 	}
-	if len(data) == 0 && !fin {
-		if len(seg.Payload) > 0 || seg.Flags&FlagFIN != 0 {
-			e.sendAck() // a duplicate: ACK at once (RFC 5681 4.2)
-		}
-		return
-	}
-	if seq != e.rcvNxt {
-		e.insertOOO(seq, data, fin)
-		e.stats.OutOfOrderSegs++
-		e.sendAck() // RFC 5681 4.2: out-of-order data is ACKed at once (with SACK blocks)
-		return
-	}
-	e.rcvBuf.write(data)
-	e.rcvNxt = e.rcvNxt.Add(seqnum.Size(len(data)))
-	e.stats.BytesReceived += uint64(len(data))
-	e.unackedBytes += len(data)
-	filled := false
-	if len(e.ooo) > 0 {
-		filled = true
-		fin = e.pullOOO() || fin
-	}
-	if len(data) > 0 {
-		e.event(EventReadable)
-	}
-	if fin {
-		e.rcvNxt++
-		e.receiveFIN()
-		return
-	}
-	if filled || e.unackedBytes >= 2*e.rcvMSS || e.cfg.DelayedACK < 0 {
-		// RFC 5681 4.2: ACK at least every second full-sized segment, and at once
-		// when a segment fills a hole.
-		e.sendAck()
-		return
-	}
-	if !e.delack.Pending() {
-		e.startTimer(&e.delack, e.cfg.DelayedACK) // RFC 1122 4.2.3.2: delay the ACK
-	}
+	return seq, data, fin
 }
 
-// insertOOO queues out-of-order data (a copy) by sequence number.
-func (e *Endpoint) insertOOO(seq seqnum.Value, data []byte, fin bool) {
-	e.lastOOO = seq
+// deliver takes in-order text at RCV.NXT into the buffer, then whatever the
+// out-of-order queue holds that now follows. It returns the bytes received,
+// whether the queue held any (a hole was filled), and whether a FIN was
+// reached; RCV.NXT then still stands before the FIN.
+func (r *receiver) deliver(data []byte, fin bool) (n int, filled, finReached bool) {
+	r.buf.write(data)
+	r.nxt = r.nxt.Add(seqnum.Size(len(data)))
+	r.unacked += len(data)
+	n = len(data)
+	if len(r.ooo) > 0 {
+		filled = true
+		pulled, ooFIN := r.pullOOO()
+		n += pulled
+		fin = ooFIN || fin
+	}
+	return n, filled, fin
+}
+
+// insertOOO queues out-of-order data (a copy) by sequence number. It reports
+// false when the queue is full and the data was dropped.
+func (r *receiver) insertOOO(seq seqnum.Value, data []byte, fin bool) bool {
+	r.lastOOO = seq
 	end := seq.Add(seqnum.Size(len(data)))
-	i := sort.Search(len(e.ooo), func(i int) bool { return seq.LessThanEq(e.ooo[i].seq) })
+	i := sort.Search(len(r.ooo), func(i int) bool { return seq.LessThanEq(r.ooo[i].seq) })
 	// Already held entirely by a neighbour?
 	for _, j := range []int{i - 1, i} {
-		if j >= 0 && j < len(e.ooo) {
-			o := &e.ooo[j]
+		if j >= 0 && j < len(r.ooo) {
+			o := &r.ooo[j]
 			oe := o.seq.Add(seqnum.Size(len(o.data)))
 			if o.seq.LessThanEq(seq) && end.LessThanEq(oe) && (!fin || o.fin) {
-				return
+				return true
 			}
 		}
 	}
-	if len(e.ooo) >= maxOOO {
-		e.stats.DropsOOOLimit++
-		return
+	if len(r.ooo) >= maxOOO {
+		return false
 	}
-	e.ooo = append(e.ooo, oooSeg{})
-	copy(e.ooo[i+1:], e.ooo[i:])
-	e.ooo[i] = oooSeg{seq: seq, data: append([]byte(nil), data...), fin: fin}
+	r.ooo = append(r.ooo, oooSeg{})
+	copy(r.ooo[i+1:], r.ooo[i:])
+	r.ooo[i] = oooSeg{seq: seq, data: append([]byte(nil), data...), fin: fin}
+	return true
 }
 
 // pullOOO moves queued data that now follows RCV.NXT into the receive buffer.
-// It reports whether a FIN was reached.
-func (e *Endpoint) pullOOO() bool {
-	n := 0
+// It returns the bytes moved and whether a FIN was reached.
+func (r *receiver) pullOOO() (int, bool) {
+	n, bytes := 0, 0
 	fin := false
-	for _, o := range e.ooo {
-		if e.rcvNxt.LessThan(o.seq) {
+	for _, o := range r.ooo {
+		if r.nxt.LessThan(o.seq) {
 			break
 		}
 		n++
 		oe := o.seq.Add(seqnum.Size(len(o.data)))
-		if e.rcvNxt.LessThan(oe) {
-			d := o.data[o.seq.Size(e.rcvNxt):]
-			e.rcvBuf.write(d)
-			e.rcvNxt = oe
-			e.stats.BytesReceived += uint64(len(d))
+		if r.nxt.LessThan(oe) {
+			d := o.data[o.seq.Size(r.nxt):]
+			r.buf.write(d)
+			r.nxt = oe
+			bytes += len(d)
 		}
-		if o.fin && e.rcvNxt == oe {
+		if o.fin && r.nxt == oe {
 			fin = true
-			n = len(e.ooo) // nothing follows a FIN
+			n = len(r.ooo) // nothing follows a FIN
 			break
 		}
 	}
-	e.ooo = append(e.ooo[:0], e.ooo[n:]...)
-	return fin
+	r.ooo = append(r.ooo[:0], r.ooo[n:]...)
+	return bytes, fin
 }
 
 // sackBlocks fills the SACK option from the out-of-order queue (RFC 2018 4):
 // the block holding the most recently received segment first, then the others,
 // as many as fit beside the timestamps.
-func (e *Endpoint) sackBlocks(o *Options) {
+func (r *receiver) sackBlocks(o *Options) {
 	var blocks [maxOOO]SACKBlock
 	nb := 0
-	for _, s := range e.ooo {
+	for _, s := range r.ooo {
 		start, end := s.seq, s.end() // a FIN takes its sequence number, as in Linux's blocks
 		if nb > 0 && start.LessThanEq(blocks[nb-1].End) {
 			if blocks[nb-1].End.LessThan(end) {
@@ -232,7 +250,7 @@ func (e *Endpoint) sackBlocks(o *Options) {
 	}
 	first := -1
 	for i := 0; i < nb; i++ {
-		if e.lastOOO.InRange(blocks[i].Start, blocks[i].End) {
+		if r.lastOOO.InRange(blocks[i].Start, blocks[i].End) {
 			first = i
 			break
 		}
@@ -247,27 +265,5 @@ func (e *Endpoint) sackBlocks(o *Options) {
 			o.SACK[o.NSACK] = blocks[i]
 			o.NSACK++
 		}
-	}
-}
-
-// receiveFIN moves the state on for a FIN that RCV.NXT has passed (RFC 9293
-// 3.10.7.4, eighth check), and ACKs it at once.
-func (e *Endpoint) receiveFIN() {
-	e.finRcvd = true
-	e.event(EventReadable)
-	switch e.state {
-	case StateSynReceived, StateEstablished:
-		e.setState(StateCloseWait)
-	case StateFinWait1:
-		if e.finSent && e.finSeq.LessThan(e.sndUna) {
-			e.enterTimeWait()
-		} else {
-			e.setState(StateClosing) // simultaneous close
-		}
-	case StateFinWait2:
-		e.enterTimeWait()
-	}
-	if e.state != StateClosed {
-		e.sendAck()
 	}
 }

@@ -27,10 +27,6 @@ func (s State) String() string {
 	return "State(?)"
 }
 
-// synchronized reports whether the state is past the handshake (RFC 9293 3.5.2:
-// the synchronized states), where an unacceptable segment elicits an ACK.
-func (s State) synchronized() bool { return s >= StateEstablished }
-
 // canSend reports whether new data may be sent: our FIN is not yet queued.
 func (s State) canSend() bool { return s == StateEstablished || s == StateCloseWait }
 

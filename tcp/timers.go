@@ -1,29 +1,39 @@
 package tcp
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/timer"
+)
 
 // The endpoint's timers other than retransmission (which lives in each txSeg,
-// see snd.go). Each is a timer.Entry embedded in the Endpoint, armed and stopped
-// eagerly: a stop is O(1) on the wheel, so there is no lazy cancellation to
-// reason about. States in which each runs:
+// see snd.go). Each is a timer.Entry in Endpoint.timers, indexed by its kind,
+// armed and stopped eagerly: a stop is O(1) on the wheel, so there is no lazy
+// cancellation to reason about. States in which each runs:
 //
-//   - delack: ESTABLISHED, FIN-WAIT-1/2 (data may arrive); stopped by any
-//     segment that carries the ACK.
-//   - keepalive: ESTABLISHED and CLOSE-WAIT, when Config.KeepAlive is set;
+//   - timerDelayedACK: ESTABLISHED, FIN-WAIT-1/2 (data may arrive); stopped by
+//     any segment that carries the ACK.
+//   - timerKeepalive: ESTABLISHED and CLOSE-WAIT, when Config.KeepAlive is set;
 //     restarted by every acceptable segment received.
-//   - persist: while the peer's window is zero, data waits and nothing is in
-//     flight.
-//   - closeTimer: TIME-WAIT (2*MSL), and FIN-WAIT-2 after Close.
-//   - userTO: while sent data is unacknowledged, when Config.UserTimeout is set.
-//   - pto (RFC 8985 7.2, rack.go): the tail-loss probe timeout, while data is in
-//     flight, an SRTT is known, nothing is SACKed, no recovery (fast or RTO) is
-//     under way and no probe is outstanding; (re)started when new data is sent
-//     and when an ACK acknowledges new data; stopped otherwise. In fast
+//   - timerPersist: while the peer's window is zero, data waits and nothing is
+//     in flight.
+//   - timerClose: TIME-WAIT (2*MSL), and FIN-WAIT-2 after Close.
+//   - timerUser: while sent data is unacknowledged, when Config.UserTimeout is
+//     set.
+//   - timerPTO (RFC 8985 7.2, rack.go): the tail-loss probe timeout, while data
+//     is in flight, an SRTT is known, nothing is SACKed, no recovery (fast or
+//     RTO) is under way and no probe is outstanding; (re)started when new data
+//     is sent and when an ACK acknowledges new data; stopped otherwise. In fast
 //     recovery it is the recovery probe's timer instead (rack.go,
 //     recoveryProbeAllowed): restarted by every ACK and by RACK's reordering
 //     timer, at most one probe until the next ACK.
-//   - reoTimer (RFC 8985 6.2 step 5, rack.go): RACK's reordering timer, while a
-//     segment sent before the most recently delivered one may yet arrive.
+//   - timerReorder (RFC 8985 6.2 step 5, rack.go): RACK's reordering timer,
+//     while a segment sent before the most recently delivered one may yet
+//     arrive.
+//
+// Leaving the connection stops them all with stopAll: CLOSED (enterClosed),
+// and TIME-WAIT, which keeps only timerClose (enterTimeWait).
 //
 // RACK-TLP beside per-segment RTO entries. Linux (and RFC 8985 8) keeps one
 // timer that is either the RTO, the PTO or the reordering timer. Here each
@@ -41,6 +51,110 @@ import "time"
 // segment's RTO entry expires as it always did. An RTO stops both RACK-TLP
 // timers and ends the probe episode.
 
+// loopTimers is all an endpoint asks of the event loop's time: the loop's
+// "now", the tick, and START_TIMER/STOP_TIMER for the timer.Entry values the
+// endpoint embeds (DESIGN.md, timer/). The endpoint reads no clock: both of
+// its instants come from here.
+//
+//   - Now is the instant the loop handed in with its last Advance. Every
+//     timestamp, RTT sample, RACK xmit_ts and relative timer is taken from it.
+//   - SendTime is the instant a segment handed to the Output now leaves,
+//     never before Now. Only a segment's retransmission timer runs from it
+//     (transmit), so that a resend leaves a full RTO after the segment it
+//     repeats even when the packet that let the segment out was handled some
+//     time after the loop's last Advance (seen on the wire: a SYN-ACK resent
+//     999.994 ms after the first).
+//
+// The loop owns the wheel and its clock; wheelTimers adapts a *timer.Wheel,
+// which is what Dial and NewListener take.
+type loopTimers interface {
+	Now() time.Duration
+	SendTime() time.Duration
+	Tick() time.Duration
+	Start(e *timer.Entry, d time.Duration) error
+	StartAt(e *timer.Entry, t time.Duration) error
+	Stop(e *timer.Entry) bool
+}
+
+var _ loopTimers = wheelTimers{}
+
+// wheelTimers is a *timer.Wheel as the endpoint's loopTimers. Its SendTime is
+// the wheel's clock as it reads now, not before the wheel's Now (a clock
+// behind its wheel never moves a deadline earlier). The clock is read before
+// the segment goes to the Output, not after, so that the RTO does not also
+// wait out the device write.
+type wheelTimers struct{ *timer.Wheel }
+
+// SendTime is the wheel's clock, clamped to the wheel's Now.
+func (w wheelTimers) SendTime() time.Duration {
+	return max(w.Clock().Now(), w.Now())
+}
+
+// timerKind names one of the endpoint's timers: an index into Endpoint.timers.
+type timerKind int
+
+const (
+	timerDelayedACK timerKind = iota // RFC 1122 4.2.3.2
+	timerKeepalive                   // RFC 1122 4.2.3.6
+	timerPersist                     // RFC 9293 3.8.6.1: zero-window probes
+	timerClose                       // TIME-WAIT (RFC 9293 3.10.8) and the FIN-WAIT-2 timeout
+	timerUser                        // RFC 5482: the user timeout
+	timerPTO                         // RFC 8985 7.2: the tail-loss probe timeout
+	timerReorder                     // RFC 8985 6.2 step 5: RACK's reordering timer
+	numTimers
+
+	timerNone = numTimers // stopAll's "keep none"
+)
+
+// initTimers gives each timer its expiry function.
+func (e *Endpoint) initTimers() {
+	fns := [numTimers]func(){
+		timerDelayedACK: e.onDelayedACK,
+		timerKeepalive:  e.onKeepalive,
+		timerPersist:    e.onPersist,
+		timerClose:      e.onCloseTimer,
+		timerUser:       e.onUserTimeout,
+		timerPTO:        e.onPTO,
+		timerReorder:    e.onReorderTimer,
+	}
+	for k, fn := range fns {
+		e.timers[k].Init(fn)
+	}
+}
+
+// startTimer arms timer k to fire d from now (START_TIMER); a wheel that
+// refuses it (closed, full) aborts the connection, for a connection without
+// its timers is not TCP.
+func (e *Endpoint) startTimer(k timerKind, d time.Duration) {
+	if err := e.w.Start(&e.timers[k], d); err != nil {
+		e.timerFailed(err)
+	}
+}
+
+// stopTimer disarms timer k (STOP_TIMER).
+func (e *Endpoint) stopTimer(k timerKind) { e.w.Stop(&e.timers[k]) }
+
+// timerPending reports whether timer k is armed.
+func (e *Endpoint) timerPending(k timerKind) bool { return e.timers[k].Pending() }
+
+// stopAll stops every timer of the endpoint except keep (timerNone keeps
+// none). A kept timer that runs is left running, not restarted.
+func (e *Endpoint) stopAll(keep timerKind) {
+	for k := range e.timers {
+		if timerKind(k) != keep {
+			e.w.Stop(&e.timers[k])
+		}
+	}
+}
+
+// timerFailed counts a timer the wheel refused and aborts the connection.
+func (e *Endpoint) timerFailed(err error) {
+	e.stats.TimerErrors++
+	if e.state != StateClosed {
+		e.enterClosed(fmt.Errorf("%w: %w", ErrWheel, err))
+	}
+}
+
 // onDelayedACK sends the ACK that was held back (RFC 1122 4.2.3.2).
 func (e *Endpoint) onDelayedACK() {
 	defer e.flush()
@@ -56,7 +170,7 @@ func (e *Endpoint) armKeepalive() {
 		return
 	}
 	e.keepProbes = 0
-	e.startTimer(&e.keepalive, e.cfg.KeepIdle)
+	e.startTimer(timerKeepalive, e.cfg.KeepIdle)
 }
 
 // onKeepalive sends a keepalive probe after KeepIdle of silence, and then every
@@ -67,9 +181,9 @@ func (e *Endpoint) onKeepalive() {
 	if e.state != StateEstablished && e.state != StateCloseWait {
 		return
 	}
-	if len(e.rtxq) > 0 || e.sndBuf.len() > int(e.sndNxt-e.sndBufSeq) {
+	if len(e.snd.rtxq) > 0 || e.snd.unsent() > 0 {
 		// Not idle: retransmission or persist looks after the peer.
-		e.startTimer(&e.keepalive, e.cfg.KeepIdle)
+		e.startTimer(timerKeepalive, e.cfg.KeepIdle)
 		return
 	}
 	if e.keepProbes >= e.cfg.KeepCount {
@@ -80,16 +194,16 @@ func (e *Endpoint) onKeepalive() {
 	e.stats.KeepaliveProbes++
 	// RFC 1122 4.2.3.6: a probe is a segment with SEG.SEQ = SND.NXT-1, no data
 	// (as Linux sends it), which the peer must answer with an ACK.
-	seg := Segment{Seq: e.sndNxt - 1, Flags: FlagACK}
+	seg := Segment{Seq: e.snd.nxt - 1, Flags: FlagACK}
 	e.send(&seg)
-	e.startTimer(&e.keepalive, e.cfg.KeepInterval)
+	e.startTimer(timerKeepalive, e.cfg.KeepInterval)
 }
 
 // persistTimeout is the probe interval: the RTO, backed off per probe, at
 // least MinRTO and at most MaxRTO (RFC 1122 4.2.2.17).
 func (e *Endpoint) persistTimeout() time.Duration {
 	r := e.rtt.base
-	for i := 0; i < e.persistBackoff && r < e.cfg.MaxRTO; i++ {
+	for i := 0; i < e.snd.persistBackoff && r < e.cfg.MaxRTO; i++ {
 		r *= 2
 	}
 	return min(r, e.cfg.MaxRTO)
@@ -97,8 +211,8 @@ func (e *Endpoint) persistTimeout() time.Duration {
 
 // armPersist starts the persist timer if it is not running (RFC 9293 3.8.6.1).
 func (e *Endpoint) armPersist() {
-	if !e.persist.Pending() {
-		e.startTimer(&e.persist, e.persistTimeout())
+	if !e.timerPending(timerPersist) {
+		e.startTimer(timerPersist, e.persistTimeout())
 	}
 }
 
@@ -114,26 +228,26 @@ func (e *Endpoint) onPersist() {
 	default:
 		return
 	}
-	if e.sndWnd > 0 || len(e.rtxq) > 0 {
-		e.persistBackoff = 0
+	if e.snd.wnd > 0 || len(e.snd.rtxq) > 0 {
+		e.snd.persistBackoff = 0
 		e.output()
 		return
 	}
-	if e.persistProbes >= e.cfg.Retries2 {
+	if e.snd.persistProbes >= e.cfg.Retries2 {
 		e.abort(ErrTimeout, true)
 		return
 	}
-	e.persistProbes++
+	e.snd.persistProbes++
 	e.stats.PersistProbes++
-	seg := Segment{Seq: e.sndUna - 1, Flags: FlagACK}
+	seg := Segment{Seq: e.snd.una - 1, Flags: FlagACK}
 	e.send(&seg)
 	if e.state == StateClosed {
 		return
 	}
 	if e.persistTimeout() < e.cfg.MaxRTO {
-		e.persistBackoff++ // RFC 1122 4.2.2.17: exponential backoff
+		e.snd.persistBackoff++ // RFC 1122 4.2.2.17: exponential backoff
 	}
-	e.startTimer(&e.persist, e.persistTimeout())
+	e.startTimer(timerPersist, e.persistTimeout())
 }
 
 // onCloseTimer ends TIME-WAIT (RFC 9293 3.10.8), or FIN-WAIT-2 after Close
@@ -150,7 +264,7 @@ func (e *Endpoint) onCloseTimer() {
 // UserTimeout (RFC 5482, RFC 9293 3.10.8).
 func (e *Endpoint) onUserTimeout() {
 	defer e.flush()
-	if e.state == StateClosed || len(e.rtxq) == 0 {
+	if e.state == StateClosed || len(e.snd.rtxq) == 0 {
 		return
 	}
 	e.abort(ErrTimeout, e.state != StateSynSent)
@@ -176,6 +290,6 @@ func (e *Endpoint) SetKeepAlive(on bool, idle, interval time.Duration, count int
 	if on {
 		e.armKeepalive()
 	} else {
-		e.w.Stop(&e.keepalive)
+		e.stopTimer(timerKeepalive)
 	}
 }

@@ -1,0 +1,133 @@
+package tcp
+
+// congestionControl is the sender's congestion window arithmetic: how much
+// may be outstanding (cwnd) and where slow start ends (ssthresh). It sends
+// nothing and decides nothing about loss: the sender and fast recovery
+// (snd.go, recovery.go) and RACK-TLP (rack.go) decide what to send and
+// resend, and when recovery begins and ends; they tell congestion control,
+// which answers with cwnd.
+//
+// NewReno (RFC 5681, RFC 6582; with SACK, RFC 6675's cwnd = ssthresh) is the
+// one implementation. The hooks are those the others need too: PRR (RFC
+// 6937) would size each resend from the ACKs in recovery (onRecoveryAck) and
+// set cwnd to ssthresh on exitRecovery; CUBIC (RFC 9438) would grow cwnd in
+// onAck by the time since its last reduction (the loop's now, which the
+// endpoint would add to the call) and reduce by its own beta in
+// enterRecovery and onRTO.
+type congestionControl interface {
+	cwnd() int     // bytes
+	ssthresh() int // bytes
+	// start sets the initial window, segs segments of smss (RFC 5681 3.1,
+	// RFC 6928), once the handshake has fixed SMSS and SACK; again with one
+	// segment when the connection is established after a lost SYN or SYN-ACK.
+	start(smss, segs int, sack bool)
+	// onAck: acked new bytes acknowledged outside recovery.
+	onAck(acked int)
+	// enterRecovery: a loss found by the third duplicate ACK or by RACK, with
+	// flight bytes outstanding: fast recovery begins.
+	enterRecovery(flight int, by lossSignal)
+	// onRecoveryAck: an ACK in fast recovery that does not end it, a partial
+	// ACK of acked bytes or a duplicate ACK (acked = 0).
+	onRecoveryAck(acked int)
+	// exitRecovery: a full ACK ends fast recovery with flight bytes left.
+	exitRecovery(flight int)
+	// onRTO: the retransmission timer expired with flight bytes outstanding;
+	// first is the first expiry of the episode.
+	onRTO(flight int, first bool)
+	// onProbeRepair: a tail-loss probe repaired a loss (RFC 8985 7.4.2).
+	onProbeRepair()
+}
+
+// lossSignal says what found the loss that starts fast recovery.
+type lossSignal int
+
+const (
+	lossDupAcks lossSignal = iota // the third duplicate ACK (RFC 5681 3.2)
+	lossRACK                      // RACK's time-based detection (RFC 8985 6.2)
+)
+
+var _ congestionControl = (*newReno)(nil)
+
+// newReno is RFC 5681's slow start and congestion avoidance with RFC 6582's
+// fast recovery; with SACK, cwnd is ssthresh in recovery, without inflation,
+// and pipe paces the resends (RFC 6675 5).
+type newReno struct {
+	smss    int
+	wnd     int  // cwnd
+	thresh  int  // ssthresh
+	caAcked int  // bytes acknowledged in congestion avoidance, RFC 5681 3.1 (3)
+	sack    bool // SACK is on: no inflation or deflation in recovery
+}
+
+func newNewReno() *newReno {
+	return &newReno{smss: DefaultMSS, thresh: 1 << 30} // RFC 5681 3.1: ssthresh arbitrarily high
+}
+
+func (r *newReno) cwnd() int     { return r.wnd }
+func (r *newReno) ssthresh() int { return r.thresh }
+
+func (r *newReno) start(smss, segs int, sack bool) {
+	r.smss, r.sack = smss, sack
+	r.wnd = segs * smss // RFC 5681 3.1: IW
+}
+
+func (r *newReno) onAck(acked int) {
+	if r.wnd < r.thresh {
+		r.wnd += min(acked, r.smss) // RFC 5681 (2): slow start, RFC 3465 L = 1 SMSS
+		return
+	}
+	r.caAcked += acked // RFC 5681 3.1 (3): congestion avoidance by bytes acked
+	if r.caAcked >= r.wnd {
+		r.caAcked -= r.wnd
+		r.wnd += r.smss
+	}
+}
+
+// halve is RFC 5681 (4): ssthresh = max(FlightSize / 2, 2*SMSS).
+func (r *newReno) halve(flight int) { r.thresh = max(flight/2, 2*r.smss) }
+
+func (r *newReno) enterRecovery(flight int, by lossSignal) {
+	r.halve(flight)  // RFC 5681 (4) / RFC 6582 3.2 (2)
+	r.wnd = r.thresh // with SACK, RFC 6675 5 (4.2): cwnd = ssthresh; pipe, not inflation, paces the rest
+	if by == lossDupAcks && !r.sack {
+		r.wnd += 3 * r.smss // RFC 6582 3.2 (2)/RFC 5681 3.2 (3): inflate by the three segments that left
+	}
+	if by == lossRACK {
+		r.caAcked = 0 // a recovery RACK starts restarts congestion avoidance's count; one the duplicate ACKs start keeps it
+	}
+}
+
+func (r *newReno) onRecoveryAck(acked int) {
+	switch {
+	case r.sack:
+		// RFC 6675 5: cwnd stays at ssthresh; pipe paces the recovery.
+	case acked == 0:
+		r.wnd += r.smss // RFC 6582 3.2 (4): inflate by one SMSS per further duplicate ACK
+	default:
+		// RFC 6582 3.2 (3) partial acknowledgment: deflate cwnd by the amount
+		// acknowledged and add back one SMSS if that amount was at least one SMSS.
+		r.wnd -= acked
+		if acked >= r.smss {
+			r.wnd += r.smss
+		}
+		r.wnd = max(r.wnd, r.smss)
+	}
+}
+
+func (r *newReno) exitRecovery(flight int) {
+	r.wnd = min(r.thresh, max(flight, r.smss)+r.smss) // RFC 6582 3.2 (3) option 1
+}
+
+func (r *newReno) onRTO(flight int, first bool) {
+	if first {
+		r.halve(flight) // RFC 5681 (4), once per timeout episode
+	}
+	r.wnd = r.smss // RFC 5681 3.1: LW = 1 SMSS
+	r.caAcked = 0
+}
+
+func (r *newReno) onProbeRepair() {
+	r.thresh = max(r.wnd/2, 2*r.smss) // RFC 8985 7.4.2: lower cwnd and ssthresh
+	r.wnd = r.thresh
+	r.caAcked = 0
+}

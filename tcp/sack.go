@@ -1,0 +1,85 @@
+package tcp
+
+import (
+	"sort"
+
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+)
+
+// scoreboard is the SACK scoreboard (RFC 2018, RFC 6675 3): what the peer's
+// SACK blocks cover above SND.UNA. The marks are the txSeg.sacked flags of
+// the retransmission queue; the scoreboard keeps their sums and the highest
+// SACKed sequence number.
+type scoreboard struct {
+	high  seqnum.Value // highest SACKed sequence number + 1 (RFC 6675 HighSACK + 1)
+	bytes int          // bytes SACKed above SND.UNA
+	segs  int          // segments SACKed above SND.UNA (RACK.segs_sacked)
+}
+
+// mark records s as SACKed (a SACK block covers it). It reports whether it
+// was not already.
+func (b *scoreboard) mark(s *txSeg) bool {
+	if s.sacked {
+		return false
+	}
+	s.sacked, s.lost = true, false
+	b.bytes += int(s.len)
+	b.segs++
+	return true
+}
+
+// acked forgets s, now cumulatively acknowledged. It reports whether s was
+// SACKed.
+func (b *scoreboard) acked(s *txSeg) bool {
+	if !s.sacked {
+		return false
+	}
+	b.bytes -= int(s.len)
+	b.segs--
+	return true
+}
+
+// trimmed forgets d bytes cut off the front of s by a cumulative ACK.
+func (b *scoreboard) trimmed(s *txSeg, d seqnum.Size) {
+	if s.sacked {
+		b.bytes -= int(d)
+	}
+}
+
+// validBlock reports whether blk lies in (SND.UNA, SND.MAX] and is not
+// inverted; RFC 2018 allows no other, so only bogus or D-SACK blocks fail.
+func validBlock(blk SACKBlock, una, sndMax seqnum.Value) bool {
+	return una.LessThan(blk.End) && !sndMax.LessThan(blk.End) && blk.Start.LessThan(blk.End) && !blk.Start.LessThan(una)
+}
+
+// raise moves HighSACK up to a block's end.
+func (b *scoreboard) raise(end, una seqnum.Value) {
+	if b.high.LessThan(end) || b.high.LessThan(una) {
+		b.high = end
+	}
+}
+
+// updateSACK marks the queued segments the peer's SACK blocks cover (RFC 2018,
+// the scoreboard of RFC 6675) and stops their timers. It reports whether any
+// segment was newly SACKed.
+func (e *Endpoint) updateSACK(blocks []SACKBlock) bool {
+	news := false
+	for _, b := range blocks {
+		if !validBlock(b, e.snd.una, e.snd.max) {
+			continue
+		}
+		e.sb.raise(b.End, e.snd.una)
+		q := e.snd.rtxq
+		for i := sort.Search(len(q), func(i int) bool { return b.Start.LessThanEq(q[i].seq) }); i < len(q) && !b.End.LessThan(q[i].end()); i++ {
+			if e.sb.mark(q[i]) {
+				e.w.Stop(&q[i].entry) // STOP_TIMER: SACKed
+				e.rackDelivered(q[i]) // RFC 8985 6.2 steps 2 and 3
+				news = true
+			}
+		}
+	}
+	if news {
+		e.ensureRTOTimer()
+	}
+	return news
+}
