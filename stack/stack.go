@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/loop"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
@@ -48,7 +49,7 @@ type Stack struct {
 	cfg   Config
 	dev   tun.Device
 	wheel *timer.Wheel
-	drv   *timer.Driver
+	drv   *loop.Loop
 	done  chan struct{} // closed by Close
 
 	closeOnce sync.Once
@@ -123,7 +124,7 @@ func New(cfg Config) (*Stack, error) {
 	if cfg.ManualLoop {
 		return s.newManual()
 	}
-	drv, err := timer.NewDriver(w)
+	drv, err := loop.New(w)
 	if err != nil {
 		return nil, err
 	}
@@ -152,9 +153,9 @@ func (s *Stack) startPolling() bool {
 	if err != nil {
 		return false
 	}
-	// Set before AddReadFD, whose Post orders these writes before readReady.
+	// Set before Watch, whose Post orders these writes before readReady.
 	s.poll, s.pollFD, s.ibuf = p, fd, make([]byte, s.dev.MTU())
-	if err := s.drv.AddReadFD(fd, s.readReady); err != nil {
+	if err := s.drv.Watch(fd, s.readReady); err != nil {
 		s.poll, s.ibuf = nil, nil // never registered: readReady cannot run
 		return false
 	}
@@ -167,7 +168,7 @@ func (s *Stack) stopPolling() {
 	if s.poll == nil {
 		return
 	}
-	_ = s.drv.RemoveReadFD(s.pollFD)
+	_ = s.drv.Unwatch(s.pollFD)
 	s.poll, s.ibuf = nil, nil
 }
 
