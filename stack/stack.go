@@ -67,6 +67,9 @@ type Stack struct {
 	inq  [][]byte
 	bufs sync.Pool
 
+	// The Conns' read-ahead buffers, by class (aheadClasses).
+	aheadPools [len(aheadClasses)]sync.Pool
+
 	// Owned by the loop goroutine.
 	conns     map[tcp.ID]*Conn
 	listeners map[uint16]*Listener
