@@ -4,6 +4,7 @@ package loop
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -225,5 +226,60 @@ func TestLoopSetSpin(t *testing.T) {
 		if err := d.SetSpin(good); err != nil {
 			t.Errorf("SetSpin(%v) = %v", good, err)
 		}
+	}
+}
+
+// TestLoopOrderOfWork pins the order of one turn (see the package doc): the
+// expiry of due timers, then posted functions, then readable descriptors, when
+// all three are ready at the same turn.
+func TestLoopOrderOfWork(t *testing.T) {
+	l, w, _ := newTestLoop(t, timer.DefaultTick)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+
+	var order []string // the loop's alone
+	done := make(chan []string, 1)
+	note := func(what string) {
+		order = append(order, what)
+		if len(order) == 3 {
+			done <- order
+		}
+	}
+	var e timer.Entry
+	e.Init(func() { note("expiry") })
+	if err := l.Watch(p[0], func() {
+		var buf [8]byte
+		for {
+			if n, err := unix.Read(p[0], buf[:]); n <= 0 || err != nil {
+				break
+			}
+		}
+		note("readable")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// All three become ready inside one posted function, so the next turn
+	// finds them together.
+	postWait(t, l, func() {
+		if err := w.Start(&e, 0); err != nil { // due at once
+			t.Error(err)
+		}
+		if _, err := unix.Write(p[1], []byte{1}); err != nil {
+			t.Error(err)
+		}
+		if err := l.Post(func() { note("posted") }); err != nil {
+			t.Error(err)
+		}
+	})
+	got := recvWithin(t, done)
+	if want := []string{"expiry", "posted", "readable"}; !slices.Equal(got, want) {
+		t.Errorf("order of work %v, want %v", got, want)
+	}
+	if err := l.Unwatch(p[0]); err != nil {
+		t.Fatal(err)
 	}
 }
