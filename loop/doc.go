@@ -20,7 +20,7 @@
 //
 // # Order of work
 //
-// Each turn of a Loop does, in this order (Loop.turn):
+// Each turn of a Loop does, in this order:
 //
 //  1. expiry: the wheel is advanced to the clock's now and the due entries run
 //     (EXPIRY_PROCESSING);
@@ -32,7 +32,10 @@
 //
 // Then it sleeps until the wheel's next deadline, a Post, or a readable
 // descriptor; if something is due already it only polls the descriptors,
-// without blocking, and goes round again.
+// without blocking, and goes round again. (So a packet that arrived before a
+// timer's deadline but is read in the same turn comes after that timer's
+// expiry. The order lives in one place, the loop's turn method, so that
+// input before expiry is an edit there.)
 //
 // # Concurrency
 //

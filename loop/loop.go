@@ -210,7 +210,8 @@ func (l *Loop) run(started chan<- error) {
 //     epoll_wait.
 //
 // It reports whether Close had been called when the posted functions were
-// taken: then every function posted before Close has run.
+// taken: then every function posted before Close has run. The order of work is
+// this function's alone: input before expiry would move runReady first.
 func (l *Loop) turn() (closing bool) {
 	l.expire()
 	closing = l.runPosted()
