@@ -30,10 +30,11 @@ vet:
 test: deps fmt-check vet
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-# Benchmarks: the wheel against time.AfterFunc, time.Timer.Reset and gVisor's clock,
-# in one run so the ratios are comparable.
+# Benchmarks: the wheel against time.AfterFunc, time.Timer.Reset and gVisor's clock
+# (timer/), and the event loop's firing lateness (loop/), in one run so the ratios
+# are comparable.
 bench:
-	$(GO) test -run '^$$' -bench 'StartStop|Advance|Expire|Lateness' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./timer/
+	$(GO) test -run '^$$' -bench 'StartStop|Advance|Expire|Lateness' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./timer/ ./loop/
 
 # A longer fuzzing session of the wheel against its reference model.
 fuzz:

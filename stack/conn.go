@@ -91,10 +91,8 @@ const readAhead = 256 << 10
 
 // aheadClasses are the sizes of the read-ahead buffers: the smallest that holds
 // what is there, so that a connection with a little unread data does not hold
-// a big buffer.
+// a big buffer. Each Stack pools its buffers by class (Stack.aheadPools).
 var aheadClasses = [...]int{16 << 10, 64 << 10, readAhead}
-
-var aheadPools [len(aheadClasses)]sync.Pool
 
 // aheadClass is the index of the smallest class that holds n bytes (n <=
 // readAhead).
@@ -107,9 +105,9 @@ func aheadClass(n int) int {
 }
 
 // getAhead returns a pooled buffer of the smallest class that holds n bytes.
-func getAhead(n int) *[]byte {
+func (s *Stack) getAhead(n int) *[]byte {
 	k := aheadClass(n)
-	if bp, ok := aheadPools[k].Get().(*[]byte); ok {
+	if bp, ok := s.aheadPools[k].Get().(*[]byte); ok {
 		return bp
 	}
 	b := make([]byte, aheadClasses[k])
@@ -117,7 +115,7 @@ func getAhead(n int) *[]byte {
 }
 
 // putAhead returns a buffer of getAhead to its pool (its length is its class's).
-func putAhead(bp *[]byte) { aheadPools[aheadClass(len(*bp))].Put(bp) }
+func (s *Stack) putAhead(bp *[]byte) { s.aheadPools[aheadClass(len(*bp))].Put(bp) }
 
 // Read implements net.Conn. It returns io.EOF after the peer's FIN.
 func (c *Conn) Read(p []byte) (int, error) {
@@ -146,7 +144,7 @@ func (c *Conn) readOnce(p []byte) (int, error) {
 	var bp *[]byte
 	if c.s.do(func() {
 		if avail := c.ep.Readable(); avail > len(p) && len(p) > 0 && len(p) < readAhead {
-			bp = getAhead(min(avail, readAhead))
+			bp = c.s.getAhead(min(avail, readAhead))
 			n, err = c.ep.Read(*bp)
 			return
 		}
@@ -183,7 +181,7 @@ func (c *Conn) takeAhead(p []byte) int {
 func (c *Conn) dropAhead() bool {
 	unread := len(c.ahead) > 0
 	if c.aheadBuf != nil {
-		putAhead(c.aheadBuf)
+		c.s.putAhead(c.aheadBuf)
 	}
 	c.aheadBuf, c.ahead = nil, nil
 	return unread

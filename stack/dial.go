@@ -12,7 +12,9 @@ import (
 // DialContext connects to address ("ip:port", IPv4; no name resolution) over the
 // stack. network must be "tcp" or "tcp4". It returns when the handshake
 // completes, fails (connection refused, timed out after the SYN retries), or ctx
-// ends, in which case the half-open connection is reset.
+// ends, in which case the half-open connection is reset. The net.Conn is always
+// a *Conn (for CloseWrite, Info and the keepalive setters): c.(*stack.Conn). It
+// returns net.Conn, not *Conn, so that it can be http.Transport's DialContext.
 func (s *Stack) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	fail := func(raddr net.Addr, err error) error {
 		return &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
@@ -31,28 +33,9 @@ func (s *Stack) DialContext(ctx context.Context, network, address string) (net.C
 	if err := ctx.Err(); err != nil {
 		return nil, fail(raddr, err)
 	}
-	var c *Conn
-	var derr error
-	if s.do(func() {
-		p, ok := s.ephemeralPort(ap)
-		if !ok {
-			derr = fmt.Errorf("no free local port for %v", ap)
-			return
-		}
-		id := tcp.ID{Local: netip.AddrPortFrom(s.cfg.Addr, p), Remote: ap}
-		ep, err := tcp.Dial(s.wheel, s, id, s.cfg.TCP)
-		if err != nil {
-			derr = mapErr(err)
-			return
-		}
-		c = newConn(s, ep)
-		s.register(c)
-		ep.SetNotify(c.notify)
-	}) != nil {
-		return nil, fail(raddr, net.ErrClosed)
-	}
-	if derr != nil {
-		return nil, fail(raddr, derr)
+	c, err := s.startDial(0, ap)
+	if err != nil {
+		return nil, fail(raddr, err)
 	}
 	select {
 	case <-c.settled:
@@ -72,4 +55,38 @@ func (s *Stack) DialContext(ctx context.Context, network, address string) (net.C
 		return nil, fail(raddr, mapErr(eerr))
 	}
 	return c, nil
+}
+
+// startDial sends a SYN to remote from the local port local (0 picks an
+// ephemeral port) and returns the connection at once, in SYN-SENT. The error is
+// net.ErrClosed if the stack is closed, else the reason it could not start.
+func (s *Stack) startDial(local uint16, remote netip.AddrPort) (*Conn, error) {
+	var c *Conn
+	var derr error
+	if s.do(func() {
+		p := local
+		if p == 0 {
+			var ok bool
+			if p, ok = s.ephemeralPort(remote); !ok {
+				derr = fmt.Errorf("no free local port for %v", remote)
+				return
+			}
+		}
+		id := tcp.ID{Local: netip.AddrPortFrom(s.cfg.Addr, p), Remote: remote}
+		if s.conns[id] != nil {
+			derr = fmt.Errorf("%v: address already in use", id)
+			return
+		}
+		ep, err := tcp.Dial(s.wheel, s.out(), id, s.cfg.TCP)
+		if err != nil {
+			derr = mapErr(err)
+			return
+		}
+		c = newConn(s, ep)
+		s.register(c)
+		ep.SetNotify(c.notify)
+	}) != nil {
+		return nil, net.ErrClosed
+	}
+	return c, derr
 }

@@ -1,6 +1,8 @@
 // Package stack is tcpwheel's userspace TCP/IP stack: IPv4 (with ICMP echo),
-// demultiplexing by 4-tuple, the event loop that owns the timing wheel, and the
-// public API whose connections are net.Conn and whose listeners are net.Listener.
+// demultiplexing by 4-tuple, the device's input path onto the event loop, and
+// the public API whose connections are net.Conn (always a *Conn, with
+// CloseWrite, Info and keepalive setters) and whose listeners are net.Listener
+// (always a *Listener, whose AcceptConn returns a *Conn).
 //
 //	s, err := stack.New(stack.Config{Device: dev, Addr: netip.MustParseAddr("198.18.0.2")})
 //	ln, err := s.Listen("tcp", ":80")
@@ -8,17 +10,23 @@
 //
 // # The loop
 //
-// One goroutine, a timer.Driver on a locked OS thread, owns the wheel and every
-// TCP endpoint: it runs, in order, the expiry of the wheel's timers, the
-// application calls posted by connections, and the packets the device delivers.
-// TCP code therefore needs no locks, and timers fire on the wheel's precise sleep
-// rather than on Go runtime timers. When the device is a tun.Pollable (a TUN,
-// also through tun/impair), the loop's epoll watches its
-// descriptor and the loop reads up to 64 packets per wake-up itself, into one
-// buffer of its own, with no handoff; otherwise (an in-memory pipe) a reader
-// goroutine blocks in the device's ReadPacket and queues what it reads. (A
-// tun/pcaptap capture keeps the reader goroutine: replays of captures assume
-// its ordering of packets and application calls.)
+// The stack runs on one event loop (package loop), which owns the wheel and
+// every TCP endpoint: New starts a loop.Loop of its own, a goroutine on a locked
+// OS thread, which runs, in order, the expiry of the wheel's timers, the
+// application calls posted by connections, and the packets the device delivers
+// (see package loop, "Order of work"). TCP code therefore needs no locks, and
+// timers fire on the loop's precise sleep rather than on Go runtime timers.
+//
+// Packets reach the loop by one of two paths, which Stats.InputPath names. When
+// the device is a tun.Pollable (a TUN, also through tun/impair), the loop
+// watches its descriptor and reads up to 64 packets per readiness itself, into
+// one buffer of its own, with no handoff: the direct path. Otherwise (an
+// in-memory pipe, a tun/pcaptap capture) a reader goroutine blocks in the
+// device's ReadPacket and posts what it reads to the loop: the reader path. (A
+// pcaptap capture keeps the reader path: replays of captures assume its
+// ordering of packets and application calls.) NewManual runs the stack on a
+// loop.Manual instead, driven by its caller, who injects the packets: for tests
+// and pcap replay (package replay).
 //
 // Application goroutines never touch an endpoint: Conn.Read, Write and Close post
 // a function to the loop and wait for it; when an endpoint has nothing to give,

@@ -88,7 +88,7 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 	d.NoListener++
 	if r, ok := tcp.ResetFor(&seg); ok { // RFC 9293 3.10.7.1: CLOSED, answer with a RST
 		s.counters.ResetsSent++
-		s.Send(id, &r)
+		s.sendSegment(id, &r)
 	}
 }
 

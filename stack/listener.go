@@ -26,7 +26,8 @@ var _ net.Listener = (*Listener)(nil)
 
 // Listen announces on the stack's address. network must be "tcp" or "tcp4";
 // address is ":port" or "addr:port" with the stack's own address, or port 0 for
-// an ephemeral port.
+// an ephemeral port. The net.Listener is always a *Listener, whose AcceptConn
+// returns *Conn.
 func (s *Stack) Listen(network, address string) (net.Listener, error) {
 	fail := func(err error) error {
 		return &net.OpError{Op: "listen", Net: network, Err: err}
@@ -63,7 +64,7 @@ func (s *Stack) Listen(network, address string) (net.Listener, error) {
 			lerr = fmt.Errorf("port %d: address already in use", p)
 			return
 		}
-		tl, err := tcp.NewListener(s.wheel, s, tcp.ListenerConfig{
+		tl, err := tcp.NewListener(s.wheel, s.out(), tcp.ListenerConfig{
 			Backlog:  s.cfg.Backlog,
 			Endpoint: s.cfg.TCP,
 			Accept:   l.accept,
@@ -104,8 +105,19 @@ func (l *Listener) accept(ep *tcp.Endpoint) bool {
 	return true
 }
 
-// Accept implements net.Listener.
+// Accept implements net.Listener. The net.Conn is always a *Conn; AcceptConn
+// returns it as one.
 func (l *Listener) Accept() (net.Conn, error) {
+	c, err := l.AcceptConn()
+	if err != nil {
+		return nil, err // not a nil *Conn in a non-nil net.Conn
+	}
+	return c, nil
+}
+
+// AcceptConn waits for the next connection, as Accept does, and returns it as
+// the *Conn it is.
+func (l *Listener) AcceptConn() (*Conn, error) {
 	select {
 	case c := <-l.acceptq:
 		return c, nil

@@ -12,11 +12,11 @@ import (
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 )
 
-// manualPair is two ManualLoop stacks whose packets the test carries across
+// manualPair is two manual stacks whose packets the test carries across
 // (shuttle), on clocks that stay at 0: every step is deterministic.
 type manualPair struct {
 	t                  *testing.T
-	a, b               *Stack
+	a, b               *Manual
 	aDev, aTap         *tuntest.Endpoint // a's device, and where its packets come out
 	bDev, bTap         *tuntest.Endpoint
 	aCarried, bCarried uint64
@@ -28,12 +28,12 @@ func newManualPair(t *testing.T) *manualPair {
 	p.aDev, p.aTap = tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500, QueueLen: 4096})
 	p.bDev, p.bTap = tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500, QueueLen: 4096})
 	var err error
-	p.a, err = New(Config{Device: p.aDev, Addr: addrA, Clock: timer.NewManualClock(0), ManualLoop: true})
+	p.a, err = NewManual(Config{Device: p.aDev, Addr: addrA, Clock: timer.NewManualClock(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.a.Close() })
-	p.b, err = New(Config{Device: p.bDev, Addr: addrB, Clock: timer.NewManualClock(0), ManualLoop: true})
+	p.b, err = NewManual(Config{Device: p.bDev, Addr: addrB, Clock: timer.NewManualClock(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func (p *manualPair) shuttle() {
 		for _, d := range []struct {
 			dev, tap *tuntest.Endpoint
 			carried  *uint64
-			to       *Stack
+			to       *Manual
 		}{{p.aDev, p.aTap, &p.aCarried, p.b}, {p.bDev, p.bTap, &p.bCarried, p.a}} {
 			for *d.carried < d.dev.Stats().Sent {
 				n, err := d.tap.ReadPacket(buf)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/loop"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
@@ -25,7 +26,8 @@ type Config struct {
 	// Tick is the timing wheel's resolution, and the clock granularity G of RFC
 	// 6298. Zero means timer.DefaultTick.
 	Tick time.Duration
-	// Clock is the wheel's clock. Nil means the monotonic clock.
+	// Clock is the wheel's clock. Nil means the monotonic clock. NewManual
+	// needs a *timer.ManualClock.
 	Clock timer.Clock
 	// TCP configures every connection. A zero MSS means the device's MTU less 40.
 	TCP tcp.Config
@@ -34,9 +36,6 @@ type Config struct {
 	Backlog int
 	// TTL of the packets sent. Zero means 64.
 	TTL uint8
-	// ManualLoop runs the stack without goroutines: the caller drives it with
-	// Inject and AdvanceTo (see manual.go). Clock must be a *timer.ManualClock.
-	ManualLoop bool
 }
 
 // ErrConfig is wrapped by New for an invalid Config.
@@ -47,8 +46,8 @@ var ErrConfig = errors.New("stack: invalid config")
 type Stack struct {
 	cfg   Config
 	dev   tun.Device
-	wheel *timer.Wheel
-	drv   *timer.Driver
+	run   loop.Runner   // the loop the stack runs on: a *loop.Loop, or NewManual's *loop.Manual
+	wheel *timer.Wheel  // run's
 	done  chan struct{} // closed by Close
 
 	closeOnce sync.Once
@@ -68,6 +67,9 @@ type Stack struct {
 	inq  [][]byte
 	bufs sync.Pool
 
+	// The Conns' read-ahead buffers, by class (aheadClasses).
+	aheadPools [len(aheadClasses)]sync.Pool
+
 	// Owned by the loop goroutine.
 	conns     map[tcp.ID]*Conn
 	listeners map[uint16]*Listener
@@ -77,11 +79,43 @@ type Stack struct {
 	rng       *rand.Rand
 	counters  Counters
 	closedTCP tcp.Counters // counters of endpoints that are gone
-	manual    *manualLoop  // set in ManualLoop mode, where drv is nil
+	input     string       // the input path, for Stats: inputDirect, inputReader or inputManual
 }
 
-// New starts a stack on cfg.Device.
+// The input paths, as Stats.InputPath reports them.
+const (
+	inputDirect = "direct" // the loop watches the device's descriptor and reads it
+	inputReader = "reader" // a reader goroutine reads the device and posts to the loop
+	inputManual = "manual" // NewManual: the caller injects packets
+)
+
+// New starts a stack on cfg.Device, with a loop (loop.Loop) of its own. If the
+// device is a tun.Pollable the loop watches its descriptor and reads packets
+// itself (the direct path); otherwise a reader goroutine reads them and posts
+// them to the loop (the reader path). Stats.InputPath says which.
 func New(cfg Config) (*Stack, error) {
+	s, err := newStack(cfg)
+	if err != nil {
+		return nil, err
+	}
+	l, err := loop.New(s.wheel)
+	if err != nil {
+		return nil, err
+	}
+	s.run = l
+	if s.startPolling() {
+		s.input = inputDirect
+		return s, nil
+	}
+	s.input = inputReader
+	s.readerWG.Add(1)
+	go s.reader()
+	return s, nil
+}
+
+// newStack checks cfg, fills in its defaults, and returns a stack with its wheel
+// but no loop yet.
+func newStack(cfg Config) (*Stack, error) {
 	if cfg.Device == nil {
 		return nil, fmt.Errorf("%w: no device", ErrConfig)
 	}
@@ -120,19 +154,6 @@ func New(cfg Config) (*Stack, error) {
 		rng:       rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
-	if cfg.ManualLoop {
-		return s.newManual()
-	}
-	drv, err := timer.NewDriver(w)
-	if err != nil {
-		return nil, err
-	}
-	s.drv = drv
-	if s.startPolling() {
-		return s, nil
-	}
-	s.readerWG.Add(1)
-	go s.reader()
 	return s, nil
 }
 
@@ -152,9 +173,9 @@ func (s *Stack) startPolling() bool {
 	if err != nil {
 		return false
 	}
-	// Set before AddReadFD, whose Post orders these writes before readReady.
+	// Set before Watch, whose Post orders these writes before readReady.
 	s.poll, s.pollFD, s.ibuf = p, fd, make([]byte, s.dev.MTU())
-	if err := s.drv.AddReadFD(fd, s.readReady); err != nil {
+	if err := s.run.Watch(fd, s.readReady); err != nil {
 		s.poll, s.ibuf = nil, nil // never registered: readReady cannot run
 		return false
 	}
@@ -167,7 +188,7 @@ func (s *Stack) stopPolling() {
 	if s.poll == nil {
 		return
 	}
-	_ = s.drv.RemoveReadFD(s.pollFD)
+	_ = s.run.Unwatch(s.pollFD)
 	s.poll, s.ibuf = nil, nil
 }
 
@@ -194,6 +215,7 @@ func (s *Stack) readReady() {
 			s.counters.DeviceErrors++
 			s.stopPolling()
 			if !s.closing {
+				s.input = inputReader
 				s.readerWG.Add(1)
 				go s.reader()
 			}
@@ -233,24 +255,18 @@ func (s *Stack) Close() error {
 		close(s.done)
 		s.closeErr = s.dev.Close()
 		s.readerWG.Wait()
-		if s.drv == nil {
-			return // ManualLoop: no driver
-		}
-		if err := s.drv.Close(); err != nil && s.closeErr == nil {
+		if err := s.run.Close(); err != nil && s.closeErr == nil {
 			s.closeErr = err
 		}
 	})
 	return s.closeErr
 }
 
-// do runs f on the loop goroutine and waits for it. It reports net.ErrClosed if
-// the stack is closed and f did not run.
+// do runs f on the loop and waits for it. It reports net.ErrClosed if the stack
+// is closed and f did not run.
 func (s *Stack) do(f func()) error {
-	if s.manual != nil {
-		return s.manual.do(s, f)
-	}
 	ch := make(chan struct{})
-	if err := s.drv.Post(func() { f(); close(ch) }); err != nil {
+	if err := s.run.Post(func() { f(); close(ch) }); err != nil {
 		return net.ErrClosed
 	}
 	<-ch
@@ -292,7 +308,7 @@ func (s *Stack) reader() {
 	}
 }
 
-func (s *Stack) post(f func()) { _ = s.drv.Post(f) }
+func (s *Stack) post(f func()) { _ = s.run.Post(f) }
 
 // drainInput runs on the loop: it takes the reader's queue and handles each
 // packet.
@@ -308,9 +324,21 @@ func (s *Stack) drainInput() {
 	}
 }
 
-// Send implements tcp.Output: it wraps the segment in an IPv4 header and writes
-// the packet to the device. It runs on the loop.
-func (s *Stack) Send(id tcp.ID, seg *tcp.Segment) {
+// output is the stack as the tcp package's tcp.Output: the send path of every
+// endpoint and listener, unexported so that the stack's API does not show it.
+type output Stack
+
+var _ tcp.Output = (*output)(nil)
+
+// out returns s as a tcp.Output.
+func (s *Stack) out() *output { return (*output)(s) }
+
+// Send implements tcp.Output: see sendSegment.
+func (o *output) Send(id tcp.ID, seg *tcp.Segment) { (*Stack)(o).sendSegment(id, seg) }
+
+// sendSegment wraps the segment in an IPv4 header and writes the packet to the
+// device. It runs on the loop.
+func (s *Stack) sendSegment(id tcp.ID, seg *tcp.Segment) {
 	n := ipv4HeaderLen + seg.EncodedLen()
 	if n > len(s.obuf) {
 		s.counters.Drops.TooBig++

@@ -216,3 +216,63 @@ func TestKeepAliveSetters(t *testing.T) {
 		t.Fatalf("SetKeepAlive after Close: %v", err)
 	}
 }
+
+func TestInputPath(t *testing.T) {
+	a, _ := pair(t, Config{})
+	if got := a.Stats().InputPath; got != "reader" {
+		t.Errorf("over an in-memory pipe: InputPath %q, want reader", got)
+	}
+	p := newManualPair(t)
+	if got := p.a.Stats().InputPath; got != "manual" {
+		t.Errorf("NewManual: InputPath %q, want manual", got)
+	}
+	if got := p.a.Stats().Wheel.Wakeups; got != 0 {
+		t.Errorf("NewManual: %d wakeups, want 0", got)
+	}
+}
+
+func TestNewManualNeedsManualClock(t *testing.T) {
+	da, _ := tuntest.Pipe(1500)
+	if _, err := NewManual(Config{Device: da, Addr: addrA}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("NewManual without a manual clock: %v, want ErrConfig", err)
+	}
+}
+
+func TestAcceptConn(t *testing.T) {
+	a, b := pair(t, Config{})
+	ln, err := b.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ln.(*Listener)
+	ch := make(chan *Conn, 1)
+	go func() {
+		c, err := l.AcceptConn()
+		if err != nil {
+			t.Error(err)
+		}
+		ch <- c
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := a.DialContext(ctx, "tcp", "198.18.0.2:7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := <-ch
+	if s == nil {
+		t.Fatal("AcceptConn returned no connection")
+	}
+	defer s.Close()
+	if got := s.Info().State; got != tcp.StateEstablished {
+		t.Errorf("accepted connection in %v, want ESTABLISHED", got)
+	}
+	ln.Close()
+	if c, err := l.AcceptConn(); c != nil || !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("AcceptConn after Close: %v, %v", c, err)
+	}
+	if c, err := ln.Accept(); c != nil || !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Accept after Close: %v (nil interface: %v), %v", c, c == nil, err)
+	}
+}

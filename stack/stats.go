@@ -38,6 +38,12 @@ type Drops struct {
 // Stats is a snapshot of the stack: its counters, the TCP counters summed over
 // every connection it has had, and the timing wheel's counters.
 type Stats struct {
+	// InputPath is how packets reach the loop: "direct" (the loop watches the
+	// device's descriptor and reads it, for a tun.Pollable device), "reader" (a
+	// goroutine reads the device and posts the packets to the loop; also after
+	// the direct path met a device error) or "manual" (NewManual: the caller
+	// injects them).
+	InputPath string
 	Counters
 	TCP         tcp.Counters
 	Connections int // in the demultiplexer, TIME-WAIT included
@@ -51,7 +57,7 @@ type WheelStats struct {
 	Pending          int
 	Fired, Stopped   uint64
 	Cascaded         uint64
-	Wakeups          uint64 // the driver's; 0 with ManualLoop
+	Wakeups          uint64 // the loop's (loop.Loop.Wakeups); 0 on a manual loop
 	LateP50, LateP99 int64  // nanoseconds: lateness of fired timers, upper bounds
 	LateMax          int64
 }
@@ -60,6 +66,7 @@ type WheelStats struct {
 func (s *Stack) Stats() Stats {
 	var st Stats
 	if s.do(func() {
+		st.InputPath = s.input
 		st.Counters = s.counters
 		st.TCP = s.closedTCP
 		for _, c := range s.conns {
@@ -80,8 +87,8 @@ func (s *Stack) Stats() Stats {
 	}) != nil {
 		return st
 	}
-	if s.drv != nil { // a ManualLoop stack has no driver
-		st.Wheel.Wakeups = s.drv.Wakeups()
+	if l, ok := s.run.(interface{ Wakeups() uint64 }); ok { // a manual loop has none
+		st.Wheel.Wakeups = l.Wakeups()
 	}
 	return st
 }

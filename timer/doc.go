@@ -36,9 +36,9 @@
 //
 // A deadline is rounded up to a tick boundary, so an entry never fires early and,
 // when Advance is called at every instant of interest (as on a [ManualClock]), fires
-// at most one tick late. On the real clock the [Driver] adds its wake-up latency,
-// most of which it hides: it sleeps until [DefaultSpin] before the deadline and
-// waits out the rest awake, still polling its file descriptors ([Driver.SetSpin]).
+// at most one tick late. On the real clock the event loop that runs the wheel
+// (package loop) adds its wake-up latency, most of which it hides by spinning for
+// the last stretch before a deadline.
 //
 // Start measures durations from [Wheel.Now]: the instant of the last Advance or,
 // inside an expiry callback, the tick being processed. An event loop therefore calls
@@ -49,7 +49,9 @@
 // # Concurrency
 //
 // A [Wheel] is not safe for concurrent use: it belongs to one goroutine (the event
-// loop that owns it), and its fast path takes no locks. [Shared] is the
-// goroutine-safe front, with its own driver goroutine; [Driver] runs a Wheel on the
-// real clock. The [ManualClock] and [MonotonicClock] are safe for concurrent use.
+// loop that owns it), and its fast path takes no locks. The package has no
+// goroutines and does no I/O: package loop runs a Wheel on the real clock (its
+// Loop) or on a [ManualClock] at the caller's pace (its Manual), and its Shared
+// is the goroutine-safe front, built on [Wheel.AdvanceCollect]. The [ManualClock]
+// and [MonotonicClock] are safe for concurrent use.
 package timer

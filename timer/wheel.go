@@ -9,10 +9,10 @@ import (
 	"unsafe"
 )
 
-// Defaults, chosen by the benchmarks (see README.md): with a 10µs tick the
-// driver fires timers 6.5µs late at the median and 55µs at p99 on this project's
-// 2-core VM (100µs tick: 57µs and 125µs; 1ms: 531µs and 1042µs), so a TCP
-// retransmission leaves within a tenth of a millisecond of its RTO. A finer tick
+// Defaults, chosen by the benchmarks (see README.md): with a 10µs tick the event
+// loop (loop.Loop) fires timers 6.5µs late at the median and 55µs at p99 on this
+// project's 2-core VM (100µs tick: 57µs and 125µs; 1ms: 531µs and 1042µs), so a
+// TCP retransmission leaves within a tenth of a millisecond of its RTO. A finer tick
 // costs one or two cascades for long timers and nothing while idle. 64 slots per
 // level make each level's occupancy one machine word.
 const (
@@ -115,7 +115,7 @@ type Wheel struct {
 	clock     Clock
 	closed    bool
 	advancing bool
-	collect   *[]*Entry // when set, fire appends due entries instead of running them
+	collect   *[]func() // when set, fire appends due entries' functions instead of running them
 
 	fired, cascaded, dropped uint64 // dropped: pending when closed
 	late                     LateHistogram
@@ -370,8 +370,8 @@ func (w *Wheel) Poll() int { return w.Advance(w.clock.Now()) }
 // NextDeadline returns the instant, on the wheel's clock, at which the wheel next
 // has work: the earliest slot holding entries (an expiry, or a cascade of a
 // long timer to a lower level). It returns Now when entries are due, and false
-// when nothing is pending. A driver sleeps until then; with nothing pending it
-// need not wake at all.
+// when nothing is pending. An event loop sleeps until then; with nothing pending
+// it need not wake at all.
 func (w *Wheel) NextDeadline() (time.Duration, bool) {
 	if w.closed || w.pending() == 0 {
 		return 0, false
@@ -481,24 +481,24 @@ func (w *Wheel) fire(e *Entry, rel time.Duration) {
 		w.late.Add(rel - time.Duration(e.when*w.tickNs))
 	}
 	if w.collect != nil {
-		*w.collect = append(*w.collect, e)
+		*w.collect = append(*w.collect, e.fn)
 		return
 	}
 	e.fn()
 }
 
-// advanceCollect is Advance, except that due entries are appended to buf instead
-// of run: a locked front runs them after releasing its lock. The entries are idle
-// by then, so a Stop that races with the run returns false, as for time.AfterFunc.
-func (w *Wheel) advanceCollect(now time.Duration, buf []*Entry) []*Entry {
-	w.collect = &buf
+// AdvanceCollect is Advance (PER_TICK_BOOKKEEPING) with EXPIRY_PROCESSING
+// deferred: the functions of the due entries are appended to due, in the order
+// Advance would have run them, and returned instead of run. It is for a locked
+// front (loop.Shared), which runs them after releasing its lock. The entries are
+// idle by then, so a Stop that races with the run returns false, as for
+// time.AfterFunc. Counters and the lateness histogram are updated as by Advance.
+func (w *Wheel) AdvanceCollect(now time.Duration, due []func()) []func() {
+	w.collect = &due
 	w.Advance(now)
 	w.collect = nil
-	return buf
+	return due
 }
-
-// run calls e's function; for fronts that collected it with advanceCollect.
-func (e *Entry) run() { e.fn() }
 
 // head and occWord are &w.lists[loc] and &w.occ[loc>>6] without the bounds
 // checks, which cost Start a twentieth of its time: arm's loc is the due list or

@@ -9,10 +9,10 @@ import (
 	"sync"
 
 	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/segwatch"
+	"github.com/tcpwheel/tcpwheel/loop/tcpipclock"
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/stack/gvisorstack"
 	"github.com/tcpwheel/tcpwheel/timer"
-	"github.com/tcpwheel/tcpwheel/timer/tcpipclock"
 	"github.com/tcpwheel/tcpwheel/tun"
 )
 

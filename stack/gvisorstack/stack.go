@@ -15,7 +15,7 @@
 // inbound ones.
 //
 // Config.Clock chooses gVisor's clock: nil means tcpip.NewStdClock (Go runtime
-// timers); a timer/tcpipclock.Clock runs gVisor's timers on tcpwheel's wheel.
+// timers); a loop/tcpipclock.Clock runs gVisor's timers on tcpwheel's wheel.
 package gvisorstack
 
 import (

@@ -14,9 +14,9 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 
+	"github.com/tcpwheel/tcpwheel/loop/tcpipclock"
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/timer"
-	"github.com/tcpwheel/tcpwheel/timer/tcpipclock"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 )
 

@@ -4,12 +4,12 @@
 // # Equality mode (Run)
 //
 // The capture, taken on the stack's side of the link (pcaptap, LINKTYPE_RAW),
-// holds what the stack received and what it sent. Run builds a fresh stack in
-// stack.Config.ManualLoop mode on a timer.ManualClock, injects the peer's
-// packets at their recorded instants, performs the application's actions (a
-// Script: from a JSON file beside the capture, or derived from the capture) at
-// theirs, and compares every packet the stack sends with the recorded one, in
-// order:
+// holds what the stack received and what it sent. Run builds a fresh manual
+// stack (stack.NewManual, on a loop.Manual and a timer.ManualClock), injects
+// the peer's packets at their recorded instants, performs the application's
+// actions (a Script: from a JSON file beside the capture, or derived from the
+// capture) at theirs, and compares every packet the stack sends with the
+// recorded one, in order:
 //
 //   - flags, payload length and bytes, sequence and acknowledgment numbers
 //     (printed relative to each side's ISN; the replay gives the stack the
@@ -26,7 +26,7 @@
 //     the wheel re-arms timers from the deadline tick, not from the late
 //     instant at which it ran), and errors do not accumulate. The tolerance
 //     (DefaultTolerance, 2 ms) covers the recording's scheduling jitter: on the
-//     recording machine the driver fires timers 0.1 to 1 ms after their
+//     recording machine the loop fires timers 0.1 to 1 ms after their
 //     deadline, and an application's Write reaches the loop some tens of
 //     microseconds after the instant the recorder noted.
 //

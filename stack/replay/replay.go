@@ -158,8 +158,8 @@ func Run(sess *Session, opt Options) (*Result, error) {
 	cfg := sc.TCP.Config()
 	isn := sess.StackISN
 	cfg.ISN = func(tcp.ID, time.Duration) seqnum.Value { return isn }
-	s, err := stack.New(stack.Config{
-		Device: dev, Addr: sess.Stack.Addr(), Tick: tick, Clock: mc, TCP: cfg, ManualLoop: true,
+	s, err := stack.NewManual(stack.Config{
+		Device: dev, Addr: sess.Stack.Addr(), Tick: tick, Clock: mc, TCP: cfg,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
@@ -250,7 +250,7 @@ func startInstant(sess *Session, off func(int64) time.Duration) time.Duration {
 // buffer has taken it all, a read until it has had its bytes. Without
 // explicit reads it reads all that arrives at once.
 type app struct {
-	s       *stack.Stack
+	s       *stack.Manual
 	ln      *stack.Listener
 	conn    *stack.Conn
 	data    []byte // the stack's stream

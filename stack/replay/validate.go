@@ -30,62 +30,108 @@ func Validate(sess *Session) error {
 	var sides [2]side // 0: the first SYN's sender, 1: the other
 	first := sess.Packets[0].Src
 	var errs []string
-	bad := func(p *Packet, format string, a ...any) {
-		errs = append(errs, fmt.Sprintf("packet %d (%v -> %v [%v]): %s", p.N, p.Src, p.Dst, p.Seg.Flags, fmt.Sprintf(format, a...)))
-	}
 	for i := range sess.Packets {
 		p := &sess.Packets[i]
 		me, peer := &sides[0], &sides[1]
 		if p.Src != first {
 			me, peer = peer, me
 		}
-		seg := &p.Seg
-		if seg.Flags&tcp.FlagSYN != 0 {
-			if !me.synSeen {
-				me.isn, me.sndMax, me.synSeen = seg.Seq, seg.Seq, true
-				me.ws, me.hasWS = seg.Options.WindowScale, seg.Options.HasWS
-			} else if seg.Seq != me.isn {
-				bad(p, "SYN with sequence %d, not the ISN %d", uint32(seg.Seq), uint32(me.isn))
-			}
-		}
-		if !me.synSeen && seg.Flags&tcp.FlagRST == 0 {
-			bad(p, "data or ACK before this side's SYN")
-			continue
-		}
-		if seg.Flags&tcp.FlagACK != 0 && seg.Flags&tcp.FlagRST == 0 {
-			switch {
-			case !peer.synSeen:
-				bad(p, "ACK before the other side's SYN")
-			case peer.sndMax.LessThan(seg.Ack):
-				bad(p, "unacceptable ACK: acknowledges %d bytes never sent", uint32(seg.Ack-peer.sndMax))
-			case seg.Ack.LessThanEq(peer.isn):
-				bad(p, "unacceptable ACK: at or before the other side's ISN")
-			}
-		}
-		if me.synSeen && seg.Flags&tcp.FlagRST == 0 {
-			if end := seg.End(); me.sndMax.LessThan(end) {
-				me.sndMax = end
-			}
-			if n := len(seg.Payload); n > 0 && peer.hasEdge {
-				dataEnd := seg.Seq.Add(seqnum.Size(n))
-				if peer.rwndEdge.LessThan(dataEnd) && !(n == 1 && seg.Seq == peer.rwndEdge) {
-					bad(p, "data beyond the receiver's window by %d bytes", uint32(dataEnd-peer.rwndEdge))
-				}
-			}
-		}
-		if seg.Flags&tcp.FlagACK != 0 && seg.Flags&tcp.FlagRST == 0 {
-			wnd := uint32(seg.Window)
-			if seg.Flags&tcp.FlagSYN == 0 && me.hasWS && peer.hasWS {
-				wnd <<= me.ws // RFC 7323 2.3: not scaled in a SYN
-			}
-			edge := seg.Ack.Add(seqnum.Size(wnd))
-			if !me.hasEdge || me.rwndEdge.LessThan(edge) {
-				me.rwndEdge, me.hasEdge = edge, true // the edge never shrinks (RFC 9293 3.8.6)
-			}
+		for _, e := range checkPacket(me, peer, &p.Seg) {
+			errs = append(errs, fmt.Sprintf("packet %d (%v -> %v [%v]): %s", p.N, p.Src, p.Dst, p.Seg.Flags, e))
 		}
 	}
 	if len(errs) == 0 {
 		return nil
 	}
 	return errors.New("replay: invalid capture:\n  " + strings.Join(errs, "\n  "))
+}
+
+// checkPacket checks one segment that me sent to peer, updates what is known
+// of both, and returns what is wrong with it.
+func checkPacket(me, peer *side, seg *tcp.Segment) []string {
+	var errs []string
+	if e := me.onSYN(seg); e != "" {
+		errs = append(errs, e)
+	}
+	rst := seg.Flags&tcp.FlagRST != 0
+	if !me.synSeen && !rst {
+		return append(errs, "data or ACK before this side's SYN")
+	}
+	ack := seg.Flags&tcp.FlagACK != 0 && !rst
+	if ack {
+		if e := peer.checkAck(seg.Ack); e != "" {
+			errs = append(errs, e)
+		}
+	}
+	if me.synSeen && !rst {
+		if e := me.onSend(peer, seg); e != "" {
+			errs = append(errs, e)
+		}
+	}
+	if ack {
+		me.onAdvertise(peer, seg)
+	}
+	return errs
+}
+
+// onSYN records the ISN and window scale of s's first SYN, and checks
+// that a repeated SYN keeps the ISN.
+func (s *side) onSYN(seg *tcp.Segment) string {
+	if seg.Flags&tcp.FlagSYN == 0 {
+		return ""
+	}
+	if !s.synSeen {
+		s.isn, s.sndMax, s.synSeen = seg.Seq, seg.Seq, true
+		s.ws, s.hasWS = seg.Options.WindowScale, seg.Options.HasWS
+		return ""
+	}
+	if seg.Seq != s.isn {
+		return fmt.Sprintf("SYN with sequence %d, not the ISN %d", uint32(seg.Seq), uint32(s.isn))
+	}
+	return ""
+}
+
+// checkAck checks an ACK of what s sent, from the other side (RFC 9293
+// 3.10.7.4).
+func (s *side) checkAck(ack seqnum.Value) string {
+	switch {
+	case !s.synSeen:
+		return "ACK before the other side's SYN"
+	case s.sndMax.LessThan(ack):
+		return fmt.Sprintf("unacceptable ACK: acknowledges %d bytes never sent", uint32(ack-s.sndMax))
+	case ack.LessThanEq(s.isn):
+		return "unacceptable ACK: at or before the other side's ISN"
+	}
+	return ""
+}
+
+// onSend advances s's highest sequence sent and checks that the
+// segment's data lies within peer's advertised window (RFC 9293 3.8.6), a
+// one-byte zero-window probe excepted.
+func (s *side) onSend(peer *side, seg *tcp.Segment) string {
+	if end := seg.End(); s.sndMax.LessThan(end) {
+		s.sndMax = end
+	}
+	n := len(seg.Payload)
+	if n == 0 || !peer.hasEdge {
+		return ""
+	}
+	dataEnd := seg.Seq.Add(seqnum.Size(n))
+	if peer.rwndEdge.LessThan(dataEnd) && !(n == 1 && seg.Seq == peer.rwndEdge) {
+		return fmt.Sprintf("data beyond the receiver's window by %d bytes", uint32(dataEnd-peer.rwndEdge))
+	}
+	return ""
+}
+
+// onAdvertise records the right edge of the window s advertised in an
+// ACK.
+func (s *side) onAdvertise(peer *side, seg *tcp.Segment) {
+	wnd := uint32(seg.Window)
+	if seg.Flags&tcp.FlagSYN == 0 && s.hasWS && peer.hasWS {
+		wnd <<= s.ws // RFC 7323 2.3: not scaled in a SYN
+	}
+	edge := seg.Ack.Add(seqnum.Size(wnd))
+	if !s.hasEdge || s.rwndEdge.LessThan(edge) {
+		s.rwndEdge, s.hasEdge = edge, true // the edge never shrinks (RFC 9293 3.8.6)
+	}
 }

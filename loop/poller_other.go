@@ -1,18 +1,21 @@
 //go:build !linux
 
-package timer
+package loop
 
 import (
+	"errors"
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/tcpwheel/tcpwheel/timer"
 )
 
-// poller is the portable sleep of a Driver: a time.Timer and a wake-up channel.
-// AddReadFD is Linux-only.
+// poller is the portable sleep of a Loop: a time.Timer and a wake-up channel.
+// Watch is Linux-only.
 type poller struct {
 	wakec chan struct{} // capacity 1: a pending wake-up
-	goid  string        // the loop goroutine's id; set by setup before NewDriver returns
+	goid  string        // the loop goroutine's id; set by setup before New returns
 	t     *time.Timer   // the loop goroutine's alone
 }
 
@@ -50,7 +53,7 @@ func (p *poller) wake() {
 
 // wait sleeps until next or a wake-up. There is no spin here: a time.Timer
 // wakes in whole milliseconds anyway.
-func (p *poller) wait(clock Clock, next time.Duration, ok bool, _ time.Duration) bool {
+func (p *poller) wait(clock timer.Clock, next time.Duration, ok bool, _ time.Duration) bool {
 	if !ok {
 		<-p.wakec
 		return true
@@ -79,3 +82,12 @@ func (p *poller) close() error {
 	}
 	return nil
 }
+
+// errNoWatch is Watch's error where the loop has no epoll.
+var errNoWatch = errors.New("loop: Watch needs Linux's epoll")
+
+// Watch is Linux-only: here it fails.
+func (l *Loop) Watch(fd int, onReadable func()) error { return errNoWatch }
+
+// Unwatch is Linux-only: here it fails.
+func (l *Loop) Unwatch(fd int) error { return errNoWatch }

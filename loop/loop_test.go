@@ -1,4 +1,4 @@
-package timer
+package loop
 
 import (
 	"errors"
@@ -6,30 +6,32 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tcpwheel/tcpwheel/timer"
 )
 
-// Tests of the Driver and Shared run on the real clock: they assert orderings and
+// Tests of the Loop and Shared run on the real clock: they assert orderings and
 // generous upper bounds, never tight timings.
 
 // waitTimeout is how long a real-clock test waits for something that should take
 // milliseconds.
 const waitTimeout = 5 * time.Second
 
-func newTestDriver(t *testing.T, tick time.Duration) (*Driver, *Wheel, *MonotonicClock) {
+func newTestLoop(t *testing.T, tick time.Duration) (*Loop, *timer.Wheel, *timer.MonotonicClock) {
 	t.Helper()
-	clock := NewMonotonicClock()
-	d, w := newDriverWith(t, Config{Tick: tick, Clock: clock})
+	clock := timer.NewMonotonicClock()
+	d, w := newLoopWith(t, timer.Config{Tick: tick, Clock: clock})
 	return d, w, clock
 }
 
-// newDriverWith returns a driver on a new wheel of cfg, closed at the end.
-func newDriverWith(t *testing.T, cfg Config) (*Driver, *Wheel) {
+// newLoopWith returns a loop on a new wheel of cfg, closed at the end.
+func newLoopWith(t *testing.T, cfg timer.Config) (*Loop, *timer.Wheel) {
 	t.Helper()
-	w, err := New(cfg)
+	w, err := timer.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewDriver(w)
+	d, err := New(w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func newDriverWith(t *testing.T, cfg Config) (*Driver, *Wheel) {
 }
 
 // postWait posts f and waits for it to have run.
-func postWait(t *testing.T, d *Driver, f func()) {
+func postWait(t *testing.T, d *Loop, f func()) {
 	t.Helper()
 	done := make(chan struct{})
 	if err := d.Post(func() { f(); close(done) }); err != nil {
@@ -58,14 +60,14 @@ func recvWithin[T any](t *testing.T, c <-chan T) T {
 	}
 }
 
-func TestDriverFiresNeverEarly(t *testing.T) {
-	for _, tick := range []time.Duration{MinTick, DefaultTick, time.Millisecond} {
+func TestLoopFiresNeverEarly(t *testing.T) {
+	for _, tick := range []time.Duration{timer.MinTick, timer.DefaultTick, time.Millisecond} {
 		t.Run("tick="+tick.String(), func(t *testing.T) {
-			d, w, clock := newTestDriver(t, tick)
+			d, w, clock := newTestLoop(t, tick)
 			const n = 50
 			type result struct{ deadline, fired time.Duration }
 			results := make(chan result, n)
-			entries := make([]Entry, n)
+			entries := make([]timer.Entry, n)
 			rng := rand.New(rand.NewPCG(1, uint64(tick)))
 			postWait(t, d, func() {
 				for i := range entries {
@@ -87,13 +89,13 @@ func TestDriverFiresNeverEarly(t *testing.T) {
 	}
 }
 
-func TestDriverStartFromPostMeasuresFromNow(t *testing.T) {
-	d, w, clock := newTestDriver(t, DefaultTick)
-	// Let the driver sleep a while so that a stale Now would show.
+func TestLoopStartFromPostMeasuresFromNow(t *testing.T) {
+	d, w, clock := newTestLoop(t, timer.DefaultTick)
+	// Let the loop sleep a while so that a stale Now would show.
 	time.Sleep(20 * time.Millisecond)
 	fired := make(chan time.Duration, 1)
 	var posted time.Duration
-	var e Entry
+	var e timer.Entry
 	e.Init(func() { fired <- clock.Now() })
 	const delay = 5 * time.Millisecond
 	postWait(t, d, func() {
@@ -102,17 +104,17 @@ func TestDriverStartFromPostMeasuresFromNow(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	// The driver advances the wheel just before running posted functions, so
+	// The loop advances the wheel just before running posted functions, so
 	// Start measures from a reading taken at most a few µs before posted.
 	if got := recvWithin(t, fired); got < posted+delay-time.Millisecond {
 		t.Errorf("fired %v after the post, want about %v or more", got-posted, delay)
 	}
 }
 
-func TestDriverCallbackRearmsAndPosts(t *testing.T) {
-	d, w, _ := newTestDriver(t, DefaultTick)
+func TestLoopCallbackRearmsAndPosts(t *testing.T) {
+	d, w, _ := newTestLoop(t, timer.DefaultTick)
 	const rounds = 20
-	var e Entry
+	var e timer.Entry
 	count := 0
 	done := make(chan int, 1)
 	e.Init(func() {
@@ -123,7 +125,7 @@ func TestDriverCallbackRearmsAndPosts(t *testing.T) {
 			}
 			return
 		}
-		// Post from the driver's own goroutine: runs on the next loop.
+		// Post from the loop's own goroutine: runs on the next loop.
 		if err := d.Post(func() { done <- count }); err != nil {
 			t.Error(err)
 		}
@@ -138,10 +140,10 @@ func TestDriverCallbackRearmsAndPosts(t *testing.T) {
 	}
 }
 
-func TestDriverPostOrder(t *testing.T) {
-	d, _, _ := newTestDriver(t, DefaultTick)
+func TestLoopPostOrder(t *testing.T) {
+	d, _, _ := newTestLoop(t, timer.DefaultTick)
 	const n = 1000
-	var got []int // touched only on the driver goroutine
+	var got []int // touched only on the loop goroutine
 	for i := range n {
 		if err := d.Post(func() { got = append(got, i) }); err != nil {
 			t.Fatal(err)
@@ -159,11 +161,11 @@ func TestDriverPostOrder(t *testing.T) {
 	})
 }
 
-func TestDriverIdleHasNoWakeups(t *testing.T) {
-	d, w, _ := newTestDriver(t, MinTick)
-	var e Entry
+func TestLoopIdleHasNoWakeups(t *testing.T) {
+	d, w, _ := newTestLoop(t, timer.MinTick)
+	var e timer.Entry
 	e.Init(func() {})
-	// Arm a timer (the driver sleeps on it), then stop it: the driver must
+	// Arm a timer (the loop sleeps on it), then stop it: the loop must
 	// disarm its timerfd rather than wake for nothing 40 ms later.
 	postWait(t, d, func() {
 		if err := w.Start(&e, 40*time.Millisecond); err != nil {
@@ -181,16 +183,16 @@ func TestDriverIdleHasNoWakeups(t *testing.T) {
 		t.Errorf("%d wakeups while idle, want 0", got)
 	}
 	if got := d.loops.Load() - loops; got != 0 {
-		t.Errorf("%d driver loops while idle, want 0", got)
+		t.Errorf("%d loop turns while idle, want 0", got)
 	}
 }
 
-func TestDriverSleepsUntilNonEmptyTick(t *testing.T) {
-	// A 30 ms timer on a 10µs wheel is 3000 ticks away: the driver wakes for the
+func TestLoopSleepsUntilNonEmptyTick(t *testing.T) {
+	// A 30 ms timer on a 10µs wheel is 3000 ticks away: the loop wakes for the
 	// cascade to a lower level and for the expiry, not for every tick.
-	d, w, _ := newTestDriver(t, MinTick)
+	d, w, _ := newTestLoop(t, timer.MinTick)
 	fired := make(chan struct{})
-	var e Entry
+	var e timer.Entry
 	e.Init(func() { close(fired) })
 	var before uint64
 	postWait(t, d, func() {
@@ -201,19 +203,19 @@ func TestDriverSleepsUntilNonEmptyTick(t *testing.T) {
 	})
 	recvWithin(t, fired)
 	if got := d.loops.Load() - before; got > 10 {
-		t.Errorf("%d driver loops for one 30 ms timer on a 10µs wheel, want a few", got)
+		t.Errorf("%d loop turns for one 30 ms timer on a 10µs wheel, want a few", got)
 	}
 }
 
-func TestDriverClose(t *testing.T) {
-	d, w, _ := newTestDriver(t, DefaultTick)
+func TestLoopClose(t *testing.T) {
+	d, w, _ := newTestLoop(t, timer.DefaultTick)
 	ran := 0
 	for range 10 {
 		if err := d.Post(func() { ran++ }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var e Entry
+	var e timer.Entry
 	e.Init(func() {})
 	if err := d.Post(func() { w.Start(&e, time.Hour) }); err != nil {
 		t.Fatal(err)
@@ -232,8 +234,8 @@ func TestDriverClose(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if err := d.Post(func() {}); !errors.Is(err, ErrClosed) {
-		t.Errorf("Post after Close: got %v, want ErrClosed", err)
+	if err := d.Post(func() {}); !errors.Is(err, timer.ErrClosed) {
+		t.Errorf("Post after Close: got %v, want timer.ErrClosed", err)
 	}
 	// The wheel is the caller's again, with its entry still pending.
 	if !e.Pending() || w.Len() != 1 {
@@ -241,10 +243,10 @@ func TestDriverClose(t *testing.T) {
 	}
 }
 
-func TestDriverCloseFromCallback(t *testing.T) {
-	d, w, _ := newTestDriver(t, DefaultTick)
+func TestLoopCloseFromCallback(t *testing.T) {
+	d, w, _ := newTestLoop(t, timer.DefaultTick)
 	closed := make(chan error, 1)
-	var e Entry
+	var e timer.Entry
 	e.Init(func() { closed <- d.Close() })
 	postWait(t, d, func() { w.Start(&e, time.Millisecond) })
 	if err := recvWithin(t, closed); err != nil {
@@ -253,10 +255,10 @@ func TestDriverCloseFromCallback(t *testing.T) {
 	recvWithin(t, d.done)
 }
 
-func TestDriverConcurrentPost(t *testing.T) {
-	d, _, _ := newTestDriver(t, DefaultTick)
+func TestLoopConcurrentPost(t *testing.T) {
+	d, _, _ := newTestLoop(t, timer.DefaultTick)
 	const goroutines, per = 8, 500
-	count := 0 // the driver goroutine's
+	count := 0 // the loop goroutine's
 	var posted atomic.Int64
 	done := make(chan struct{})
 	for range goroutines {
@@ -280,12 +282,12 @@ func TestDriverConcurrentPost(t *testing.T) {
 	})
 }
 
-// TestDriverPostedBatchSeesFreshNow: functions posted together run in one batch;
+// TestLoopPostedBatchSeesFreshNow: functions posted together run in one batch;
 // each sees the wheel advanced to the clock as it reads when it runs, so the
 // second sees the time the first took (here, the manual clock it moved).
-func TestDriverPostedBatchSeesFreshNow(t *testing.T) {
-	clk := NewManualClock(0)
-	d, w := newDriverWith(t, Config{Clock: clk})
+func TestLoopPostedBatchSeesFreshNow(t *testing.T) {
+	clk := timer.NewManualClock(0)
+	d, w := newLoopWith(t, timer.Config{Clock: clk})
 	hold, busy := make(chan struct{}), make(chan struct{})
 	if err := d.Post(func() { close(busy); <-hold }); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package timer
+package loop
 
 import (
 	"time"

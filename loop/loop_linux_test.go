@@ -1,19 +1,21 @@
 //go:build linux
 
-package timer
+package loop
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/timer"
 	"golang.org/x/sys/unix"
 )
 
-func TestDriverRunsOnOneThread(t *testing.T) {
-	d, w, _ := newTestDriver(t, DefaultTick)
+func TestLoopRunsOnOneThread(t *testing.T) {
+	d, w, _ := newTestLoop(t, timer.DefaultTick)
 	tids := make(chan int, 3)
-	var e Entry
+	var e timer.Entry
 	e.Init(func() { tids <- unix.Gettid() })
 	postWait(t, d, func() {
 		tids <- unix.Gettid()
@@ -28,7 +30,7 @@ func TestDriverRunsOnOneThread(t *testing.T) {
 	}
 	for range 2 {
 		if got := recvWithin(t, tids); got != want {
-			t.Errorf("ran on thread %d, want the driver's thread %d", got, want)
+			t.Errorf("ran on thread %d, want the loop's thread %d", got, want)
 		}
 	}
 	var slack int
@@ -40,12 +42,12 @@ func TestDriverRunsOnOneThread(t *testing.T) {
 		}
 	})
 	if slack != 1 {
-		t.Errorf("driver thread's timer slack is %d ns, want 1", slack)
+		t.Errorf("loop thread's timer slack is %d ns, want 1", slack)
 	}
 }
 
-func TestDriverAddReadFD(t *testing.T) {
-	d, w, _ := newTestDriver(t, DefaultTick)
+func TestLoopWatch(t *testing.T) {
+	d, w, _ := newTestLoop(t, timer.DefaultTick)
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
 		t.Fatal(err)
@@ -54,7 +56,7 @@ func TestDriverAddReadFD(t *testing.T) {
 	defer unix.Close(p[1])
 
 	got := make(chan string, 10)
-	var e Entry
+	var e timer.Entry
 	e.Init(func() { got <- "timer" })
 	onReadable := func() {
 		buf := make([]byte, 64)
@@ -70,7 +72,7 @@ func TestDriverAddReadFD(t *testing.T) {
 			}
 		}
 	}
-	if err := d.AddReadFD(p[0], onReadable); err != nil {
+	if err := d.Watch(p[0], onReadable); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := unix.Write(p[1], []byte("hello")); err != nil {
@@ -83,7 +85,7 @@ func TestDriverAddReadFD(t *testing.T) {
 		t.Errorf("got %q, want the timer started by the fd callback", s)
 	}
 
-	if err := d.RemoveReadFD(p[0]); err != nil {
+	if err := d.Unwatch(p[0]); err != nil {
 		t.Fatal(err)
 	}
 	before := d.Wakeups()
@@ -99,19 +101,19 @@ func TestDriverAddReadFD(t *testing.T) {
 		t.Errorf("removed fd's callback ran and read %q", s)
 	default:
 	}
-	if err := d.RemoveReadFD(p[0]); err == nil {
+	if err := d.Unwatch(p[0]); err == nil {
 		t.Error("removing an fd twice: want an error")
 	}
-	if err := d.AddReadFD(p[0], nil); !errors.Is(err, ErrNoFunc) {
-		t.Errorf("AddReadFD(nil): got %v, want ErrNoFunc", err)
+	if err := d.Watch(p[0], nil); !errors.Is(err, timer.ErrNoFunc) {
+		t.Errorf("Watch(nil): got %v, want timer.ErrNoFunc", err)
 	}
 	d.Close()
-	if err := d.AddReadFD(p[0], onReadable); !errors.Is(err, ErrClosed) {
-		t.Errorf("AddReadFD after Close: got %v, want ErrClosed", err)
+	if err := d.Watch(p[0], onReadable); !errors.Is(err, timer.ErrClosed) {
+		t.Errorf("Watch after Close: got %v, want timer.ErrClosed", err)
 	}
 }
 
-// newTestPoller opens a poller outside any driver, for its sleep and spin.
+// newTestPoller opens a poller outside any loop, for its sleep and spin.
 func newTestPoller(t *testing.T) *poller {
 	t.Helper()
 	p := new(poller)
@@ -136,7 +138,7 @@ func monoNow(t *testing.T) int64 {
 
 // waitAsync runs p.wait on another goroutine: a spin that ignored events would
 // last until the far deadline, and recvWithin fails the test instead of hanging.
-func waitAsync(p *poller, clock Clock, next time.Duration, spin time.Duration) <-chan bool {
+func waitAsync(p *poller, clock timer.Clock, next time.Duration, spin time.Duration) <-chan bool {
 	c := make(chan bool, 1)
 	go func() { c <- p.wait(clock, next, true, spin) }()
 	return c
@@ -144,7 +146,7 @@ func waitAsync(p *poller, clock Clock, next time.Duration, spin time.Duration) <
 
 func TestPollerSpinEndsOnWake(t *testing.T) {
 	p := newTestPoller(t)
-	clock := NewMonotonicClock()
+	clock := timer.NewMonotonicClock()
 	// The deadline is inside the window: wait spins from the start. The wake-up
 	// is already pending, and must end the spin long before the deadline.
 	p.wake()
@@ -192,7 +194,7 @@ func TestPollerSpinEndsOnReadableFD(t *testing.T) {
 // reporting a wake-up exactly when it blocked.
 func TestPollerSpinNeverEarly(t *testing.T) {
 	p := newTestPoller(t)
-	clock := NewMonotonicClock()
+	clock := timer.NewMonotonicClock()
 	for _, c := range []struct {
 		delay, spin time.Duration
 		woke        bool
@@ -213,16 +215,71 @@ func TestPollerSpinNeverEarly(t *testing.T) {
 	}
 }
 
-func TestDriverSetSpin(t *testing.T) {
-	d, _, _ := newTestDriver(t, DefaultTick)
+func TestLoopSetSpin(t *testing.T) {
+	d, _, _ := newTestLoop(t, timer.DefaultTick)
 	for _, bad := range []time.Duration{-1, MaxSpin + 1, time.Hour} {
-		if err := d.SetSpin(bad); !errors.Is(err, ErrConfig) {
-			t.Errorf("SetSpin(%v) = %v, want ErrConfig", bad, err)
+		if err := d.SetSpin(bad); !errors.Is(err, timer.ErrConfig) {
+			t.Errorf("SetSpin(%v) = %v, want timer.ErrConfig", bad, err)
 		}
 	}
 	for _, good := range []time.Duration{0, time.Microsecond, MaxSpin} {
 		if err := d.SetSpin(good); err != nil {
 			t.Errorf("SetSpin(%v) = %v", good, err)
 		}
+	}
+}
+
+// TestLoopOrderOfWork pins the order of one turn (see the package doc): the
+// expiry of due timers, then posted functions, then readable descriptors, when
+// all three are ready at the same turn.
+func TestLoopOrderOfWork(t *testing.T) {
+	l, w, _ := newTestLoop(t, timer.DefaultTick)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+
+	var order []string // the loop's alone
+	done := make(chan []string, 1)
+	note := func(what string) {
+		order = append(order, what)
+		if len(order) == 3 {
+			done <- order
+		}
+	}
+	var e timer.Entry
+	e.Init(func() { note("expiry") })
+	if err := l.Watch(p[0], func() {
+		var buf [8]byte
+		for {
+			if n, err := unix.Read(p[0], buf[:]); n <= 0 || err != nil {
+				break
+			}
+		}
+		note("readable")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// All three become ready inside one posted function, so the next turn
+	// finds them together.
+	postWait(t, l, func() {
+		if err := w.Start(&e, 0); err != nil { // due at once
+			t.Error(err)
+		}
+		if _, err := unix.Write(p[1], []byte{1}); err != nil {
+			t.Error(err)
+		}
+		if err := l.Post(func() { note("posted") }); err != nil {
+			t.Error(err)
+		}
+	})
+	got := recvWithin(t, done)
+	if want := []string{"expiry", "posted", "readable"}; !slices.Equal(got, want) {
+		t.Errorf("order of work %v, want %v", got, want)
+	}
+	if err := l.Unwatch(p[0]); err != nil {
+		t.Fatal(err)
 	}
 }

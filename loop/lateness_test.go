@@ -1,4 +1,4 @@
-package timer
+package loop
 
 import (
 	"fmt"
@@ -9,10 +9,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tcpwheel/tcpwheel/timer"
 )
 
 // Real-clock lateness: how long after its requested deadline a timer's function
-// starts, for the wheel's Driver (functions run on the driver goroutine), the
+// starts, for the wheel's Loop (functions run on the loop goroutine), the
 // Shared front (the same, behind a mutex) and time.AfterFunc (functions run in a
 // new goroutine), measured in the same run. A wheel's lateness includes the
 // rounding of the deadline up to its tick.
@@ -32,27 +34,27 @@ type latenessImpl interface {
 	close()
 }
 
-// driverLateness runs timers on a Driver, armed from one posted function.
-type driverLateness struct {
-	d        *Driver
-	w        *Wheel
-	clock    *MonotonicClock
-	entries  []Entry
+// loopLateness runs timers on a Loop, armed from one posted function.
+type loopLateness struct {
+	d        *Loop
+	w        *timer.Wheel
+	clock    *timer.MonotonicClock
+	entries  []timer.Entry
 	deadline []time.Duration
 	late     []time.Duration
 	wg       sync.WaitGroup
 }
 
-func newDriverLateness(tb testing.TB, tick time.Duration, clock *MonotonicClock) *driverLateness {
-	w, err := New(Config{Tick: tick, Clock: clock})
+func newLoopLateness(tb testing.TB, tick time.Duration, clock *timer.MonotonicClock) *loopLateness {
+	w, err := timer.New(timer.Config{Tick: tick, Clock: clock})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	d, err := NewDriver(w)
+	d, err := New(w)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r := &driverLateness{d: d, w: w, clock: clock, entries: make([]Entry, latenessTimers), deadline: make([]time.Duration, latenessTimers)}
+	r := &loopLateness{d: d, w: w, clock: clock, entries: make([]timer.Entry, latenessTimers), deadline: make([]time.Duration, latenessTimers)}
 	for i := range r.entries {
 		r.entries[i].Init(func() {
 			r.late[i] = r.clock.Now() - r.deadline[i]
@@ -62,7 +64,7 @@ func newDriverLateness(tb testing.TB, tick time.Duration, clock *MonotonicClock)
 	return r
 }
 
-func (r *driverLateness) round(delays, late []time.Duration) {
+func (r *loopLateness) round(delays, late []time.Duration) {
 	r.late = late
 	r.wg.Add(len(delays))
 	err := r.d.Post(func() {
@@ -79,24 +81,24 @@ func (r *driverLateness) round(delays, late []time.Duration) {
 	r.wg.Wait()
 }
 
-func (r *driverLateness) close() { r.d.Close() }
+func (r *loopLateness) close() { r.d.Close() }
 
 // sharedLateness runs timers on a Shared, started from the measuring goroutine.
 type sharedLateness struct {
 	s        *Shared
-	clock    *MonotonicClock
-	entries  []Entry
+	clock    *timer.MonotonicClock
+	entries  []timer.Entry
 	deadline []time.Duration
 	late     []time.Duration
 	wg       sync.WaitGroup
 }
 
-func newSharedLateness(tb testing.TB, tick time.Duration, clock *MonotonicClock) *sharedLateness {
-	s, err := NewShared(Config{Tick: tick, Clock: clock})
+func newSharedLateness(tb testing.TB, tick time.Duration, clock *timer.MonotonicClock) *sharedLateness {
+	s, err := NewShared(timer.Config{Tick: tick, Clock: clock})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r := &sharedLateness{s: s, clock: clock, entries: make([]Entry, latenessTimers), deadline: make([]time.Duration, latenessTimers)}
+	r := &sharedLateness{s: s, clock: clock, entries: make([]timer.Entry, latenessTimers), deadline: make([]time.Duration, latenessTimers)}
 	for i := range r.entries {
 		r.entries[i].Init(func() {
 			r.late[i] = r.clock.Now() - r.deadline[i]
@@ -122,7 +124,7 @@ func (r *sharedLateness) close() { r.s.Close() }
 
 // afterFuncLateness runs timers with time.AfterFunc.
 type afterFuncLateness struct {
-	clock    *MonotonicClock
+	clock    *timer.MonotonicClock
 	deadline []time.Duration
 	wg       sync.WaitGroup
 }
@@ -141,12 +143,12 @@ func (r *afterFuncLateness) round(delays, late []time.Duration) {
 
 func (r *afterFuncLateness) close() {}
 
-func newLatenessImpl(tb testing.TB, name string, tick time.Duration, clock *MonotonicClock) latenessImpl {
+func newLatenessImpl(tb testing.TB, name string, tick time.Duration, clock *timer.MonotonicClock) latenessImpl {
 	switch name {
 	case "driver":
-		return newDriverLateness(tb, tick, clock)
+		return newLoopLateness(tb, tick, clock)
 	case "driver-nospin":
-		r := newDriverLateness(tb, tick, clock)
+		r := newLoopLateness(tb, tick, clock)
 		if err := r.d.SetSpin(0); err != nil {
 			tb.Fatal(err)
 		}
@@ -183,13 +185,13 @@ func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsec
 
 // BenchmarkLateness arms latenessTimers timers per iteration, with random delays
 // of 1-20 ms, and reports how late they fired (p50, p99, max in µs) for the wheel
-// driver (with its default spin window and with none) and for time.AfterFunc, for
+// loop (with its default spin window and with none) and for time.AfterFunc, for
 // each tick, and the CPU time spent per timer. ns/op is the length of a round.
 func BenchmarkLateness(b *testing.B) {
 	for _, tick := range latenessTicks {
 		for _, name := range []string{"driver", "driver-nospin", "afterfunc"} {
 			b.Run(fmt.Sprintf("tick=%v/impl=%s", tick, name), func(b *testing.B) {
-				clock := NewMonotonicClock()
+				clock := timer.NewMonotonicClock()
 				impl := newLatenessImpl(b, name, tick, clock)
 				defer impl.close()
 				rng := rand.New(rand.NewPCG(uint64(tick), 1))
@@ -236,7 +238,7 @@ func TestLatenessReport(t *testing.T) {
 		latenessTimers, rounds, latenessMinDelay, latenessMaxDelay)
 	fmt.Fprintf(&out, "| tick | impl | p50 | p99 | max | min |\n|---|---|---:|---:|---:|---:|\n")
 	for _, tick := range latenessTicks {
-		clock := NewMonotonicClock()
+		clock := timer.NewMonotonicClock()
 		rng := rand.New(rand.NewPCG(uint64(tick), 2))
 		delays := make([]time.Duration, latenessTimers)
 		late := make([]time.Duration, latenessTimers)

@@ -116,7 +116,7 @@ func testClockContract(t *testing.T, newClock func(t *testing.T) tcpip.Clock) {
 		fired := make(chan time.Duration, 1)
 		start := time.Now()
 		tm := c.AfterFunc(time.Hour, func() { fired <- time.Since(start) })
-		time.Sleep(5 * time.Millisecond) // let a sleeping driver sleep on the hour
+		time.Sleep(5 * time.Millisecond) // let a sleeping loop sleep on the hour
 		tm.Reset(2 * time.Millisecond)
 		if got := recvWithin(t, fired); got < 2*time.Millisecond {
 			t.Errorf("fired %v after the start, before the reset's 2 ms", got)
@@ -205,7 +205,7 @@ func testClockContract(t *testing.T, newClock func(t *testing.T) tcpip.Clock) {
 
 	t.Run("Now", func(t *testing.T) {
 		c := newClock(t)
-		if d := c.Now().Sub(time.Now()); d < -time.Second || d > time.Second {
+		if d := time.Until(c.Now()); d < -time.Second || d > time.Second {
 			t.Errorf("Now is %v away from time.Now()", d)
 		}
 	})

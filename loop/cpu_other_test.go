@@ -1,6 +1,6 @@
 //go:build !linux
 
-package timer
+package loop
 
 import "time"
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package timer
+package loop
 
 import (
 	"encoding/binary"
@@ -11,21 +11,22 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/timer"
 	"golang.org/x/sys/unix"
 )
 
-// poller is the Linux sleep of a Driver: epoll_wait on a timerfd (the next
+// poller is the Linux sleep of a Loop: epoll_wait on a timerfd (the next
 // deadline), an eventfd (Post and Shared's wake-ups) and any file descriptors
-// added with AddReadFD.
+// added with Watch.
 type poller struct {
 	// Immutable between open and close.
 	epfd, tfd, efd int
-	tid            int // the loop's thread; set by setup before NewDriver returns
+	tid            int // the loop's thread; set by setup before New returns
 
 	// The loop goroutine's alone.
 	armed   int64 // CLOCK_MONOTONIC ns the timerfd fires at; 0 when disarmed
 	events  [16]unix.EpollEvent
-	readers map[int32]func() // AddReadFD callbacks by fd
+	readers map[int32]func() // Watch callbacks by fd
 	ready   []int32          // readable reader fds reported by the last epoll_wait
 }
 
@@ -88,7 +89,7 @@ func (p *poller) wake() {
 // thread waits out the rest awake, polling epoll without blocking: a wake-up from
 // an idle CPU takes tens of µs (over a hundred in a VM), a poll well under one.
 // Any event ends the spin at once, so spinning delays no packet and no Post.
-func (p *poller) wait(clock Clock, next time.Duration, ok bool, spin time.Duration) bool {
+func (p *poller) wait(clock timer.Clock, next time.Duration, ok bool, spin time.Duration) bool {
 	timeout := -1
 	var abs int64
 	switch {
@@ -205,38 +206,38 @@ func (p *poller) close() error {
 	return errors.Join(errs...)
 }
 
-// AddReadFD adds fd to the driver's epoll set: whenever fd is readable, the driver
-// calls onReadable on its goroutine, after expiring due timers and running posted
+// Watch adds fd to the loop's epoll set: whenever fd is readable, the loop calls
+// onReadable on its goroutine, after expiring due timers and running posted
 // functions. Readiness is level-triggered, so onReadable should read until the fd
-// would block (or remove it, on end of file); it is called again on each loop while
-// data remains. Adding an fd again replaces its function. The fd stays the
-// caller's: remove it with RemoveReadFD before closing it. AddReadFD may be called
-// from any goroutine, the driver's included; it fails with ErrClosed after Close.
-func (d *Driver) AddReadFD(fd int, onReadable func()) error {
+// would block (or Unwatch it, on end of file); it is called again on each turn of
+// the loop while data remains. Watching an fd again replaces its function. The fd
+// stays the caller's: Unwatch it before closing it. Watch may be called from any
+// goroutine, the loop's included; it fails with timer.ErrClosed after Close.
+func (l *Loop) Watch(fd int, onReadable func()) error {
 	if onReadable == nil {
-		return ErrNoFunc
+		return timer.ErrNoFunc
 	}
-	return d.onLoopDo(func() error { return d.p.addReader(fd, onReadable) })
+	return l.onLoopDo(func() error { return l.p.addReader(fd, onReadable) })
 }
 
-// RemoveReadFD removes fd, added by AddReadFD, from the driver's epoll set. Its
-// function is not called after RemoveReadFD returns.
-func (d *Driver) RemoveReadFD(fd int) error {
-	return d.onLoopDo(func() error { return d.p.removeReader(fd) })
+// Unwatch removes fd, added by Watch, from the loop's epoll set. Its function is
+// not called after Unwatch returns.
+func (l *Loop) Unwatch(fd int) error {
+	return l.onLoopDo(func() error { return l.p.removeReader(fd) })
 }
 
 // onLoopDo runs f on the loop goroutine and returns its result.
-func (d *Driver) onLoopDo(f func() error) error {
+func (l *Loop) onLoopDo(f func() error) error {
 	select {
-	case <-d.done:
-		return ErrClosed
+	case <-l.done:
+		return timer.ErrClosed
 	default:
 	}
-	if d.p.onLoop() {
+	if l.p.onLoop() {
 		return f()
 	}
 	errc := make(chan error, 1)
-	if err := d.Post(func() { errc <- f() }); err != nil {
+	if err := l.Post(func() { errc <- f() }); err != nil {
 		return err
 	}
 	return <-errc
@@ -244,7 +245,7 @@ func (d *Driver) onLoopDo(f func() error) error {
 
 func (p *poller) addReader(fd int, f func()) error {
 	if fd < 0 || fd > math.MaxInt32 || fd == p.epfd || fd == p.tfd || fd == p.efd {
-		return fmt.Errorf("timer: fd %d cannot be added", fd)
+		return fmt.Errorf("loop: fd %d cannot be watched", fd)
 	}
 	if _, ok := p.readers[int32(fd)]; !ok {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
@@ -261,7 +262,7 @@ func (p *poller) addReader(fd int, f func()) error {
 
 func (p *poller) removeReader(fd int) error {
 	if _, ok := p.readers[int32(fd)]; !ok || fd < 0 || fd > math.MaxInt32 {
-		return fmt.Errorf("timer: fd %d was not added", fd)
+		return fmt.Errorf("loop: fd %d is not watched", fd)
 	}
 	delete(p.readers, int32(fd))
 	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil); err != nil {

@@ -1,11 +1,11 @@
 // Package tcpipclock runs gVisor's netstack on a tcpwheel timing wheel: Clock
-// implements gvisor.dev/gvisor/pkg/tcpip.Clock with a [timer.Shared], for use as
+// implements gvisor.dev/gvisor/pkg/tcpip.Clock with a [loop.Shared], for use as
 // stack.Options.Clock.
 //
 // It keeps the observable semantics of tcpip.NewStdClock (time.AfterFunc):
 //
 //   - AfterFunc's f runs in its own goroutine (go f()), never on the wheel's
-//     driver goroutine nor under its lock: gVisor's timer handlers block on
+//     loop goroutine nor under its lock: gVisor's timer handlers block on
 //     endpoint locks.
 //   - Timer.Stop returns true exactly when it prevented f from being started.
 //   - Timer.Reset re-arms a timer whether it is armed, has fired or was stopped.
@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/loop"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 )
@@ -26,13 +27,13 @@ import (
 // Clock is a tcpip.Clock whose timers live on a goroutine-safe timing wheel. It is
 // safe for concurrent use; several stacks may share one.
 type Clock struct {
-	s     *timer.Shared // immutable
-	clock timer.Clock   // s's clock; immutable
+	s     *loop.Shared // immutable
+	clock timer.Clock  // s's clock; immutable
 }
 
 var _ tcpip.Clock = (*Clock)(nil)
 
-// New returns a Clock on a wheel configured by cfg, with the wheel's driver
+// New returns a Clock on a wheel configured by cfg, with the wheel's loop
 // goroutine started; Close stops it. cfg.MaxPending must be zero, since AfterFunc
 // has no way to report ErrTooManyTimers. A nil cfg.Clock means a new
 // timer.MonotonicClock.
@@ -40,7 +41,7 @@ func New(cfg timer.Config) (*Clock, error) {
 	if cfg.MaxPending != 0 {
 		return nil, fmt.Errorf("%w: tcpipclock needs MaxPending 0, not %d", timer.ErrConfig, cfg.MaxPending)
 	}
-	s, err := timer.NewShared(cfg)
+	s, err := loop.NewShared(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +69,7 @@ func (c *Clock) AfterFunc(d time.Duration, f func()) tcpip.Timer {
 // Stats returns the wheel's counters.
 func (c *Clock) Stats() timer.Stats { return c.s.Stats() }
 
-// Close stops the wheel's driver goroutine. Pending timers never fire, and timers
+// Close stops the wheel's loop goroutine. Pending timers never fire, and timers
 // made or reset afterwards do not either. It always returns nil.
 func (c *Clock) Close() error {
 	c.s.Close()
@@ -77,14 +78,14 @@ func (c *Clock) Close() error {
 
 // clockTimer is the tcpip.Timer of Clock.AfterFunc.
 type clockTimer struct {
-	e timer.Entry   // on s's wheel while armed
-	s *timer.Shared // immutable
-	f func()        // immutable
+	e timer.Entry  // on s's wheel while armed
+	s *loop.Shared // immutable
+	f func()       // immutable
 }
 
 var _ tcpip.Timer = (*clockTimer)(nil)
 
-// fire runs on the driver goroutine with no lock held; f may block, so it gets a
+// fire runs on the loop goroutine with no lock held; f may block, so it gets a
 // goroutine of its own.
 func (t *clockTimer) fire() { go t.f() }
 

@@ -1,4 +1,4 @@
-package timer
+package loop
 
 import (
 	"errors"
@@ -8,9 +8,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tcpwheel/tcpwheel/timer"
 )
 
-func newTestShared(t *testing.T, cfg Config) *Shared {
+func newTestShared(t *testing.T, cfg timer.Config) *Shared {
 	t.Helper()
 	s, err := NewShared(cfg)
 	if err != nil {
@@ -21,7 +23,7 @@ func newTestShared(t *testing.T, cfg Config) *Shared {
 }
 
 // barrier waits until every callback collected before the call has run: the
-// driver runs a batch of due entries to the end before it advances again.
+// loop runs a batch of due entries to the end before it advances again.
 func barrier(t *testing.T, s *Shared) {
 	t.Helper()
 	done := make(chan struct{})
@@ -32,8 +34,8 @@ func barrier(t *testing.T, s *Shared) {
 }
 
 func TestSharedAfterFuncNeverEarly(t *testing.T) {
-	clock := NewMonotonicClock()
-	s := newTestShared(t, Config{Clock: clock})
+	clock := timer.NewMonotonicClock()
+	s := newTestShared(t, timer.Config{Clock: clock})
 	const n = 50
 	type result struct{ deadline, fired time.Duration }
 	results := make(chan result, n)
@@ -53,10 +55,10 @@ func TestSharedAfterFuncNeverEarly(t *testing.T) {
 }
 
 func TestSharedStartMeasuresFromFreshClock(t *testing.T) {
-	// On a manual clock the driver's wheel stays at 0 until the driver looks at
+	// On a manual clock the loop's wheel stays at 0 until the loop looks at
 	// it; a Start measured from that stale Now would be due at once.
-	clock := NewManualClock(0)
-	s := newTestShared(t, Config{Clock: clock})
+	clock := timer.NewManualClock(0)
+	s := newTestShared(t, timer.Config{Clock: clock})
 	clock.Advance(10 * time.Second)
 	fired := make(chan time.Duration, 1)
 	if _, err := s.AfterFunc(5*time.Millisecond, func() { fired <- clock.Now() }); err != nil {
@@ -74,12 +76,12 @@ func TestSharedStartMeasuresFromFreshClock(t *testing.T) {
 	}
 }
 
-func TestSharedEarlierStartWakesDriver(t *testing.T) {
-	s := newTestShared(t, Config{})
+func TestSharedEarlierStartWakesLoop(t *testing.T) {
+	s := newTestShared(t, timer.Config{})
 	if _, err := s.AfterFunc(time.Hour, func() {}); err != nil {
 		t.Fatal(err)
 	}
-	// Let the driver go to sleep on the hour-long timer (or its cascade).
+	// Let the loop go to sleep on the hour-long timer (or its cascade).
 	time.Sleep(10 * time.Millisecond)
 	fired := make(chan time.Time, 1)
 	start := time.Now()
@@ -87,19 +89,19 @@ func TestSharedEarlierStartWakesDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := recvWithin(t, fired).Sub(start); got > 2*time.Second {
-		t.Errorf("a 2 ms timer fired after %v: the driver was not woken", got)
+		t.Errorf("a 2 ms timer fired after %v: the loop was not woken", got)
 	}
 }
 
 func TestSharedCallbacksUseShared(t *testing.T) {
-	s := newTestShared(t, Config{})
+	s := newTestShared(t, timer.Config{})
 	const rounds = 20
-	var self, other Entry
+	var self, other timer.Entry
 	other.Init(func() { t.Error("stopped entry fired") })
 	if err := s.Start(&other, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	count := 0 // the driver goroutine's
+	count := 0 // the loop goroutine's
 	done := make(chan int, 1)
 	self.Init(func() {
 		count++
@@ -129,7 +131,7 @@ func TestSharedCallbacksUseShared(t *testing.T) {
 // checks Stop's contract: each timer either was stopped (Stop returned true) or
 // fired, exactly once.
 func TestSharedConcurrent(t *testing.T) {
-	s := newTestShared(t, Config{Tick: MinTick})
+	s := newTestShared(t, timer.Config{Tick: timer.MinTick})
 	const goroutines, per = 8, 200
 	type tracked struct {
 		st      *SharedTimer
@@ -142,7 +144,7 @@ func TestSharedConcurrent(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 7))
 			var mine []*tracked
-			var shared Entry // re-armed and stopped at random: exercises Start on pending entries
+			var shared timer.Entry // re-armed and stopped at random: exercises Start on pending entries
 			shared.Init(func() {})
 			for range per {
 				tr := &tracked{}
@@ -202,7 +204,7 @@ func TestSharedConcurrent(t *testing.T) {
 }
 
 func TestSharedReset(t *testing.T) {
-	s := newTestShared(t, Config{})
+	s := newTestShared(t, timer.Config{})
 	fired := make(chan struct{}, 2)
 	st, err := s.AfterFunc(time.Hour, func() { fired <- struct{}{} })
 	if err != nil {
@@ -222,11 +224,11 @@ func TestSharedReset(t *testing.T) {
 }
 
 func TestSharedClose(t *testing.T) {
-	s, err := NewShared(Config{})
+	s, err := NewShared(timer.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	long := make([]Entry, 10)
+	long := make([]timer.Entry, 10)
 	for i := range long {
 		long[i].Init(func() { t.Error("a long timer fired") })
 		if err := s.Start(&long[i], time.Hour); err != nil {
@@ -245,7 +247,7 @@ func TestSharedClose(t *testing.T) {
 	if len(got) != len(long) {
 		t.Fatalf("Close returned %d entries, want the %d unfired ones", len(got), len(long))
 	}
-	seen := map[*Entry]bool{}
+	seen := map[*timer.Entry]bool{}
 	for _, e := range got {
 		seen[e] = true
 	}
@@ -255,57 +257,57 @@ func TestSharedClose(t *testing.T) {
 		}
 	}
 	select {
-	case <-s.d.done:
+	case <-s.l.done:
 	default:
-		t.Error("driver goroutine still running after Close")
+		t.Error("loop goroutine still running after Close")
 	}
 	if got := s.Close(); got != nil {
 		t.Errorf("second Close returned %d entries, want nil", len(got))
 	}
-	if err := s.Start(&long[0], time.Millisecond); !errors.Is(err, ErrClosed) {
-		t.Errorf("Start after Close: got %v, want ErrClosed", err)
+	if err := s.Start(&long[0], time.Millisecond); !errors.Is(err, timer.ErrClosed) {
+		t.Errorf("Start after Close: got %v, want timer.ErrClosed", err)
 	}
-	if _, err := s.AfterFunc(time.Millisecond, func() {}); !errors.Is(err, ErrClosed) {
-		t.Errorf("AfterFunc after Close: got %v, want ErrClosed", err)
+	if _, err := s.AfterFunc(time.Millisecond, func() {}); !errors.Is(err, timer.ErrClosed) {
+		t.Errorf("AfterFunc after Close: got %v, want timer.ErrClosed", err)
 	}
 }
 
 func TestSharedCloseFromCallback(t *testing.T) {
-	s, err := NewShared(Config{})
+	s, err := NewShared(timer.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var e Entry
+	var e timer.Entry
 	e.Init(func() {})
 	if err := s.Start(&e, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan []*Entry, 1)
+	got := make(chan []*timer.Entry, 1)
 	if _, err := s.AfterFunc(time.Millisecond, func() { got <- s.Close() }); err != nil {
 		t.Fatal(err)
 	}
 	if entries := recvWithin(t, got); len(entries) != 1 || entries[0] != &e {
 		t.Errorf("Close from a callback returned %v, want the one pending entry", entries)
 	}
-	recvWithin(t, s.d.done)
+	recvWithin(t, s.l.done)
 }
 
 func TestSharedIdleHasNoWakeups(t *testing.T) {
-	s := newTestShared(t, Config{Tick: MinTick})
+	s := newTestShared(t, timer.Config{Tick: timer.MinTick})
 	barrier(t, s)
-	before, loops := s.Wakeups(), s.d.loops.Load()
+	before, loops := s.Wakeups(), s.l.loops.Load()
 	time.Sleep(50 * time.Millisecond)
 	if got := s.Wakeups() - before; got != 0 {
 		t.Errorf("%d wakeups while idle, want 0", got)
 	}
-	if got := s.d.loops.Load() - loops; got != 0 {
-		t.Errorf("%d driver loops while idle, want 0", got)
+	if got := s.l.loops.Load() - loops; got != 0 {
+		t.Errorf("%d loop turns while idle, want 0", got)
 	}
 }
 
 func TestSharedFarFutureDoesNotSpin(t *testing.T) {
-	s := newTestShared(t, Config{Tick: MinTick})
-	entries := make([]Entry, 4)
+	s := newTestShared(t, timer.Config{Tick: timer.MinTick})
+	entries := make([]timer.Entry, 4)
 	for i, d := range []time.Duration{time.Hour, 1000 * time.Hour, math.MaxInt64 / 2, math.MaxInt64} {
 		entries[i].Init(func() { t.Errorf("timer %d fired", i) })
 		if err := s.Start(&entries[i], d); err != nil {
@@ -313,9 +315,9 @@ func TestSharedFarFutureDoesNotSpin(t *testing.T) {
 		}
 	}
 	time.Sleep(5 * time.Millisecond)
-	before := s.d.loops.Load()
+	before := s.l.loops.Load()
 	time.Sleep(50 * time.Millisecond)
-	if got := s.d.loops.Load() - before; got > 2 {
-		t.Errorf("%d driver loops in 50 ms with only far-future timers, want at most a couple", got)
+	if got := s.l.loops.Load() - before; got > 2 {
+		t.Errorf("%d loop turns in 50 ms with only far-future timers, want at most a couple", got)
 	}
 }
