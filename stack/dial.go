@@ -10,12 +10,23 @@ import (
 )
 
 // DialContext connects to address ("ip:port", IPv4; no name resolution) over the
-// stack. network must be "tcp" or "tcp4". It returns when the handshake
-// completes, fails (connection refused, timed out after the SYN retries), or ctx
-// ends, in which case the half-open connection is reset. The net.Conn is always
-// a *Conn (for CloseWrite, Info and the keepalive setters): c.(*stack.Conn). It
-// returns net.Conn, not *Conn, so that it can be http.Transport's DialContext.
+// stack; it is DialTCP returning net.Conn, so that it can be http.Transport's
+// DialContext. The net.Conn is always a *Conn: use DialTCP for the concrete type
+// (CloseWrite, Info, the keepalive setters) without a type assertion.
 func (s *Stack) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	c, err := s.DialTCP(ctx, network, address)
+	if err != nil {
+		return nil, err // not a nil *Conn inside a non-nil net.Conn
+	}
+	return c, nil
+}
+
+// DialTCP connects to address ("ip:port", IPv4; no name resolution) over the
+// stack, as net.DialTCP does over the kernel. network must be "tcp" or "tcp4".
+// It returns when the handshake completes, fails (connection refused, timed
+// out after the SYN retries), or ctx ends, in which case the half-open
+// connection is reset. Errors are *net.OpError.
+func (s *Stack) DialTCP(ctx context.Context, network, address string) (*Conn, error) {
 	fail := func(raddr net.Addr, err error) error {
 		return &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
 	}

@@ -2,7 +2,8 @@
 // demultiplexing by 4-tuple, the device's input path onto the event loop, and
 // the public API whose connections are net.Conn (always a *Conn, with
 // CloseWrite, Info and keepalive setters) and whose listeners are net.Listener
-// (always a *Listener, whose AcceptConn returns a *Conn).
+// (always a *Listener). As in package net, DialTCP, ListenTCP and AcceptTCP hand
+// out the concrete types; DialContext, Listen and Accept the interfaces.
 //
 //	s, err := stack.New(stack.Config{Device: dev, Addr: netip.MustParseAddr("198.18.0.2")})
 //	ln, err := s.Listen("tcp", ":80")

@@ -26,9 +26,18 @@ var _ net.Listener = (*Listener)(nil)
 
 // Listen announces on the stack's address. network must be "tcp" or "tcp4";
 // address is ":port" or "addr:port" with the stack's own address, or port 0 for
-// an ephemeral port. The net.Listener is always a *Listener, whose AcceptConn
-// returns *Conn.
+// an ephemeral port. The net.Listener is always a *Listener: use ListenTCP for
+// the concrete type, whose AcceptTCP returns *Conn.
 func (s *Stack) Listen(network, address string) (net.Listener, error) {
+	l, err := s.ListenTCP(network, address)
+	if err != nil {
+		return nil, err // not a nil *Listener inside a non-nil net.Listener
+	}
+	return l, nil
+}
+
+// ListenTCP is Listen returning the concrete *Listener, as net.ListenTCP does.
+func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 	fail := func(err error) error {
 		return &net.OpError{Op: "listen", Net: network, Err: err}
 	}
@@ -105,19 +114,19 @@ func (l *Listener) accept(ep *tcp.Endpoint) bool {
 	return true
 }
 
-// Accept implements net.Listener. The net.Conn is always a *Conn; AcceptConn
+// Accept implements net.Listener. The net.Conn is always a *Conn; AcceptTCP
 // returns it as one.
 func (l *Listener) Accept() (net.Conn, error) {
-	c, err := l.AcceptConn()
+	c, err := l.AcceptTCP()
 	if err != nil {
 		return nil, err // not a nil *Conn in a non-nil net.Conn
 	}
 	return c, nil
 }
 
-// AcceptConn waits for the next connection, as Accept does, and returns it as
+// AcceptTCP waits for the next connection, as Accept does, and returns it as
 // the *Conn it is.
-func (l *Listener) AcceptConn() (*Conn, error) {
+func (l *Listener) AcceptTCP() (*Conn, error) {
 	select {
 	case c := <-l.acceptq:
 		return c, nil

@@ -238,16 +238,16 @@ func TestNewManualNeedsManualClock(t *testing.T) {
 	}
 }
 
-func TestAcceptConn(t *testing.T) {
+func TestAcceptTCP(t *testing.T) {
 	a, b := pair(t, Config{})
-	ln, err := b.Listen("tcp", ":7")
+	l, err := b.ListenTCP("tcp", ":7")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := ln.(*Listener)
+	var ln net.Listener = l
 	ch := make(chan *Conn, 1)
 	go func() {
-		c, err := l.AcceptConn()
+		c, err := l.AcceptTCP()
 		if err != nil {
 			t.Error(err)
 		}
@@ -255,22 +255,32 @@ func TestAcceptConn(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := a.DialContext(ctx, "tcp", "198.18.0.2:7")
+	c, err := a.DialTCP(ctx, "tcp", "198.18.0.2:7")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	s := <-ch
 	if s == nil {
-		t.Fatal("AcceptConn returned no connection")
+		t.Fatal("AcceptTCP returned no connection")
+	}
+	if got := c.Info().State; got != tcp.StateEstablished {
+		t.Errorf("dialed connection in %v, want ESTABLISHED", got)
+	}
+	// The interface forms fail with nil interfaces, never a nil pointer inside.
+	if nc, err := a.DialContext(ctx, "tcp", "198.18.0.2:9"); nc != nil || err == nil {
+		t.Errorf("DialContext to a closed port: %v (nil interface: %v), %v", nc, nc == nil, err)
+	}
+	if nl, err := b.Listen("tcp", ":7"); nl != nil || err == nil {
+		t.Errorf("Listen on a port in use: %v (nil interface: %v), %v", nl, nl == nil, err)
 	}
 	defer s.Close()
 	if got := s.Info().State; got != tcp.StateEstablished {
 		t.Errorf("accepted connection in %v, want ESTABLISHED", got)
 	}
 	ln.Close()
-	if c, err := l.AcceptConn(); c != nil || !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("AcceptConn after Close: %v, %v", c, err)
+	if c, err := l.AcceptTCP(); c != nil || !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("AcceptTCP after Close: %v, %v", c, err)
 	}
 	if c, err := ln.Accept(); c != nil || !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Accept after Close: %v (nil interface: %v), %v", c, c == nil, err)
