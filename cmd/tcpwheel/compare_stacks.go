@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/segwatch"
+	"github.com/tcpwheel/tcpwheel/internal/baseline/gvisor"
 	"github.com/tcpwheel/tcpwheel/stack"
-	"github.com/tcpwheel/tcpwheel/stack/gvisorstack"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/timer/tcpipclock"
 	"github.com/tcpwheel/tcpwheel/tun"
@@ -57,7 +57,7 @@ func newStackUnderTest(name string, dev tun.Device) (stackUnderTest, error) {
 		}
 		return &tcpwheelStack{s: s}, nil
 	case stackGVisor:
-		s, err := gvisorstack.New(gvisorstack.Config{Device: dev, Addr: cmpStackAddr})
+		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: cmpStackAddr})
 		if err != nil {
 			return nil, err
 		}
@@ -68,7 +68,7 @@ func newStackUnderTest(name string, dev tun.Device) (stackUnderTest, error) {
 			dev.Close()
 			return nil, err
 		}
-		s, err := gvisorstack.New(gvisorstack.Config{Device: dev, Addr: cmpStackAddr, Clock: clock})
+		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: cmpStackAddr, Clock: clock})
 		if err != nil {
 			clock.Close()
 			return nil, err
@@ -116,7 +116,7 @@ func (t *tcpwheelStack) Close() error { return t.s.Close() }
 // gvisorStack is gVisor's netstack, on the Go runtime's timers or, with clock,
 // on tcpwheel's wheel.
 type gvisorStack struct {
-	s     *gvisorstack.Stack
+	s     *gvisor.Stack
 	clock *tcpipclock.Clock // nil: tcpip.NewStdClock
 	once  sync.Once
 }
@@ -130,7 +130,7 @@ func (g *gvisorStack) Dial(ctx context.Context, port int) (net.Conn, error) {
 }
 
 func (g *gvisorStack) Sample(c net.Conn) segwatch.Sample {
-	if gc, ok := c.(*gvisorstack.Conn); ok {
+	if gc, ok := c.(*gvisor.Conn); ok {
 		i := gc.Info()
 		return segwatch.Sample{RTO: i.RTO, Timeouts: i.Timeouts, HasTimeouts: true}
 	}
@@ -138,7 +138,7 @@ func (g *gvisorStack) Sample(c net.Conn) segwatch.Sample {
 }
 
 func (g *gvisorStack) SetKeepAlive(c net.Conn, cfg net.KeepAliveConfig) error {
-	return c.(*gvisorstack.Conn).SetKeepAliveConfig(cfg)
+	return c.(*gvisor.Conn).SetKeepAliveConfig(cfg)
 }
 
 func (g *gvisorStack) Timers() (timerCounts, bool) {
