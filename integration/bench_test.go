@@ -28,6 +28,7 @@ import (
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tun"
+	"github.com/tcpwheel/tcpwheel/tun/netns"
 )
 
 var (
@@ -89,17 +90,17 @@ func benchCtlOnce(t *testing.T) *benchCtl {
 
 // benchAttach makes a fresh namespace with the kernel side of a TUN device in
 // it, closed by a cleanup (also when the benchmark fails).
-func benchAttach(tb testing.TB) *tun.Attachment {
+func benchAttach(tb testing.TB) *netns.Attachment {
 	tb.Helper()
 	requireRoot(tb)
-	a, err := tun.Attach(tun.NamespaceConfig{
+	a, err := netns.Attach(netns.NamespaceConfig{
 		Namespace: tun.UniqueName("twb"),
 		Link:      tun.UniqueName("twb"),
 		PeerAddr:  benchKernelPrefix,
 		MTU:       1500,
 	})
 	if err != nil {
-		tb.Fatalf("tun.Attach: %v", err)
+		tb.Fatalf("netns.Attach: %v", err)
 	}
 	tb.Cleanup(func() {
 		if err := a.Close(); err != nil {
@@ -111,7 +112,7 @@ func benchAttach(tb testing.TB) *tun.Attachment {
 
 // benchStack attaches and starts a stack on the device; the cleanups close the
 // stack, then the attachment.
-func benchStack(tb testing.TB, cfg tcp.Config) (*tun.Attachment, *stack.Stack) {
+func benchStack(tb testing.TB, cfg tcp.Config) (*netns.Attachment, *stack.Stack) {
 	tb.Helper()
 	a := benchAttach(tb)
 	s, err := stack.New(stack.Config{Device: a.Dev, Addr: benchStackAddr, TCP: cfg})
@@ -123,7 +124,7 @@ func benchStack(tb testing.TB, cfg tcp.Config) (*tun.Attachment, *stack.Stack) {
 }
 
 // benchKernelListen listens on addr inside the namespace.
-func benchKernelListen(tb testing.TB, a *tun.Attachment, addr string) net.Listener {
+func benchKernelListen(tb testing.TB, a *netns.Attachment, addr string) net.Listener {
 	tb.Helper()
 	var ln net.Listener
 	if err := a.Do(func() (err error) {
@@ -137,7 +138,7 @@ func benchKernelListen(tb testing.TB, a *tun.Attachment, addr string) net.Listen
 }
 
 // benchKernelDial dials addr from inside the namespace.
-func benchKernelDial(a *tun.Attachment, addr string) (net.Conn, error) {
+func benchKernelDial(a *netns.Attachment, addr string) (net.Conn, error) {
 	var c net.Conn
 	err := a.Do(func() (err error) {
 		c, err = net.DialTimeout("tcp4", addr, benchIOTimeout)

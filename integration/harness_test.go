@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 
@@ -29,6 +29,7 @@ import (
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/impair"
+	"github.com/tcpwheel/tcpwheel/tun/netns"
 )
 
 // Names of the namespaces and links the tests make: the prefix, then
@@ -88,42 +89,16 @@ func leftoverNamespaces() []string {
 	return left
 }
 
-// sweepStale removes the namespaces left by an earlier run of these tests
-// that was killed before its cleanups ran (a -timeout panic, a SIGKILL): names
-// with this package's prefix whose process is gone. tun.Attach takes such a
-// namespace over only if tun.Attach made it and it holds no link, and Close
-// then deletes it; anything else is left alone.
+// sweepStale removes the namespaces left by an earlier run (of these tests or
+// of anything else that uses netns.Attach) that was killed before its
+// cleanups ran (a -timeout panic, a SIGKILL): see netns.RemoveLeftovers.
 func sweepStale() {
 	if os.Geteuid() != 0 {
 		return
 	}
-	ents, err := os.ReadDir(netnsDir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		name := e.Name()
-		if !strings.HasPrefix(name, nsPrefix) || len(name) <= len(nsPrefix)+6 {
-			continue
-		}
-		pid, err := strconv.ParseInt(name[len(nsPrefix):len(name)-6], 36, 64)
-		if err != nil || pid == int64(os.Getpid()) {
-			continue
-		}
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-			continue // its process may still be running
-		}
-		a, err := tun.Attach(tun.NamespaceConfig{
-			Namespace: name,
-			Link:      tun.UniqueName(linkPrefix),
-			PeerAddr:  netip.MustParsePrefix("198.18.0.1/24"),
-		})
-		if err != nil {
-			continue // not ours to delete
-		}
-		if err := a.Close(); err == nil {
-			fmt.Fprintf(os.Stderr, "integration: removed namespace %s left by process %d\n", name, pid)
-		}
+	removed, _ := netns.RemoveLeftovers()
+	for _, name := range removed {
+		fmt.Fprintf(os.Stderr, "integration: removed namespace %s left by a process that is gone\n", name)
 	}
 }
 
@@ -172,7 +147,7 @@ type envOptions struct {
 type env struct {
 	t          *testing.T
 	NS, Link   string
-	Att        *tun.Attachment
+	Att        *netns.Attachment
 	Imp        *impair.Device
 	Stack      *stack.Stack
 	KernelAddr netip.Addr // the namespace's side, 198.18.N.1
@@ -200,7 +175,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	// are closed, nothing of the namespace may remain.
 	t.Cleanup(func() { e.checkGone() })
 
-	att, err := tun.Attach(tun.NamespaceConfig{
+	att, err := netns.Attach(netns.NamespaceConfig{
 		Namespace: e.NS,
 		Link:      e.Link,
 		PeerAddr:  netip.PrefixFrom(e.KernelAddr, 24),
@@ -242,7 +217,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 // removes it then.
 func (e *env) checkGone() {
 	t := e.t
-	if ns, err := netns.GetFromName(e.NS); err == nil {
+	if ns, err := vnetns.GetFromName(e.NS); err == nil {
 		ns.Close()
 		t.Errorf("namespace %s still exists after cleanup; removing it", e.NS)
 		forceDeleteNamespace(e.NS)

@@ -40,6 +40,7 @@ import (
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/impair"
+	"github.com/tcpwheel/tcpwheel/tun/netns"
 	"github.com/tcpwheel/tcpwheel/tun/pcaptap"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
@@ -61,7 +62,7 @@ const (
 
 // replayRec is one scenario's recording run.
 type replayRec struct {
-	att   *tun.Attachment
+	att   *netns.Attachment
 	imp   *impair.Device
 	black atomic.Bool // drop every ingress packet (keepalive)
 
@@ -407,14 +408,14 @@ func appReadClose(r *replayRec, c net.Conn) error {
 func (sc *replayScenario) record(t *testing.T, dir string) {
 	t.Helper()
 	requireRoot(t)
-	att, err := tun.Attach(tun.NamespaceConfig{
+	att, err := netns.Attach(netns.NamespaceConfig{
 		Namespace: tun.UniqueName("twr"),
 		Link:      tun.UniqueName("twr"),
 		PeerAddr:  replayKernelPrefix,
 		MTU:       replayMTU,
 	})
 	if err != nil {
-		t.Fatalf("tun.Attach: %v", err)
+		t.Fatalf("netns.Attach: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := att.Close(); err != nil {

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tcpwheel/tcpwheel/tun/netns"
 )
 
 // Stack names.
@@ -249,6 +251,9 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		return fmt.Errorf("compare: needs /dev/net/tun: %w", err)
 	}
+	// The namespaces of earlier runs that were killed before they could
+	// clean up; a failure here never stops this comparison.
+	netns.RemoveLeftovers()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return compare(ctx, cfg, stdout, stderr)

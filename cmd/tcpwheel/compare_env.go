@@ -21,6 +21,7 @@ import (
 	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/segwatch"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/impair"
+	"github.com/tcpwheel/tcpwheel/tun/netns"
 	"github.com/tcpwheel/tcpwheel/tun/pcaptap"
 )
 
@@ -63,7 +64,7 @@ type runEnv struct {
 	c     compareCase
 	run   int
 	stack stackUnderTest
-	att   *tun.Attachment
+	att   *netns.Attachment
 	imp   *impair.Device
 	w     *segwatch.Watcher
 	res   *runResult
@@ -122,7 +123,7 @@ func newRunEnv(ctx context.Context, cfg compareConfig, c compareCase, stackName 
 			e.close()
 		}
 	}()
-	e.att, err = tun.Attach(tun.NamespaceConfig{
+	e.att, err = netns.Attach(netns.NamespaceConfig{
 		Namespace: tun.UniqueName("twc"),
 		Link:      tun.UniqueName("twc"),
 		PeerAddr:  cmpKernelPrefix,

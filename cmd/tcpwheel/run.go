@@ -20,6 +20,7 @@ import (
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/impair"
+	"github.com/tcpwheel/tcpwheel/tun/netns"
 	"github.com/tcpwheel/tcpwheel/tun/pcaptap"
 )
 
@@ -108,6 +109,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if os.Geteuid() != 0 {
 		return errors.New("run: needs root (a TUN device and a network namespace): try 'sudo make run'")
 	}
+	// The namespaces of earlier runs that were killed before they could
+	// clean up; a failure here never stops this run.
+	netns.RemoveLeftovers()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if cfg.duration > 0 {
@@ -121,7 +125,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 // serve brings everything up, runs until ctx ends, and takes everything down
 // again, whatever failed on the way.
 func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
-	att, err := tun.Attach(tun.NamespaceConfig{Namespace: cfg.netns, Link: cfg.link, PeerAddr: cfg.peer, MTU: cfg.mtu})
+	att, err := netns.Attach(netns.NamespaceConfig{Namespace: cfg.netns, Link: cfg.link, PeerAddr: cfg.peer, MTU: cfg.mtu})
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
