@@ -596,13 +596,17 @@ func (w *Watcher) Stats() Stats {
 }
 
 // Device is a tun.Device that shows every packet to a Watcher: egress before the
-// wrapped device's WritePacket, ingress after its ReadPacket.
+// wrapped device's WritePacket, ingress after its ReadPacket (or
+// ReadPacketNonblock). It is a tun.Pollable and forwards the wrapped device's:
+// a stack that reads a watched TUN takes the same direct path as on the bare
+// TUN. When the wrapped device is not Pollable, ReadFD returns an error
+// wrapping tun.ErrNotPollable (and the stack reads through a goroutine).
 type Device struct {
 	tun.Device
 	w *Watcher
 }
 
-var _ tun.Device = (*Device)(nil)
+var _ tun.Pollable = (*Device)(nil)
 
 // Wrap returns dev watched by w.
 func Wrap(dev tun.Device, w *Watcher) *Device { return &Device{Device: dev, w: w} }
@@ -616,6 +620,28 @@ func (d *Device) WritePacket(pkt []byte) error {
 // ReadPacket implements tun.Device.
 func (d *Device) ReadPacket(buf []byte) (int, error) {
 	n, err := d.Device.ReadPacket(buf)
+	if err == nil {
+		d.w.Ingress(buf[:n])
+	}
+	return n, err
+}
+
+// ReadFD implements tun.Pollable: the wrapped device's descriptor.
+func (d *Device) ReadFD() (int, error) {
+	p, ok := d.Device.(tun.Pollable)
+	if !ok {
+		return -1, fmt.Errorf("segwatch %s: %w", d.Name(), tun.ErrNotPollable)
+	}
+	return p.ReadFD()
+}
+
+// ReadPacketNonblock implements tun.Pollable like ReadPacket.
+func (d *Device) ReadPacketNonblock(buf []byte) (int, error) {
+	p, ok := d.Device.(tun.Pollable)
+	if !ok {
+		return 0, fmt.Errorf("segwatch %s: read: %w", d.Name(), tun.ErrNotPollable)
+	}
+	n, err := p.ReadPacketNonblock(buf)
 	if err == nil {
 		d.w.Ingress(buf[:n])
 	}
