@@ -1,4 +1,4 @@
-package main
+package compare
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,19 +19,103 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 
-	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/segwatch"
+	"github.com/tcpwheel/tcpwheel/internal/compare/segwatch"
 )
 
-// scenarioFuncs run one case on a runEnv and fill its result's metrics.
-var scenarioFuncs = map[string]func(*runEnv) error{
-	"tail-loss":   scenarioTailLoss,
-	"backoff":     scenarioBackoff,
-	"synack-loss": scenarioSYNACKLoss,
-	"mid-loss":    scenarioMidLoss,
-	"bulk":        scenarioBulk,
-	"keepalive":   scenarioKeepalive,
-	"zero-window": scenarioZeroWindow,
-	"many-conns":  scenarioManyConns,
+// scenario describes one scenario of the comparison.
+type scenario struct {
+	name string
+	help string // one line of `tcpwheel compare -h`
+	// run runs one case on a runEnv and fills its result's metrics.
+	run func(*runEnv) error
+	// unwatched: the device chain carries no packet watcher (many-conns
+	// measures memory and CPU, which the watcher would add to).
+	unwatched bool
+	// cases expands the scenario into the cases it reports; nil means one
+	// case named after the scenario.
+	cases func(cfg Config) []compareCase
+}
+
+// scenarios is every scenario, in the order they run. It is never written.
+var scenarios = [...]scenario{
+	{name: "tail-loss", help: "the last data segment and the FIN are dropped once", run: scenarioTailLoss},
+	{name: "backoff", help: "one segment dropped twice: two retransmissions", run: scenarioBackoff},
+	{name: "synack-loss", help: "the stack's SYN-ACK dropped once", run: scenarioSYNACKLoss},
+	{name: "mid-loss", help: "mid-stream drops in a 2 MB transfer: fast retransmit / RACK", run: scenarioMidLoss},
+	{name: "bulk", help: "-bulk-size up and down at each -bulk-loss rate", run: scenarioBulk, cases: bulkCases},
+	{name: "keepalive", help: "probe timing, idle 200ms, interval 100ms, count 3", run: scenarioKeepalive},
+	{name: "zero-window", help: "zero-window probe timing against a receiver that stops reading", run: scenarioZeroWindow},
+	{name: "many-conns", help: "-conns idle connections with keepalive: CPU and memory per connection", run: scenarioManyConns, unwatched: true},
+}
+
+// Scenarios returns the names of the scenarios, in the order they run.
+func Scenarios() []string {
+	names := make([]string, len(scenarios))
+	for i := range scenarios {
+		names[i] = scenarios[i].name
+	}
+	return names
+}
+
+// ScenarioHelp returns a line per scenario, its name and what it does, as
+// `tcpwheel compare -h` lists them.
+func ScenarioHelp() string {
+	var b strings.Builder
+	for i := range scenarios {
+		fmt.Fprintf(&b, "  %-12s %s\n", scenarios[i].name, scenarios[i].help)
+	}
+	return b.String()
+}
+
+// scenarioNamed returns the scenario called name.
+func scenarioNamed(name string) (*scenario, bool) {
+	for i := range scenarios {
+		if scenarios[i].name == name {
+			return &scenarios[i], true
+		}
+	}
+	return nil, false
+}
+
+// compareCase is one row group of the report: a scenario with its parameters
+// (bulk expands to one case per direction and loss rate).
+type compareCase struct {
+	name     string // e.g. "tail-loss", "bulk-up-1%"
+	scenario string
+	loss     float64 // random loss, both directions
+	up       bool    // bulk: stack -> kernel
+}
+
+// expandCases lists the cases of cfg's scenarios, in the order they run.
+func expandCases(cfg Config) []compareCase {
+	var cs []compareCase
+	for _, name := range cfg.Scenarios {
+		sc, ok := scenarioNamed(name)
+		switch {
+		case !ok:
+			continue
+		case sc.cases != nil:
+			cs = append(cs, sc.cases(cfg)...)
+		default:
+			cs = append(cs, compareCase{name: name, scenario: name})
+		}
+	}
+	return cs
+}
+
+// bulkCases: bulk up, then down, at each loss rate.
+func bulkCases(cfg Config) []compareCase {
+	var cs []compareCase
+	for _, up := range []bool{true, false} {
+		dir := "down"
+		if up {
+			dir = "up"
+		}
+		for _, p := range cfg.BulkLoss {
+			cs = append(cs, compareCase{name: fmt.Sprintf("bulk-%s-%g%%", dir, p*100), scenario: "bulk", loss: p, up: up})
+		}
+	}
+	return cs
 }
 
 // The ports of the scenarios: the kernel's (or the stack's, when it listens).
@@ -470,7 +555,7 @@ func (e *runEnv) sendAndTime(c net.Conn, who string, got <-chan readResult, n in
 // scenarioBulk: -bulk-size up (stack to kernel) or down, with random loss in both
 // directions.
 func scenarioBulk(e *runEnv) error {
-	n := e.cfg.bulkSize
+	n := e.cfg.BulkSize
 	if e.c.up {
 		ln, err := e.kernelListen(cmpPort, 0)
 		if err != nil {
@@ -644,7 +729,7 @@ func scenarioZeroWindow(e *runEnv) error {
 // then -hold of idleness. Reports the setup, the heap and goroutines per
 // connection, and the CPU time and timers per connection-second while idle.
 func scenarioManyConns(e *runEnv) error {
-	n := e.cfg.conns
+	n := e.cfg.Conns
 	var lfd int
 	err := e.att.Do(func() error {
 		// somaxconn is per namespace; the backlog must hold every connection.
@@ -734,10 +819,10 @@ func scenarioManyConns(e *runEnv) error {
 	p0 := e.egressPackets.Load()
 	tm0, hasTimers := e.stack.Timers()
 	c1 := cpuTime()
-	if err := e.sleep(e.cfg.hold); err != nil {
+	if err := e.sleep(e.cfg.Hold); err != nil {
 		return err
 	}
-	connSec := float64(n) * e.cfg.hold.Seconds()
+	connSec := float64(n) * e.cfg.Hold.Seconds()
 	cpu := cpuTime() - c1
 	e.res.Metrics["cpu_ms"] = ms(cpu)
 	if connSec > 0 {

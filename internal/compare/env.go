@@ -1,4 +1,4 @@
-package main
+package compare
 
 import (
 	"context"
@@ -18,41 +18,12 @@ import (
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 
-	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/segwatch"
+	"github.com/tcpwheel/tcpwheel/internal/compare/segwatch"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/impair"
 	"github.com/tcpwheel/tcpwheel/tun/netns"
 	"github.com/tcpwheel/tcpwheel/tun/pcaptap"
 )
-
-// compareCase is one row group of the report: a scenario with its parameters
-// (bulk expands to one case per direction and loss rate).
-type compareCase struct {
-	name     string // e.g. "tail-loss", "bulk-up-1%"
-	scenario string
-	loss     float64 // random loss, both directions
-	up       bool    // bulk: stack -> kernel
-}
-
-func expandCases(cfg compareConfig) []compareCase {
-	var cs []compareCase
-	for _, sc := range cfg.scenarios {
-		if sc != "bulk" {
-			cs = append(cs, compareCase{name: sc, scenario: sc})
-			continue
-		}
-		for _, up := range []bool{true, false} {
-			dir := "down"
-			if up {
-				dir = "up"
-			}
-			for _, p := range cfg.bulkLoss {
-				cs = append(cs, compareCase{name: fmt.Sprintf("bulk-%s-%g%%", dir, p*100), scenario: sc, loss: p, up: up})
-			}
-		}
-	}
-	return cs
-}
 
 // runEnv is one run: a fresh namespace with the kernel side, the device chain
 // and the stack under test.
@@ -60,7 +31,7 @@ func expandCases(cfg compareConfig) []compareCase {
 //	stack ── segwatch ── pcap tap ── impair ── TUN ── kernel (namespace)
 type runEnv struct {
 	ctx   context.Context
-	cfg   compareConfig
+	cfg   Config
 	c     compareCase
 	run   int
 	stack stackUnderTest
@@ -79,9 +50,9 @@ type runEnv struct {
 
 // runOne runs case c once on the named stack and returns the result; failures
 // are recorded in it. Everything the run made is gone when it returns.
-func runOne(parent context.Context, cfg compareConfig, c compareCase, stackName string, run int) *runResult {
+func runOne(parent context.Context, cfg Config, c compareCase, stackName string, run int) *runResult {
 	res := &runResult{Stack: stackName, Case: c.name, Run: run + 1, Metrics: map[string]float64{}}
-	ctx, cancel := context.WithTimeout(parent, cfg.runTimeout)
+	ctx, cancel := context.WithTimeout(parent, cfg.RunTimeout)
 	defer cancel()
 	start := time.Now()
 	err := func() (err error) {
@@ -95,6 +66,7 @@ func runOne(parent context.Context, cfg compareConfig, c compareCase, stackName 
 			return err
 		}
 		defer func() {
+			res.InputPath = e.stack.InputPath()
 			res.collectEvents(e.w.Events())
 			if cerr := e.close(); cerr != nil && err == nil {
 				err = cerr
@@ -104,19 +76,23 @@ func runOne(parent context.Context, cfg compareConfig, c compareCase, stackName 
 		// writes and accepts return.
 		stop := context.AfterFunc(ctx, func() { e.closeNow() })
 		defer stop()
-		return scenarioFuncs[c.scenario](e)
+		sc, ok := scenarioNamed(c.scenario)
+		if !ok {
+			return fmt.Errorf("unknown scenario %q", c.scenario)
+		}
+		return sc.run(e)
 	}()
 	res.WallMS = ms(time.Since(start))
 	if err != nil {
 		if ctx.Err() != nil && parent.Err() == nil {
-			err = fmt.Errorf("%w (run timeout %v)", err, cfg.runTimeout)
+			err = fmt.Errorf("%w (run timeout %v)", err, cfg.RunTimeout)
 		}
 		res.Error = err.Error()
 	}
 	return res
 }
 
-func newRunEnv(ctx context.Context, cfg compareConfig, c compareCase, stackName string, run int, res *runResult) (_ *runEnv, err error) {
+func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string, run int, res *runResult) (_ *runEnv, err error) {
 	e := &runEnv{ctx: ctx, cfg: cfg, c: c, run: run, res: res}
 	defer func() {
 		if err != nil {
@@ -137,7 +113,7 @@ func newRunEnv(ctx context.Context, cfg compareConfig, c compareCase, stackName 
 	e.cleanups = append(e.cleanups, e.w.Close)
 	e.imp, err = impair.Wrap(e.att.Dev, impair.Config{
 		// The same seed for every stack in a run: the same packets are lost.
-		Seed:        cfg.seed + uint64(run),
+		Seed:        cfg.Seed + uint64(run),
 		EgressLoss:  c.loss,
 		IngressLoss: c.loss,
 		DropEgress: func(pkt []byte) bool {
@@ -158,8 +134,8 @@ func newRunEnv(ctx context.Context, cfg compareConfig, c compareCase, stackName 
 		return nil, err
 	}
 	var dev tun.Device = e.imp
-	if cfg.pcapDir != "" {
-		path := filepath.Join(cfg.pcapDir, fmt.Sprintf("%s-%s-%d.pcap", c.name, stackName, run+1))
+	if cfg.PcapDir != "" {
+		path := filepath.Join(cfg.PcapDir, fmt.Sprintf("%s-%s-%d.pcap", c.name, stackName, run+1))
 		path = strings.ReplaceAll(path, "%", "pct")
 		tap, err := pcaptap.Create(path, dev, pcaptap.Config{})
 		if err != nil {
@@ -169,8 +145,7 @@ func newRunEnv(ctx context.Context, cfg compareConfig, c compareCase, stackName 
 		dev = tap
 		res.Pcap = path
 	}
-	if c.scenario != "many-conns" {
-		// Many connections are measured for memory and CPU: no watcher there.
+	if sc, ok := scenarioNamed(c.scenario); ok && !sc.unwatched {
 		dev = segwatch.Wrap(dev, e.w)
 	}
 	e.stack, err = newStackUnderTest(stackName, dev)
@@ -235,7 +210,7 @@ func (e *runEnv) setDrop(egress, ingress func(pkt []byte) bool) {
 func (e *runEnv) deadline() time.Time {
 	d, ok := e.ctx.Deadline()
 	if !ok {
-		d = time.Now().Add(e.cfg.runTimeout)
+		d = time.Now().Add(e.cfg.RunTimeout)
 	}
 	return d
 }
