@@ -81,4 +81,3 @@ func TestCompareBadInputExit2(t *testing.T) {
 		t.Errorf("compare -h printed %q, want the scenarios listed (err %v)", errOut.String(), err)
 	}
 }
-
