@@ -15,28 +15,27 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 
 	"github.com/tcpwheel/tcpwheel/internal/compare/segwatch"
+	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/impair"
-	"github.com/tcpwheel/tcpwheel/tun/netns"
-	"github.com/tcpwheel/tcpwheel/tun/pcaptap"
 )
 
 // runEnv is one run: a fresh namespace with the kernel side, the device chain
 // and the stack under test.
 //
 //	stack ── segwatch ── pcap tap ── impair ── TUN ── kernel (namespace)
+//
+// (a testbed.Bed, with the watcher on top).
 type runEnv struct {
 	ctx   context.Context
 	cfg   Config
 	c     compareCase
 	run   int
 	stack stackUnderTest
-	att   *netns.Attachment
-	imp   *impair.Device
+	bed   *testbed.Bed
 	w     *segwatch.Watcher
 	res   *runResult
 
@@ -99,56 +98,47 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 			e.close()
 		}
 	}()
-	e.att, err = netns.Attach(netns.NamespaceConfig{
-		Namespace: tun.UniqueName("twc"),
-		Link:      tun.UniqueName("twc"),
-		PeerAddr:  cmpKernelPrefix,
-		MTU:       tun.DefaultMTU,
-	})
+	bcfg := testbed.Config{
+		Prefix: "twc",
+		MTU:    tun.DefaultMTU,
+		Impair: impair.Config{
+			// The same seed for every stack in a run: the same packets are lost.
+			Seed:        cfg.Seed + uint64(run),
+			EgressLoss:  c.loss,
+			IngressLoss: c.loss,
+			DropEgress: func(pkt []byte) bool {
+				e.egressPackets.Add(1)
+				if f := e.dropEgress.Load(); f != nil {
+					return (*f)(pkt)
+				}
+				return false
+			},
+			DropIngress: func(pkt []byte) bool {
+				if f := e.dropIngress.Load(); f != nil {
+					return (*f)(pkt)
+				}
+				return false
+			},
+		},
+	}
+	_, stackAddr, err := bcfg.Addrs()
 	if err != nil {
 		return nil, err
 	}
-	e.cleanups = append(e.cleanups, func() { e.att.Close() })
-	e.w = segwatch.New(segwatch.Config{Local: cmpStackAddr})
+	e.w = segwatch.New(segwatch.Config{Local: stackAddr})
 	e.cleanups = append(e.cleanups, e.w.Close)
-	e.imp, err = impair.Wrap(e.att.Dev, impair.Config{
-		// The same seed for every stack in a run: the same packets are lost.
-		Seed:        cfg.Seed + uint64(run),
-		EgressLoss:  c.loss,
-		IngressLoss: c.loss,
-		DropEgress: func(pkt []byte) bool {
-			e.egressPackets.Add(1)
-			if f := e.dropEgress.Load(); f != nil {
-				return (*f)(pkt)
-			}
-			return false
-		},
-		DropIngress: func(pkt []byte) bool {
-			if f := e.dropIngress.Load(); f != nil {
-				return (*f)(pkt)
-			}
-			return false
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	var dev tun.Device = e.imp
 	if cfg.PcapDir != "" {
 		path := filepath.Join(cfg.PcapDir, fmt.Sprintf("%s-%s-%d.pcap", c.name, stackName, run+1))
-		path = strings.ReplaceAll(path, "%", "pct")
-		tap, err := pcaptap.Create(path, dev, pcaptap.Config{})
-		if err != nil {
-			dev.Close()
-			return nil, err
-		}
-		dev = tap
-		res.Pcap = path
+		bcfg.PcapPath = strings.ReplaceAll(path, "%", "pct")
 	}
 	if sc, ok := scenarioNamed(c.scenario); ok && !sc.unwatched {
-		dev = segwatch.Wrap(dev, e.w)
+		bcfg.Watch = func(dev tun.Device) tun.Device { return segwatch.Wrap(dev, e.w) }
 	}
-	e.stack, err = newStackUnderTest(stackName, dev)
+	if e.bed, err = testbed.New(bcfg); err != nil {
+		return nil, err
+	}
+	res.Pcap = bcfg.PcapPath
+	e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.KernelAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +157,7 @@ func (e *runEnv) closeNow() {
 	if e.stack != nil {
 		e.stack.Close()
 	}
-	e.att.Close()
+	e.bed.Close()
 }
 
 // close runs the cleanups: connections, the stack, the watcher, the namespace.
@@ -184,8 +174,8 @@ func (e *runEnv) close() error {
 	for i := len(cs) - 1; i >= 0; i-- {
 		cs[i]()
 	}
-	if e.att != nil {
-		if err := e.att.Close(); err != nil {
+	if e.bed != nil {
+		if err := e.bed.Close(); err != nil {
 			return fmt.Errorf("cleaning up: %w", err)
 		}
 	}
@@ -233,25 +223,9 @@ func flowOf(c net.Conn) segwatch.Flow {
 // kernelListen listens on the kernel's port inside the namespace; rcvbuf > 0
 // sets SO_RCVBUF before listen, so that accepted sockets get it.
 func (e *runEnv) kernelListen(port, rcvbuf int) (net.Listener, error) {
-	lc := net.ListenConfig{}
-	if rcvbuf > 0 {
-		lc.Control = func(network, address string, rc syscall.RawConn) error {
-			var serr error
-			if err := rc.Control(func(fd uintptr) {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
-			}); err != nil {
-				return err
-			}
-			return serr
-		}
-	}
-	var ln net.Listener
-	err := e.att.Do(func() (err error) {
-		ln, err = lc.Listen(e.ctx, "tcp4", kernelAddrPort(port))
-		return err
-	})
+	ln, err := e.bed.KernelListen(e.ctx, port, rcvbuf)
 	if err != nil {
-		return nil, fmt.Errorf("kernel listen: %w", err)
+		return nil, err
 	}
 	e.onClose(func() { ln.Close() })
 	return ln, nil
@@ -259,14 +233,9 @@ func (e *runEnv) kernelListen(port, rcvbuf int) (net.Listener, error) {
 
 // kernelDial connects from the namespace to the stack's port.
 func (e *runEnv) kernelDial(port int) (net.Conn, error) {
-	var c net.Conn
-	err := e.att.Do(func() (err error) {
-		d := net.Dialer{}
-		c, err = d.DialContext(e.ctx, "tcp4", net.JoinHostPort(cmpStackAddr.String(), fmt.Sprint(port)))
-		return err
-	})
+	c, err := e.bed.KernelDial(e.ctx, port, nil)
 	if err != nil {
-		return nil, fmt.Errorf("kernel dial: %w", err)
+		return nil, err
 	}
 	c.SetDeadline(e.deadline())
 	e.onClose(func() { c.Close() })

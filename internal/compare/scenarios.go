@@ -731,7 +731,7 @@ func scenarioZeroWindow(e *runEnv) error {
 func scenarioManyConns(e *runEnv) error {
 	n := e.cfg.Conns
 	var lfd int
-	err := e.att.Do(func() error {
+	err := e.bed.Do(func() error {
 		// somaxconn is per namespace; the backlog must hold every connection.
 		if err := os.WriteFile("/proc/sys/net/core/somaxconn", []byte(strconv.Itoa(n+1024)), 0); err != nil {
 			return err
@@ -744,7 +744,7 @@ func scenarioManyConns(e *runEnv) error {
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 			return err
 		}
-		if err := unix.Bind(fd, &unix.SockaddrInet4{Port: cmpPort, Addr: cmpKernelAddr.As4()}); err != nil {
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Port: cmpPort, Addr: e.bed.KernelAddr.As4()}); err != nil {
 			return err
 		}
 		return unix.Listen(fd, n+1024)

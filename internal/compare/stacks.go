@@ -16,13 +16,6 @@ import (
 	"github.com/tcpwheel/tcpwheel/tun"
 )
 
-// The addresses of every run: the kernel side in the namespace, and the stack.
-var (
-	cmpKernelPrefix = netip.MustParsePrefix("198.18.0.1/24")
-	cmpKernelAddr   = cmpKernelPrefix.Addr()
-	cmpStackAddr    = netip.MustParseAddr("198.18.0.2")
-)
-
 // timerCounts are a wheel's counters, where the stack has a wheel.
 type timerCounts struct {
 	Fired, Stopped, Pending uint64
@@ -49,52 +42,57 @@ type stackUnderTest interface {
 	Close() error
 }
 
-// newStackUnderTest starts the named stack on dev, which it then owns.
-func newStackUnderTest(name string, dev tun.Device) (stackUnderTest, error) {
+// newStackUnderTest starts the named stack on dev, which it then owns, at
+// addr; its Dial connects to the kernel at kernel.
+func newStackUnderTest(name string, dev tun.Device, addr, kernel netip.Addr) (stackUnderTest, error) {
 	switch name {
 	case stackTcpwheel:
-		s, err := stack.New(stack.Config{Device: dev, Addr: cmpStackAddr})
+		s, err := stack.New(stack.Config{Device: dev, Addr: addr})
 		if err != nil {
 			dev.Close()
 			return nil, err
 		}
-		return &tcpwheelStack{s: s}, nil
+		return &tcpwheelStack{s: s, kernel: kernel}, nil
 	case stackGVisor:
-		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: cmpStackAddr})
+		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: addr})
 		if err != nil {
 			return nil, err
 		}
-		return &gvisorStack{s: s}, nil
+		return &gvisorStack{s: s, kernel: kernel}, nil
 	case stackGVisorWheel:
 		clock, err := tcpipclock.New(timer.Config{})
 		if err != nil {
 			dev.Close()
 			return nil, err
 		}
-		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: cmpStackAddr, Clock: clock})
+		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: addr, Clock: clock})
 		if err != nil {
 			clock.Close()
 			return nil, err
 		}
-		return &gvisorStack{s: s, clock: clock}, nil
+		return &gvisorStack{s: s, clock: clock, kernel: kernel}, nil
 	}
 	dev.Close()
 	return nil, fmt.Errorf("unknown stack %q", name)
 }
 
-func kernelAddrPort(port int) string {
-	return net.JoinHostPort(cmpKernelAddr.String(), strconv.Itoa(port))
+// addrPort returns "addr:port".
+func addrPort(addr netip.Addr, port int) string {
+	return net.JoinHostPort(addr.String(), strconv.Itoa(port))
 }
 
 // tcpwheelStack is tcpwheel's own stack.
-type tcpwheelStack struct{ s *stack.Stack }
+type tcpwheelStack struct {
+	s      *stack.Stack
+	kernel netip.Addr
+}
 
 func (t *tcpwheelStack) Listen(port int) (net.Listener, error) {
 	return t.s.Listen("tcp", ":"+strconv.Itoa(port))
 }
 
 func (t *tcpwheelStack) Dial(ctx context.Context, port int) (net.Conn, error) {
-	return t.s.DialContext(ctx, "tcp", kernelAddrPort(port))
+	return t.s.DialContext(ctx, "tcp", addrPort(t.kernel, port))
 }
 
 func (t *tcpwheelStack) Sample(c net.Conn) segwatch.Sample {
@@ -125,9 +123,10 @@ func (t *tcpwheelStack) Close() error { return t.s.Close() }
 // gvisorStack is gVisor's netstack, on the Go runtime's timers or, with clock,
 // on tcpwheel's wheel.
 type gvisorStack struct {
-	s     *gvisor.Stack
-	clock *tcpipclock.Clock // nil: tcpip.NewStdClock
-	once  sync.Once
+	s      *gvisor.Stack
+	clock  *tcpipclock.Clock // nil: tcpip.NewStdClock
+	kernel netip.Addr
+	once   sync.Once
 }
 
 func (g *gvisorStack) Listen(port int) (net.Listener, error) {
@@ -135,7 +134,7 @@ func (g *gvisorStack) Listen(port int) (net.Listener, error) {
 }
 
 func (g *gvisorStack) Dial(ctx context.Context, port int) (net.Conn, error) {
-	return g.s.DialContext(ctx, "tcp", kernelAddrPort(port))
+	return g.s.DialContext(ctx, "tcp", addrPort(g.kernel, port))
 }
 
 func (g *gvisorStack) Sample(c net.Conn) segwatch.Sample {
