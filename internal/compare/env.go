@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -335,11 +334,3 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // errShort is returned when a peer got less than it should have.
 var errShort = errors.New("short transfer")
-
-// ignoreClosed turns the errors of a connection closed on purpose into nil.
-func ignoreClosed(err error) error {
-	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
-		return nil
-	}
-	return err
-}

@@ -16,6 +16,11 @@
 //
 // Config.Clock chooses gVisor's clock: nil means tcpip.NewStdClock (Go runtime
 // timers); a timer/tcpipclock.Clock runs gVisor's timers on tcpwheel's wheel.
+//
+// It uses nothing of package stack: it lives under internal/baseline, beside
+// the comparison (package compare) that is its only user. gVisor reads the
+// device through a goroutine (a gVisor link endpoint has no epoll hook of
+// ours), so it never uses tun.Pollable.
 package gvisor
 
 import (
