@@ -13,15 +13,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	vnetns "github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
@@ -29,7 +26,6 @@ import (
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/impair"
-	"github.com/tcpwheel/tcpwheel/tun/netns"
 )
 
 // Names of the namespaces and links the tests make: the prefix, then
@@ -49,63 +45,12 @@ func lateSlack() time.Duration {
 	return 20 * time.Millisecond
 }
 
-// TestMain checks, after all the tests, that no namespace of this process is
-// left behind, even from a test that failed.
+// TestMain removes the leftovers of killed runs first, and checks, after all
+// the tests, that no namespace of this process is left behind, even from a
+// test that failed (see testbed.Main): the harness's (twi), the replay
+// recorder's (twr) and the benchmarks' (twb).
 func TestMain(m *testing.M) {
-	sweepStale()
-	code := m.Run()
-	if left := leftoverNamespaces(); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "integration: namespaces left behind: %s\n", strings.Join(left, " "))
-		for _, name := range left {
-			forceDeleteNamespace(name)
-		}
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// ownPrefix is the start of every namespace name tun.UniqueName(nsPrefix)
-// returns in this process.
-func ownPrefix() string {
-	pid := strconv.FormatInt(int64(os.Getpid()), 36)
-	return nsPrefix + pid
-}
-
-// leftoverNamespaces lists this process's namespaces still named in
-// /run/netns (what `ip netns list` shows).
-func leftoverNamespaces() []string {
-	ents, err := os.ReadDir(netnsDir)
-	if err != nil {
-		return nil
-	}
-	var left []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ownPrefix()) && len(e.Name()) == len(ownPrefix())+6 {
-			left = append(left, e.Name())
-		}
-	}
-	return left
-}
-
-// sweepStale removes the namespaces left by an earlier run (of these tests or
-// of anything else that uses netns.Attach) that was killed before its
-// cleanups ran (a -timeout panic, a SIGKILL): see netns.RemoveLeftovers.
-func sweepStale() {
-	if os.Geteuid() != 0 {
-		return
-	}
-	removed, _ := netns.RemoveLeftovers()
-	for _, name := range removed {
-		fmt.Fprintf(os.Stderr, "integration: removed namespace %s left by a process that is gone\n", name)
-	}
-}
-
-func forceDeleteNamespace(name string) {
-	path := filepath.Join(netnsDir, name)
-	unix.Unmount(path, unix.MNT_DETACH)
-	os.Remove(path)
+	os.Exit(testbed.Main(m, nsPrefix, "twr", "twb"))
 }
 
 // envOptions configures newEnv.
@@ -196,11 +141,11 @@ func (e *env) checkGone() {
 	if ns, err := vnetns.GetFromName(e.NS); err == nil {
 		ns.Close()
 		t.Errorf("namespace %s still exists after cleanup; removing it", e.NS)
-		forceDeleteNamespace(e.NS)
+		testbed.ForceRemove(e.NS)
 	}
 	if _, err := os.Stat(filepath.Join(netnsDir, e.NS)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("%s/%s: %v, want it gone", netnsDir, e.NS, err)
-		forceDeleteNamespace(e.NS)
+		testbed.ForceRemove(e.NS)
 	}
 }
 

@@ -99,5 +99,5 @@ func forceRemove(t *testing.T, ns string) {
 		return
 	}
 	t.Errorf("namespace %s left behind; removing it", ns)
-	removeMount(ns)
+	ForceRemove(ns)
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,5 +120,30 @@ func TestBedUndo(t *testing.T) {
 	}
 	if _, err := New(Config{PcapPath: "/nonexistent-dir/x.pcap"}); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("New with an unwritable pcap = %v, want the step's error (not exist)", err)
+	}
+}
+
+func TestMain(m *testing.M) { os.Exit(Main(m, "twt")) }
+
+// TestOwnNamespaces: Main's check sees a bed's namespace while it lives, and
+// not after Close, nor another prefix's.
+func TestOwnNamespaces(t *testing.T) {
+	RequireRoot(t)
+	b, err := New(Config{Prefix: "twt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { forceRemove(t, b.Namespace()) })
+	if got := ownNamespaces([]string{"twx", "twt"}); !slices.Contains(got, b.Namespace()) {
+		t.Errorf("ownNamespaces = %v, want %s among them", got, b.Namespace())
+	}
+	if got := ownNamespaces([]string{"twx"}); slices.Contains(got, b.Namespace()) {
+		t.Errorf("ownNamespaces(twx) = %v, want not %s", got, b.Namespace())
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ownNamespaces([]string{"twt"}); slices.Contains(got, b.Namespace()) {
+		t.Errorf("after Close, ownNamespaces = %v, still %s", got, b.Namespace())
 	}
 }
