@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
+	"github.com/tcpwheel/tcpwheel/tun"
 )
 
 func TestParseSize(t *testing.T) {
@@ -263,5 +264,37 @@ func TestConfigValidate(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: Validate() = nil, want an error", name)
 		}
+	}
+}
+
+// TestRunEnvDirectPath: the device a run hands its stack is a tun.Pollable
+// whose descriptor is the TUN's, with the watcher and the pcap tap in the
+// chain or not: tcpwheel reads on the direct path, as in `tcpwheel run`. (The
+// watcher once hid it, and the comparison measured the reader goroutine.)
+func TestRunEnvDirectPath(t *testing.T) {
+	testbed.RequireRoot(t)
+	cfg := DefaultConfig()
+	cfg.PcapDir = t.TempDir()
+	for _, c := range []compareCase{{name: "tail-loss", scenario: "tail-loss"}, {name: "many-conns", scenario: "many-conns"}} {
+		t.Run(c.name, func(t *testing.T) {
+			res := &runResult{Metrics: map[string]float64{}}
+			e, err := newRunEnv(t.Context(), cfg, c, stackTcpwheel, 0, res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.close()
+			p, ok := e.bed.Dev.(tun.Pollable)
+			if !ok {
+				t.Fatalf("the run's device %T is not a tun.Pollable", e.bed.Dev)
+			}
+			fd, err := p.ReadFD()
+			want, _ := e.bed.Att.Dev.ReadFD()
+			if err != nil || fd != want {
+				t.Errorf("ReadFD through the chain = %d, %v; want the TUN's %d", fd, err, want)
+			}
+			if res.Pcap == "" {
+				t.Error("no pcap tap in the chain")
+			}
+		})
 	}
 }
