@@ -68,7 +68,7 @@ const legacyLeftoverAge = 10 * time.Minute
 // RemoveLeftovers deletes the namespaces Attach created for processes that
 // died without Close (killed, or a test binary that hit its timeout), and
 // returns their names. A namespace is a leftover when its name is one this
-// project uses ("tw..." from UniqueName, or "tcpwheel"), its loopback
+// project uses ("tw..." from tun.UniqueName, or "tcpwheel"), its loopback
 // carries Attach's marker, it holds no link but the loopback (the TUN link
 // of a live Attachment lives in it; a dead process's went with its
 // descriptor), and the process the marker names no longer runs (for a
@@ -237,7 +237,7 @@ type Attachment struct {
 // died before calling Close. Any other existing namespace, including one
 // that is in use by a live Attachment, makes Attach fail with an error
 // wrapping ErrNamespaceExists, and is left untouched. Two processes must
-// not Attach with the same namespace name at the same time; UniqueName
+// not Attach with the same namespace name at the same time; tun.UniqueName
 // avoids that.
 //
 // If any step fails, everything done so far is undone: no link and no
@@ -282,7 +282,7 @@ func attach(cfg NamespaceConfig, fail func(step string) error) (_ *Attachment, e
 		return nil, fmt.Errorf("netlink: %w", err)
 	}
 	defer host.Close()
-	// Checked before the namespace is made, to spare the work; Open
+	// Checked before the namespace is made, to spare the work; tun.Open
 	// checks again.
 	if exists, err := tun.LinkExists(cfg.Link); err != nil {
 		return nil, err
