@@ -25,9 +25,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/tcp"
-	"github.com/tcpwheel/tcpwheel/tun"
 )
 
 var (
@@ -87,34 +87,30 @@ func benchCtlOnce(t *testing.T) *benchCtl {
 	}
 }
 
-// benchAttach makes a fresh namespace with the kernel side of a TUN device in
-// it, closed by a cleanup (also when the benchmark fails).
-func benchAttach(tb testing.TB) *tun.Attachment {
+// benchAttach makes a fresh test bed (198.18.0.0/24), closed by a cleanup
+// (also when the benchmark fails).
+func benchAttach(tb testing.TB) *testbed.Bed {
 	tb.Helper()
-	requireRoot(tb)
-	a, err := tun.Attach(tun.NamespaceConfig{
-		Namespace: tun.UniqueName("twb"),
-		Link:      tun.UniqueName("twb"),
-		PeerAddr:  benchKernelPrefix,
-		MTU:       1500,
-	})
+	testbed.RequireRoot(tb)
+	b, err := testbed.New(testbed.Config{Prefix: "twb", MTU: 1500})
 	if err != nil {
-		tb.Fatalf("tun.Attach: %v", err)
+		tb.Fatalf("test bed: %v", err)
 	}
 	tb.Cleanup(func() {
-		if err := a.Close(); err != nil {
-			tb.Errorf("closing the attachment: %v", err)
+		if err := b.Close(); err != nil {
+			tb.Errorf("closing the test bed: %v", err)
 		}
 	})
-	return a
+	return b
 }
 
-// benchStack attaches and starts a stack on the device; the cleanups close the
-// stack, then the attachment.
-func benchStack(tb testing.TB, cfg tcp.Config) (*tun.Attachment, *stack.Stack) {
+// benchStack makes a test bed and starts a stack on its bare TUN device (no
+// impairment layer in the measured path); the cleanups close the stack, then
+// the bed.
+func benchStack(tb testing.TB, cfg tcp.Config) (*testbed.Bed, *stack.Stack) {
 	tb.Helper()
 	a := benchAttach(tb)
-	s, err := stack.New(stack.Config{Device: a.Dev, Addr: benchStackAddr, TCP: cfg})
+	s, err := stack.New(stack.Config{Device: a.Att.Dev, Addr: benchStackAddr, TCP: cfg})
 	if err != nil {
 		tb.Fatalf("stack.New: %v", err)
 	}
@@ -123,7 +119,7 @@ func benchStack(tb testing.TB, cfg tcp.Config) (*tun.Attachment, *stack.Stack) {
 }
 
 // benchKernelListen listens on addr inside the namespace.
-func benchKernelListen(tb testing.TB, a *tun.Attachment, addr string) net.Listener {
+func benchKernelListen(tb testing.TB, a *testbed.Bed, addr string) net.Listener {
 	tb.Helper()
 	var ln net.Listener
 	if err := a.Do(func() (err error) {
@@ -137,7 +133,7 @@ func benchKernelListen(tb testing.TB, a *tun.Attachment, addr string) net.Listen
 }
 
 // benchKernelDial dials addr from inside the namespace.
-func benchKernelDial(a *tun.Attachment, addr string) (net.Conn, error) {
+func benchKernelDial(a *testbed.Bed, addr string) (net.Conn, error) {
 	var c net.Conn
 	err := a.Do(func() (err error) {
 		c, err = net.DialTimeout("tcp4", addr, benchIOTimeout)
@@ -548,7 +544,7 @@ func BenchmarkLoopback(b *testing.B) {
 
 // TestBenchSmoke runs each benchmark body once with small sizes.
 func TestBenchSmoke(t *testing.T) {
-	requireRoot(t)
+	testbed.RequireRoot(t)
 	const chunk, warm = 64 << 10, 1
 	for _, dir := range benchDirs {
 		t.Run("Bulk/dir="+dir, func(t *testing.T) { benchBulk(benchCtlOnce(t), dir, chunk, warm) })

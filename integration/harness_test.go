@@ -13,18 +13,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
+	vnetns "github.com/vishvananda/netns"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 
+	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tun"
@@ -48,108 +45,12 @@ func lateSlack() time.Duration {
 	return 20 * time.Millisecond
 }
 
-// TestMain checks, after all the tests, that no namespace of this process is
-// left behind, even from a test that failed.
+// TestMain removes the leftovers of killed runs first, and checks, after all
+// the tests, that no namespace of this process is left behind, even from a
+// test that failed (see testbed.Main): the harness's (twi), the replay
+// recorder's (twr) and the benchmarks' (twb).
 func TestMain(m *testing.M) {
-	sweepStale()
-	code := m.Run()
-	if left := leftoverNamespaces(); len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "integration: namespaces left behind: %s\n", strings.Join(left, " "))
-		for _, name := range left {
-			forceDeleteNamespace(name)
-		}
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// ownPrefix is the start of every namespace name tun.UniqueName(nsPrefix)
-// returns in this process.
-func ownPrefix() string {
-	pid := strconv.FormatInt(int64(os.Getpid()), 36)
-	return nsPrefix + pid
-}
-
-// leftoverNamespaces lists this process's namespaces still named in
-// /run/netns (what `ip netns list` shows).
-func leftoverNamespaces() []string {
-	ents, err := os.ReadDir(netnsDir)
-	if err != nil {
-		return nil
-	}
-	var left []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ownPrefix()) && len(e.Name()) == len(ownPrefix())+6 {
-			left = append(left, e.Name())
-		}
-	}
-	return left
-}
-
-// sweepStale removes the namespaces left by an earlier run of these tests
-// that was killed before its cleanups ran (a -timeout panic, a SIGKILL): names
-// with this package's prefix whose process is gone. tun.Attach takes such a
-// namespace over only if tun.Attach made it and it holds no link, and Close
-// then deletes it; anything else is left alone.
-func sweepStale() {
-	if os.Geteuid() != 0 {
-		return
-	}
-	ents, err := os.ReadDir(netnsDir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		name := e.Name()
-		if !strings.HasPrefix(name, nsPrefix) || len(name) <= len(nsPrefix)+6 {
-			continue
-		}
-		pid, err := strconv.ParseInt(name[len(nsPrefix):len(name)-6], 36, 64)
-		if err != nil || pid == int64(os.Getpid()) {
-			continue
-		}
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-			continue // its process may still be running
-		}
-		a, err := tun.Attach(tun.NamespaceConfig{
-			Namespace: name,
-			Link:      tun.UniqueName(linkPrefix),
-			PeerAddr:  netip.MustParsePrefix("198.18.0.1/24"),
-		})
-		if err != nil {
-			continue // not ours to delete
-		}
-		if err := a.Close(); err == nil {
-			fmt.Fprintf(os.Stderr, "integration: removed namespace %s left by process %d\n", name, pid)
-		}
-	}
-}
-
-func forceDeleteNamespace(name string) {
-	path := filepath.Join(netnsDir, name)
-	unix.Unmount(path, unix.MNT_DETACH)
-	os.Remove(path)
-}
-
-// requireRoot skips the test or benchmark when it cannot make namespaces and
-// TUN devices, except under CI=true, where that is a failure.
-func requireRoot(t testing.TB) {
-	t.Helper()
-	var reason string
-	if os.Geteuid() != 0 {
-		reason = "needs root"
-	} else if _, err := os.Stat("/dev/net/tun"); err != nil {
-		reason = fmt.Sprintf("needs /dev/net/tun: %v", err)
-	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s (CI=true: not skipping)", reason)
-	}
-	t.Skip(reason)
+	os.Exit(testbed.Main(m, nsPrefix, "twr", "twb"))
 }
 
 // envOptions configures newEnv.
@@ -168,11 +69,12 @@ type envOptions struct {
 }
 
 // env is one test's world: a fresh namespace whose kernel talks through a TUN
-// device, wrapped by impair, to a fresh stack.
+// device, wrapped by impair, to a fresh stack (a testbed.Bed without a tap or
+// a watcher, and the tests' hooks in impair).
 type env struct {
 	t          *testing.T
 	NS, Link   string
-	Att        *tun.Attachment
+	Bed        *testbed.Bed
 	Imp        *impair.Device
 	Stack      *stack.Stack
 	KernelAddr netip.Addr // the namespace's side, 198.18.N.1
@@ -188,7 +90,7 @@ type env struct {
 // removal (and a check that the namespace is gone) as cleanups.
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
-	requireRoot(t)
+	testbed.RequireRoot(t)
 	e := &env{
 		t:          t,
 		NS:         tun.UniqueName(nsPrefix),
@@ -200,37 +102,31 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	// are closed, nothing of the namespace may remain.
 	t.Cleanup(func() { e.checkGone() })
 
-	att, err := tun.Attach(tun.NamespaceConfig{
+	bed, err := testbed.New(testbed.Config{
 		Namespace: e.NS,
 		Link:      e.Link,
-		PeerAddr:  netip.PrefixFrom(e.KernelAddr, 24),
+		Subnet:    opts.Subnet,
 		MTU:       opts.MTU,
+		Impair: impair.Config{
+			Seed:        opts.Seed,
+			EgressLoss:  opts.EgressLoss,
+			IngressLoss: opts.IngressLoss,
+			DropEgress:  func(pkt []byte) bool { return e.hook(impair.Egress, pkt) },
+			DropIngress: func(pkt []byte) bool { return e.hook(impair.Ingress, pkt) },
+			OnDrop:      e.onDrop,
+		},
 	})
 	if err != nil {
-		t.Fatalf("attach: %v", err)
+		t.Fatalf("test bed: %v", err)
 	}
-	e.Att = att
+	e.Bed, e.Imp = bed, bed.Imp
 	t.Cleanup(func() {
-		if err := att.Close(); err != nil {
-			t.Errorf("closing the attachment: %v", err)
+		if err := bed.Close(); err != nil {
+			t.Errorf("closing the test bed: %v", err)
 		}
 	})
-
-	imp, err := impair.Wrap(att.Dev, impair.Config{
-		Seed:        opts.Seed,
-		EgressLoss:  opts.EgressLoss,
-		IngressLoss: opts.IngressLoss,
-		DropEgress:  func(pkt []byte) bool { return e.hook(impair.Egress, pkt) },
-		DropIngress: func(pkt []byte) bool { return e.hook(impair.Ingress, pkt) },
-		OnDrop:      e.onDrop,
-	})
+	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: e.StackAddr, TCP: opts.TCP, Backlog: opts.Backlog})
 	if err != nil {
-		t.Fatalf("impair: %v", err)
-	}
-	e.Imp = imp
-	st, err := stack.New(stack.Config{Device: imp, Addr: e.StackAddr, TCP: opts.TCP, Backlog: opts.Backlog})
-	if err != nil {
-		imp.Close()
 		t.Fatalf("stack: %v", err)
 	}
 	e.Stack = st
@@ -242,14 +138,14 @@ func newEnv(t *testing.T, opts envOptions) *env {
 // removes it then.
 func (e *env) checkGone() {
 	t := e.t
-	if ns, err := netns.GetFromName(e.NS); err == nil {
+	if ns, err := vnetns.GetFromName(e.NS); err == nil {
 		ns.Close()
 		t.Errorf("namespace %s still exists after cleanup; removing it", e.NS)
-		forceDeleteNamespace(e.NS)
+		testbed.ForceRemove(e.NS)
 	}
 	if _, err := os.Stat(filepath.Join(netnsDir, e.NS)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("%s/%s: %v, want it gone", netnsDir, e.NS, err)
-		forceDeleteNamespace(e.NS)
+		testbed.ForceRemove(e.NS)
 	}
 }
 
@@ -265,22 +161,19 @@ func (e *env) kernelAddr(port int) string {
 
 // Do runs fn in the namespace. Sockets it creates stay in the namespace and
 // may be used from any goroutine afterwards.
-func (e *env) Do(fn func() error) error { return e.Att.Do(fn) }
+func (e *env) Do(fn func() error) error { return e.Bed.Do(fn) }
 
 // kernelDial connects from the namespace's kernel to the stack. It may be
 // called from any goroutine; the connection is closed at cleanup.
 func (e *env) kernelDial(port int, timeout time.Duration) (*net.TCPConn, error) {
-	var c net.Conn
-	err := e.Do(func() error {
-		var err error
-		c, err = net.DialTimeout("tcp4", e.stackAddr(port), timeout)
-		return err
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c, err := e.Bed.KernelDial(ctx, port, nil)
 	if err != nil {
 		return nil, err
 	}
 	e.t.Cleanup(func() { c.Close() })
-	return c.(*net.TCPConn), nil
+	return c, nil
 }
 
 // kernelListen listens in the namespace on 198.18.N.1:port (0: any). With
@@ -288,33 +181,17 @@ func (e *env) kernelDial(port int, timeout time.Duration) (*net.TCPConn, error) 
 // accepted connections inherit it (and their window scale follows it).
 func (e *env) kernelListen(t *testing.T, port, rcvbuf int) *net.TCPListener {
 	t.Helper()
-	lc := net.ListenConfig{}
-	if rcvbuf > 0 {
-		lc.Control = func(network, address string, c syscall.RawConn) error {
-			var serr error
-			if err := c.Control(func(fd uintptr) {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
-			}); err != nil {
-				return err
-			}
-			return serr
-		}
-	}
-	var ln net.Listener
-	if err := e.Do(func() error {
-		var err error
-		ln, err = lc.Listen(context.Background(), "tcp4", e.kernelAddr(port))
-		return err
-	}); err != nil {
-		t.Fatalf("kernel listen: %v", err)
+	ln, err := e.Bed.KernelListen(context.Background(), port, rcvbuf)
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	return ln.(*net.TCPListener)
+	return ln
 }
 
 // command returns `ip netns exec NS name args...`.
 func (e *env) command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", e.NS, name}, args...)...)
+	return e.Bed.Command(ctx, name, args...)
 }
 
 // listen listens on the stack; the listener is closed at cleanup.

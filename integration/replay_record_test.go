@@ -35,12 +35,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/stack/replay"
 	"github.com/tcpwheel/tcpwheel/tcp"
-	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/impair"
-	"github.com/tcpwheel/tcpwheel/tun/pcaptap"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
@@ -61,7 +60,7 @@ const (
 
 // replayRec is one scenario's recording run.
 type replayRec struct {
-	att   *tun.Attachment
+	bed   *testbed.Bed
 	imp   *impair.Device
 	black atomic.Bool // drop every ingress packet (keepalive)
 
@@ -129,16 +128,13 @@ func (r *replayRec) close(c net.Conn) error {
 // dial connects a kernel socket from the namespace to the stack; control runs
 // on the socket before connect.
 func (r *replayRec) dial(port int, control func(fd uintptr)) (net.Conn, error) {
-	var c net.Conn
-	err := r.att.Do(func() (err error) {
-		d := net.Dialer{Timeout: replayTimeout}
-		if control != nil {
-			d.Control = func(_, _ string, rc syscall.RawConn) error { return rc.Control(control) }
-		}
-		c, err = d.Dial("tcp4", fmt.Sprintf("%v:%d", replayStackAddr, port))
-		return err
-	})
-	return c, err
+	ctx, cancel := context.WithTimeout(context.Background(), replayTimeout)
+	defer cancel()
+	c, err := r.bed.KernelDial(ctx, port, control)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func readN(c net.Conn, n int) error {
@@ -406,35 +402,28 @@ func appReadClose(r *replayRec, c net.Conn) error {
 // record runs sc and writes dir/NAME.pcap and dir/NAME.json.
 func (sc *replayScenario) record(t *testing.T, dir string) {
 	t.Helper()
-	requireRoot(t)
-	att, err := tun.Attach(tun.NamespaceConfig{
-		Namespace: tun.UniqueName("twr"),
-		Link:      tun.UniqueName("twr"),
-		PeerAddr:  replayKernelPrefix,
-		MTU:       replayMTU,
-	})
-	if err != nil {
-		t.Fatalf("tun.Attach: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := att.Close(); err != nil {
-			t.Errorf("closing the attachment: %v", err)
-		}
-	})
-	r := &replayRec{att: att}
+	testbed.RequireRoot(t)
+	r := &replayRec{}
 	icfg := impair.Config{Seed: 1, Rules: sc.rules, DropEgress: sc.dropEgress,
 		DropIngress: func([]byte) bool { return r.black.Load() }}
-	if r.imp, err = impair.Wrap(att.Dev, icfg); err != nil {
-		t.Fatal(err)
-	}
 	pcapPath := filepath.Join(dir, sc.name+".pcap")
-	tap, err := pcaptap.Create(pcapPath, r.imp, pcaptap.Config{})
+	bed, err := testbed.New(testbed.Config{
+		Prefix: "twr", Peer: replayKernelPrefix, Stack: replayStackAddr, MTU: replayMTU,
+		Impair: icfg, PcapPath: pcapPath,
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("test bed: %v", err)
 	}
+	t.Cleanup(func() {
+		if err := bed.Close(); err != nil {
+			t.Errorf("closing the test bed: %v", err)
+		}
+	})
+	r.bed, r.imp = bed, bed.Imp
+	tap := bed.Tap
 	tcfg := sc.tcp.Config()
 	tcfg.ISN = func(tcp.ID, time.Duration) seqnum.Value { return replayISN }
-	s, err := stack.New(stack.Config{Device: tap, Addr: replayStackAddr, TCP: tcfg})
+	s, err := stack.New(stack.Config{Device: bed.Dev, Addr: replayStackAddr, TCP: tcfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,13 +19,12 @@
 // timers fire on the loop's precise sleep rather than on Go runtime timers.
 //
 // Packets reach the loop by one of two paths, which Stats.InputPath names. When
-// the device is a tun.Pollable (a TUN, also through tun/impair), the loop
+// the device is a tun.Pollable (a TUN, also through the wrappers tun/impair,
+// tun/pcaptap and the comparison's watcher, which forward it), the loop
 // watches its descriptor and reads up to 64 packets per readiness itself, into
 // one buffer of its own, with no handoff: the direct path. Otherwise (an
-// in-memory pipe, a tun/pcaptap capture) a reader goroutine blocks in the
-// device's ReadPacket and posts what it reads to the loop: the reader path. (A
-// pcaptap capture keeps the reader path: replays of captures assume its
-// ordering of packets and application calls.) NewManual runs the stack on a
+// in-memory pipe) a reader goroutine blocks in the device's ReadPacket and
+// posts what it reads to the loop: the reader path. NewManual runs the stack on a
 // loop.Manual instead, driven by its caller, who injects the packets: for tests
 // and pcap replay (package replay).
 //

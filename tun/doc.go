@@ -3,23 +3,16 @@
 //
 // [Device] is the boundary every stack is written against. [TUN] implements
 // it on a Linux TUN device (github.com/songgao/water, IFF_TUN|IFF_NO_PI), and
-// package tuntest provides an in-memory pipe for unit tests.
+// package tuntest provides an in-memory pipe for unit tests. [Pollable] is
+// the optional interface of a device an event loop can read without a
+// goroutine; every wrapper in this module (impair, pcaptap, tuntest's
+// wrappers) forwards it when what it wraps has it.
 //
-// [Attach] puts the kernel side of a TUN device into a private, named network
-// namespace, so that the kernel's own TCP can be the peer of the userspace
-// stack without the host's interfaces, addresses or routes ever being
-// touched:
+// Package netns puts the kernel side of a TUN device into a private, named
+// network namespace, so that the kernel's own TCP can be the peer of the
+// userspace stack without the host's interfaces, addresses or routes ever
+// being touched.
 //
-//	a, err := tun.Attach(tun.NamespaceConfig{
-//		Namespace: tun.UniqueName("tw"),
-//		Link:      tun.UniqueName("tw"),
-//		PeerAddr:  netip.MustParsePrefix("198.18.0.1/24"),
-//	})
-//	if err != nil { ... }
-//	defer a.Close()
-//	// a.Dev reads what the kernel in the namespace sends to 198.18.0.0/24;
-//	// a.Do runs code (a dialer, a listener) inside the namespace.
-//
-// Everything here needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) and
-// /dev/net/tun, except [Device], [UniqueName] and package tuntest.
+// [Open] needs root (CAP_NET_ADMIN) and /dev/net/tun; [Device], [UniqueName]
+// and package tuntest do not.
 package tun

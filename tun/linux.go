@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -50,7 +49,7 @@ var (
 // namespace and returns it. mtu is the MTU the device reports and enforces
 // on writes (0 means DefaultMTU); Open does not configure the link at all:
 // it stays down, without addresses, with the kernel's default MTU, until
-// someone configures it (Attach does so inside a namespace).
+// someone configures it (package netns does so inside a namespace).
 //
 // The device is not persistent: closing it deletes the link. If a link
 // called name already exists, Open fails with an error wrapping
@@ -65,7 +64,7 @@ func Open(name string, mtu int) (*TUN, error) {
 		return nil, fmt.Errorf("tun: open %q: MTU %d not in [%d, %d]: %w", name, mtu, MinMTU, MaxMTU, ErrInvalidConfig)
 	}
 	if name != "" {
-		if err := validLinkName(name); err != nil {
+		if err := CheckLinkName(name); err != nil {
 			return nil, fmt.Errorf("tun: open: %w", err)
 		}
 	}
@@ -75,7 +74,7 @@ func Open(name string, mtu int) (*TUN, error) {
 	defer runtime.UnlockOSThread()
 
 	if name != "" {
-		exists, err := linkExists(name)
+		exists, err := LinkExists(name)
 		if err != nil {
 			return nil, fmt.Errorf("tun: open %q: %w", name, err)
 		}
@@ -271,21 +270,10 @@ func (t *TUN) wrapErr(op string, err error) error {
 	return fmt.Errorf("tun %s: %s: %w", t.name, op, err)
 }
 
-// validLinkName applies the kernel's dev_valid_name rules.
-func validLinkName(name string) error {
-	switch {
-	case name == "", len(name) > maxNameLen:
-		return fmt.Errorf("link name %q: must be 1 to %d bytes: %w", name, maxNameLen, ErrInvalidConfig)
-	case name == "." || name == "..",
-		strings.ContainsAny(name, "/: \t\n\r\v\f\x00"):
-		return fmt.Errorf("link name %q: %w", name, ErrInvalidConfig)
-	}
-	return nil
-}
-
-// linkExists reports whether a link called name exists in the calling
-// thread's network namespace. It only reads.
-func linkExists(name string) (bool, error) {
+// LinkExists reports whether a link called name exists in the calling
+// thread's network namespace (lock the goroutine to its thread first, with
+// runtime.LockOSThread, if that matters). It only reads.
+func LinkExists(name string) (bool, error) {
 	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return false, fmt.Errorf("netlink: %w", err)

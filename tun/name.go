@@ -1,9 +1,11 @@
 package tun
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // maxNameLen is the longest interface name Linux accepts: IFNAMSIZ (16)
@@ -32,4 +34,17 @@ func UniqueName(prefix string) string {
 		b = b[len(b)-maxNameLen:]
 	}
 	return string(b)
+}
+
+// CheckLinkName applies the kernel's dev_valid_name rules to an interface
+// name; an error wraps ErrInvalidConfig.
+func CheckLinkName(name string) error {
+	switch {
+	case name == "", len(name) > maxNameLen:
+		return fmt.Errorf("link name %q: must be 1 to %d bytes: %w", name, maxNameLen, ErrInvalidConfig)
+	case name == "." || name == "..",
+		strings.ContainsAny(name, "/: \t\n\r\v\f\x00"):
+		return fmt.Errorf("link name %q: %w", name, ErrInvalidConfig)
+	}
+	return nil
 }

@@ -58,13 +58,9 @@ var (
 	// MTU or address.
 	ErrInvalidConfig = errors.New("tun: invalid configuration")
 
-	// ErrLinkExists is wrapped by Open and Attach when a network interface
-	// with the requested name already exists.
+	// ErrLinkExists is wrapped by Open (and netns.Attach) when a network
+	// interface with the requested name already exists.
 	ErrLinkExists = errors.New("tun: link already exists")
-
-	// ErrNamespaceExists is wrapped by Attach when the named network
-	// namespace already exists and may not be reused (see Attach).
-	ErrNamespaceExists = errors.New("tun: network namespace already exists")
 )
 
 // ErrWouldBlock is returned by Pollable.ReadPacketNonblock when no packet is

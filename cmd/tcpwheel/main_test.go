@@ -3,9 +3,15 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/tcpwheel/tcpwheel/internal/testbed"
 )
+
+// TestMain fails the run if `tcpwheel run`'s test left its namespace behind.
+func TestMain(m *testing.M) { os.Exit(testbed.Main(m, "twrun")) }
 
 func TestCommands(t *testing.T) {
 	for _, tc := range []struct {

@@ -16,11 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/impair"
-	"github.com/tcpwheel/tcpwheel/tun/pcaptap"
+	"github.com/tcpwheel/tcpwheel/tun/netns"
 )
 
 // runConfig is what `tcpwheel run` is told by its flags.
@@ -65,39 +66,44 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 		}
 		return cfg, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	bad := func(format string, a ...any) (runConfig, error) {
-		return cfg, fmt.Errorf("%w: run: %s", errUsage, fmt.Sprintf(format, a...))
+	if err := cfg.parse(fs, *addr, *peer); err != nil {
+		return cfg, fmt.Errorf("%w: run: %v", errUsage, err)
 	}
+	return cfg, nil
+}
+
+// parse reads the flags that need parsing and checks every value.
+func (cfg *runConfig) parse(fs *flag.FlagSet, addr, peer string) error {
 	if fs.NArg() > 0 {
-		return bad("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	var err error
-	if cfg.addr, err = netip.ParseAddr(*addr); err != nil || !cfg.addr.Is4() {
-		return bad("-addr %q is not an IPv4 address", *addr)
+	if cfg.addr, err = netip.ParseAddr(addr); err != nil || !cfg.addr.Is4() {
+		return fmt.Errorf("-addr %q is not an IPv4 address", addr)
 	}
-	if cfg.peer, err = netip.ParsePrefix(*peer); err != nil || !cfg.peer.Addr().Is4() {
-		return bad("-peer %q is not an IPv4 address with a prefix length (like 198.18.0.1/24)", *peer)
+	if cfg.peer, err = netip.ParsePrefix(peer); err != nil || !cfg.peer.Addr().Is4() {
+		return fmt.Errorf("-peer %q is not an IPv4 address with a prefix length (like 198.18.0.1/24)", peer)
 	}
 	if !cfg.peer.Contains(cfg.addr) || cfg.peer.Addr() == cfg.addr {
-		return bad("-addr %v must be another address inside -peer %v", cfg.addr, cfg.peer)
+		return fmt.Errorf("-addr %v must be another address inside -peer %v", cfg.addr, cfg.peer)
 	}
 	switch {
 	case cfg.netns == "" || strings.ContainsAny(cfg.netns, "/\x00") || cfg.netns == "." || cfg.netns == "..":
-		return bad("-netns %q is not a valid namespace name", cfg.netns)
+		return fmt.Errorf("-netns %q is not a valid namespace name", cfg.netns)
 	case cfg.link == "" || len(cfg.link) > 15 || strings.ContainsAny(cfg.link, "/ \x00:"):
-		return bad("-tun %q is not a valid interface name (1-15 characters, no '/', ':' or spaces)", cfg.link)
+		return fmt.Errorf("-tun %q is not a valid interface name (1-15 characters, no '/', ':' or spaces)", cfg.link)
 	case cfg.mtu < tun.MinMTU || cfg.mtu > tun.MaxMTU:
-		return bad("-mtu %d is outside [%d, %d]", cfg.mtu, tun.MinMTU, tun.MaxMTU)
+		return fmt.Errorf("-mtu %d is outside [%d, %d]", cfg.mtu, tun.MinMTU, tun.MaxMTU)
 	case cfg.tick < timer.MinTick || cfg.tick > timer.MaxTick:
-		return bad("-tick %v is outside [%v, %v]", cfg.tick, timer.MinTick, timer.MaxTick)
+		return fmt.Errorf("-tick %v is outside [%v, %v]", cfg.tick, timer.MinTick, timer.MaxTick)
 	case !(cfg.loss >= 0 && cfg.loss <= 1):
-		return bad("-loss %v is not a probability in [0, 1]", cfg.loss)
+		return fmt.Errorf("-loss %v is not a probability in [0, 1]", cfg.loss)
 	case cfg.duration < 0:
-		return bad("-duration %v is negative", cfg.duration)
+		return fmt.Errorf("-duration %v is negative", cfg.duration)
 	case cfg.stats < 0:
-		return bad("-stats %v is negative", cfg.stats)
+		return fmt.Errorf("-stats %v is negative", cfg.stats)
 	}
-	return cfg, nil
+	return nil
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) error {
@@ -108,6 +114,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if os.Geteuid() != 0 {
 		return errors.New("run: needs root (a TUN device and a network namespace): try 'sudo make run'")
 	}
+	// The namespaces of earlier runs that were killed before they could
+	// clean up; a failure here never stops this run.
+	netns.RemoveLeftovers()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if cfg.duration > 0 {
@@ -121,33 +130,23 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 // serve brings everything up, runs until ctx ends, and takes everything down
 // again, whatever failed on the way.
 func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
-	att, err := tun.Attach(tun.NamespaceConfig{Namespace: cfg.netns, Link: cfg.link, PeerAddr: cfg.peer, MTU: cfg.mtu})
+	bed, err := testbed.New(testbed.Config{
+		Namespace: cfg.netns, Link: cfg.link, Peer: cfg.peer, Stack: cfg.addr, MTU: cfg.mtu,
+		Impair: impair.Config{Seed: cfg.seed, EgressLoss: cfg.loss, IngressLoss: cfg.loss},
+		// The tap sits on the stack's side of the impairment: it shows what the
+		// stack sent, including packets the loss then dropped.
+		PcapPath: cfg.pcap,
+	})
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
 	defer func() {
-		if cerr := att.Close(); cerr != nil && err == nil {
+		if cerr := bed.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("run: cleaning up: %w", cerr)
 		}
 	}()
-	var dev tun.Device = att.Dev
-	imp, err := impair.Wrap(dev, impair.Config{Seed: cfg.seed, EgressLoss: cfg.loss, IngressLoss: cfg.loss})
+	s, err := stack.New(stack.Config{Device: bed.Dev, Addr: cfg.addr, Tick: cfg.tick})
 	if err != nil {
-		return fmt.Errorf("run: %w", err)
-	}
-	dev = imp
-	var tap *pcaptap.Tap
-	if cfg.pcap != "" {
-		// The tap sits on the stack's side of the impairment: it shows what the
-		// stack sent, including packets the loss then dropped.
-		if tap, err = pcaptap.Create(cfg.pcap, dev, pcaptap.Config{}); err != nil {
-			return fmt.Errorf("run: %w", err)
-		}
-		dev = tap
-	}
-	s, err := stack.New(stack.Config{Device: dev, Addr: cfg.addr, Tick: cfg.tick})
-	if err != nil {
-		dev.Close()
 		return fmt.Errorf("run: %w", err)
 	}
 	defer s.Close()

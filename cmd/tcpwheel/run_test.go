@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/gopacket/pcapgo"
+	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/vishvananda/netns"
 )
@@ -72,18 +73,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // TestServe brings `tcpwheel run` up in a fresh namespace, talks to each service
 // from the kernel side, and checks that everything is gone afterwards.
 func TestServe(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root (CI=true)")
-		}
-		t.Skip("needs root")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no TUN device (CI=true): %v", err)
-		}
-		t.Skip("no /dev/net/tun")
-	}
+	testbed.RequireRoot(t)
 	capture := filepath.Join(t.TempDir(), "run.pcap")
 	cfg, err := parseRunFlags([]string{"-netns", tun.UniqueName("twrun"), "-tun", tun.UniqueName("twr"), "-loss", "0.01", "-stats", "100ms", "-pcap", capture}, io.Discard)
 	if err != nil {

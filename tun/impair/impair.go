@@ -254,7 +254,9 @@ type Stats struct {
 }
 
 // Device is a tun.Device that drops packets as configured, then passes the
-// rest to the device it wraps. All methods are safe for concurrent use.
+// rest to the device it wraps. It is a tun.Pollable as well, and forwards the
+// wrapped device's: when that is not Pollable, ReadFD returns an error
+// wrapping tun.ErrNotPollable. All methods are safe for concurrent use.
 type Device struct {
 	dev    tun.Device
 	hooks  [3]func([]byte) bool // by Direction

@@ -99,8 +99,10 @@ type Stats struct {
 }
 
 // Tap is a tun.Device that records the packets passing through it to a pcap
-// capture and passes them on unchanged. All methods are safe for concurrent
-// use.
+// capture and passes them on unchanged. It is a tun.Pollable as well, and
+// forwards the wrapped device's: when that is not Pollable, ReadFD returns an
+// error wrapping tun.ErrNotPollable (and a stack then reads through a
+// goroutine). All methods are safe for concurrent use.
 type Tap struct {
 	dev     tun.Device
 	now     func() time.Time
@@ -116,7 +118,7 @@ type Tap struct {
 	stats  Stats          // guarded by mu
 }
 
-var _ tun.Device = (*Tap)(nil)
+var _ tun.Pollable = (*Tap)(nil)
 
 // Wrap returns a Tap that records dev's packets to w. It writes the pcap
 // file header at once (and flushes it, so a capture is valid from the
@@ -201,6 +203,30 @@ func (t *Tap) WritePacket(pkt []byte) error {
 // records what was read, if anything.
 func (t *Tap) ReadPacket(buf []byte) (int, error) {
 	n, err := t.dev.ReadPacket(buf)
+	if n > 0 {
+		t.record(t.now(), buf[:n])
+	}
+	return n, err
+}
+
+// ReadFD implements tun.Pollable: the wrapped device's descriptor, or an
+// error wrapping tun.ErrNotPollable if it is not a tun.Pollable.
+func (t *Tap) ReadFD() (int, error) {
+	p, ok := t.dev.(tun.Pollable)
+	if !ok {
+		return -1, fmt.Errorf("pcaptap %s: %w", t.dev.Name(), tun.ErrNotPollable)
+	}
+	return p.ReadFD()
+}
+
+// ReadPacketNonblock implements tun.Pollable like ReadPacket: it reads from
+// the wrapped device without waiting and records what was read, if anything.
+func (t *Tap) ReadPacketNonblock(buf []byte) (int, error) {
+	p, ok := t.dev.(tun.Pollable)
+	if !ok {
+		return 0, fmt.Errorf("pcaptap %s: read: %w", t.dev.Name(), tun.ErrNotPollable)
+	}
+	n, err := p.ReadPacketNonblock(buf)
 	if n > 0 {
 		t.record(t.now(), buf[:n])
 	}

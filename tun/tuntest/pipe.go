@@ -1,5 +1,8 @@
 // Package tuntest provides in-memory implementations of tun.Device for
-// tests: Pipe joins two devices back to back, like a cable.
+// tests: Pipe joins two devices back to back, like a cable; PollableFake is
+// a tun.Pollable the test feeds, for checking that a wrapper keeps the
+// Pollable path (Linux only: its descriptor is an eventfd). Neither wraps
+// another device, so neither has an optional interface to forward.
 package tuntest
 
 import (

@@ -1,6 +1,6 @@
 //go:build linux
 
-package tun
+package netns
 
 import (
 	"encoding/binary"
@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tcpwheel/tcpwheel/tun"
 )
 
 // TestReadPacketNonblock checks the Pollable side of a TUN: with nothing
-// waiting the read returns ErrWouldBlock at once, the descriptor polls
+// waiting the read returns tun.ErrWouldBlock at once, the descriptor polls
 // readable once the kernel answers a ping, and the reply is then read
 // without blocking.
 func TestReadPacketNonblock(t *testing.T) {
@@ -26,8 +28,8 @@ func TestReadPacketNonblock(t *testing.T) {
 	// Drain whatever the link's configuration produced (IPv6 is off, but be safe).
 	for {
 		if _, err := a.Dev.ReadPacketNonblock(buf); err != nil {
-			if !errors.Is(err, ErrWouldBlock) {
-				t.Fatalf("ReadPacketNonblock on an idle device: %v, want ErrWouldBlock", err)
+			if !errors.Is(err, tun.ErrWouldBlock) {
+				t.Fatalf("ReadPacketNonblock on an idle device: %v, want tun.ErrWouldBlock", err)
 			}
 			break
 		}
@@ -44,7 +46,7 @@ func TestReadPacketNonblock(t *testing.T) {
 		}
 		for {
 			n, err := a.Dev.ReadPacketNonblock(buf)
-			if errors.Is(err, ErrWouldBlock) {
+			if errors.Is(err, tun.ErrWouldBlock) {
 				break
 			}
 			if err != nil {

@@ -1,12 +1,12 @@
-// Package gvisorstack is the baseline that tcpwheel is measured against: gVisor's
+// Package gvisor is the baseline that tcpwheel is measured against: gVisor's
 // netstack (gvisor.dev/gvisor/pkg/tcpip) on a tun.Device, with an API shaped like
 // tcpwheel's own package stack: Listen and DialContext return net.Listener and
 // net.Conn (gVisor's gonet underneath), and each connection reports TCP_INFO-like
 // figures (RTO, SRTT, cwnd) through Conn.Info.
 //
-//	s, err := gvisorstack.New(gvisorstack.Config{Device: dev, Addr: netip.MustParseAddr("198.18.0.2")})
+//	s, err := gvisor.New(gvisor.Config{Device: dev, Addr: netip.MustParseAddr("198.18.0.2")})
 //	c, err := s.DialContext(ctx, "tcp", "198.18.0.1:8080")
-//	rto := c.(*gvisorstack.Conn).Info().RTO
+//	rto := c.(*gvisor.Conn).Info().RTO
 //
 // The device carries whole IPv4 packets without a link header, as for tcpwheel's
 // stack, so that both stacks run behind the same TUN device, impairment layer and
@@ -16,7 +16,12 @@
 //
 // Config.Clock chooses gVisor's clock: nil means tcpip.NewStdClock (Go runtime
 // timers); a loop/tcpipclock.Clock runs gVisor's timers on tcpwheel's wheel.
-package gvisorstack
+//
+// It uses nothing of package stack: it lives under internal/baseline, beside
+// the comparison (package compare) that is its only user. gVisor reads the
+// device through a goroutine (a gVisor link endpoint has no epoll hook of
+// ours), so it never uses tun.Pollable.
+package gvisor
 
 import (
 	"context"
@@ -46,7 +51,7 @@ const nicID tcpip.NICID = 1
 const listenBacklog = 4096
 
 // ErrConfig is wrapped by New for an invalid Config.
-var ErrConfig = errors.New("gvisorstack: invalid config")
+var ErrConfig = errors.New("gvisor: invalid config")
 
 // KeepAlive configures keepalive probes (RFC 1122 4.2.3.6) on a connection. Zero
 // durations and count mean gVisor's defaults (2 h, 75 s, 9, as Linux).
@@ -119,7 +124,7 @@ func New(cfg Config) (*Stack, error) {
 	fail := func(what string, err tcpip.Error) (*Stack, error) {
 		s.Destroy()
 		cfg.Device.Close()
-		return nil, fmt.Errorf("gvisorstack: %s: %s", what, err)
+		return nil, fmt.Errorf("gvisor: %s: %s", what, err)
 	}
 	sack := tcpip.TCPSACKEnabled(!cfg.DisableSACK)
 	if err := s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack); err != nil {

@@ -1,4 +1,4 @@
-package main
+package compare
 
 import (
 	"context"
@@ -8,19 +8,12 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/segwatch"
+	"github.com/tcpwheel/tcpwheel/internal/baseline/gvisor"
+	"github.com/tcpwheel/tcpwheel/internal/compare/segwatch"
 	"github.com/tcpwheel/tcpwheel/loop/tcpipclock"
 	"github.com/tcpwheel/tcpwheel/stack"
-	"github.com/tcpwheel/tcpwheel/stack/gvisorstack"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
-)
-
-// The addresses of every run: the kernel side in the namespace, and the stack.
-var (
-	cmpKernelPrefix = netip.MustParsePrefix("198.18.0.1/24")
-	cmpKernelAddr   = cmpKernelPrefix.Addr()
-	cmpStackAddr    = netip.MustParseAddr("198.18.0.2")
 )
 
 // timerCounts are a wheel's counters, where the stack has a wheel.
@@ -43,55 +36,63 @@ type stackUnderTest interface {
 	SetKeepAlive(c net.Conn, cfg net.KeepAliveConfig) error
 	// Timers reports the wheel's counters, and false for a stack without one.
 	Timers() (timerCounts, bool)
+	// InputPath says how the stack reads its packets, "direct" or "reader",
+	// or "" when it cannot say.
+	InputPath() string
 	Close() error
 }
 
-// newStackUnderTest starts the named stack on dev, which it then owns.
-func newStackUnderTest(name string, dev tun.Device) (stackUnderTest, error) {
+// newStackUnderTest starts the named stack on dev, which it then owns, at
+// addr; its Dial connects to the kernel at kernel.
+func newStackUnderTest(name string, dev tun.Device, addr, kernel netip.Addr) (stackUnderTest, error) {
 	switch name {
 	case stackTcpwheel:
-		s, err := stack.New(stack.Config{Device: dev, Addr: cmpStackAddr})
+		s, err := stack.New(stack.Config{Device: dev, Addr: addr})
 		if err != nil {
 			dev.Close()
 			return nil, err
 		}
-		return &tcpwheelStack{s: s}, nil
+		return &tcpwheelStack{s: s, kernel: kernel}, nil
 	case stackGVisor:
-		s, err := gvisorstack.New(gvisorstack.Config{Device: dev, Addr: cmpStackAddr})
+		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: addr})
 		if err != nil {
 			return nil, err
 		}
-		return &gvisorStack{s: s}, nil
+		return &gvisorStack{s: s, kernel: kernel}, nil
 	case stackGVisorWheel:
 		clock, err := tcpipclock.New(timer.Config{})
 		if err != nil {
 			dev.Close()
 			return nil, err
 		}
-		s, err := gvisorstack.New(gvisorstack.Config{Device: dev, Addr: cmpStackAddr, Clock: clock})
+		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: addr, Clock: clock})
 		if err != nil {
 			clock.Close()
 			return nil, err
 		}
-		return &gvisorStack{s: s, clock: clock}, nil
+		return &gvisorStack{s: s, clock: clock, kernel: kernel}, nil
 	}
 	dev.Close()
 	return nil, fmt.Errorf("unknown stack %q", name)
 }
 
-func kernelAddrPort(port int) string {
-	return net.JoinHostPort(cmpKernelAddr.String(), strconv.Itoa(port))
+// addrPort returns "addr:port".
+func addrPort(addr netip.Addr, port int) string {
+	return net.JoinHostPort(addr.String(), strconv.Itoa(port))
 }
 
 // tcpwheelStack is tcpwheel's own stack.
-type tcpwheelStack struct{ s *stack.Stack }
+type tcpwheelStack struct {
+	s      *stack.Stack
+	kernel netip.Addr
+}
 
 func (t *tcpwheelStack) Listen(port int) (net.Listener, error) {
 	return t.s.Listen("tcp", ":"+strconv.Itoa(port))
 }
 
 func (t *tcpwheelStack) Dial(ctx context.Context, port int) (net.Conn, error) {
-	return t.s.DialContext(ctx, "tcp", kernelAddrPort(port))
+	return t.s.DialContext(ctx, "tcp", addrPort(t.kernel, port))
 }
 
 func (t *tcpwheelStack) Sample(c net.Conn) segwatch.Sample {
@@ -111,14 +112,19 @@ func (t *tcpwheelStack) Timers() (timerCounts, bool) {
 	return timerCounts{Fired: w.Fired, Stopped: w.Stopped, Pending: uint64(w.Pending)}, true
 }
 
+// InputPath implements stackUnderTest: "direct" on every scenario, since the
+// device chain forwards tun.Pollable; "reader" would mean a wrapper hid it.
+func (t *tcpwheelStack) InputPath() string { return t.s.Stats().InputPath }
+
 func (t *tcpwheelStack) Close() error { return t.s.Close() }
 
 // gvisorStack is gVisor's netstack, on the Go runtime's timers or, with clock,
 // on tcpwheel's wheel.
 type gvisorStack struct {
-	s     *gvisorstack.Stack
-	clock *tcpipclock.Clock // nil: tcpip.NewStdClock
-	once  sync.Once
+	s      *gvisor.Stack
+	clock  *tcpipclock.Clock // nil: tcpip.NewStdClock
+	kernel netip.Addr
+	once   sync.Once
 }
 
 func (g *gvisorStack) Listen(port int) (net.Listener, error) {
@@ -126,11 +132,11 @@ func (g *gvisorStack) Listen(port int) (net.Listener, error) {
 }
 
 func (g *gvisorStack) Dial(ctx context.Context, port int) (net.Conn, error) {
-	return g.s.DialContext(ctx, "tcp", kernelAddrPort(port))
+	return g.s.DialContext(ctx, "tcp", addrPort(g.kernel, port))
 }
 
 func (g *gvisorStack) Sample(c net.Conn) segwatch.Sample {
-	if gc, ok := c.(*gvisorstack.Conn); ok {
+	if gc, ok := c.(*gvisor.Conn); ok {
 		i := gc.Info()
 		return segwatch.Sample{RTO: i.RTO, Timeouts: i.Timeouts, HasTimeouts: true}
 	}
@@ -138,7 +144,7 @@ func (g *gvisorStack) Sample(c net.Conn) segwatch.Sample {
 }
 
 func (g *gvisorStack) SetKeepAlive(c net.Conn, cfg net.KeepAliveConfig) error {
-	return c.(*gvisorstack.Conn).SetKeepAliveConfig(cfg)
+	return c.(*gvisor.Conn).SetKeepAliveConfig(cfg)
 }
 
 func (g *gvisorStack) Timers() (timerCounts, bool) {
@@ -148,6 +154,10 @@ func (g *gvisorStack) Timers() (timerCounts, bool) {
 	st := g.clock.Stats()
 	return timerCounts{Fired: st.Fired, Stopped: st.Stopped, Pending: uint64(st.Pending)}, true
 }
+
+// InputPath implements stackUnderTest: gVisor's link endpoint always reads
+// through a goroutine.
+func (g *gvisorStack) InputPath() string { return "reader" }
 
 func (g *gvisorStack) Close() error {
 	g.once.Do(func() {

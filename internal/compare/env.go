@@ -1,4 +1,4 @@
-package main
+package compare
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -15,56 +14,27 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 
-	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/segwatch"
+	"github.com/tcpwheel/tcpwheel/internal/compare/segwatch"
+	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/impair"
-	"github.com/tcpwheel/tcpwheel/tun/pcaptap"
 )
-
-// compareCase is one row group of the report: a scenario with its parameters
-// (bulk expands to one case per direction and loss rate).
-type compareCase struct {
-	name     string // e.g. "tail-loss", "bulk-up-1%"
-	scenario string
-	loss     float64 // random loss, both directions
-	up       bool    // bulk: stack -> kernel
-}
-
-func expandCases(cfg compareConfig) []compareCase {
-	var cs []compareCase
-	for _, sc := range cfg.scenarios {
-		if sc != "bulk" {
-			cs = append(cs, compareCase{name: sc, scenario: sc})
-			continue
-		}
-		for _, up := range []bool{true, false} {
-			dir := "down"
-			if up {
-				dir = "up"
-			}
-			for _, p := range cfg.bulkLoss {
-				cs = append(cs, compareCase{name: fmt.Sprintf("bulk-%s-%g%%", dir, p*100), scenario: sc, loss: p, up: up})
-			}
-		}
-	}
-	return cs
-}
 
 // runEnv is one run: a fresh namespace with the kernel side, the device chain
 // and the stack under test.
 //
 //	stack ── segwatch ── pcap tap ── impair ── TUN ── kernel (namespace)
+//
+// (a testbed.Bed, with the watcher on top).
 type runEnv struct {
 	ctx   context.Context
-	cfg   compareConfig
+	cfg   Config
 	c     compareCase
 	run   int
 	stack stackUnderTest
-	att   *tun.Attachment
-	imp   *impair.Device
+	bed   *testbed.Bed
 	w     *segwatch.Watcher
 	res   *runResult
 
@@ -78,9 +48,9 @@ type runEnv struct {
 
 // runOne runs case c once on the named stack and returns the result; failures
 // are recorded in it. Everything the run made is gone when it returns.
-func runOne(parent context.Context, cfg compareConfig, c compareCase, stackName string, run int) *runResult {
+func runOne(parent context.Context, cfg Config, c compareCase, stackName string, run int) *runResult {
 	res := &runResult{Stack: stackName, Case: c.name, Run: run + 1, Metrics: map[string]float64{}}
-	ctx, cancel := context.WithTimeout(parent, cfg.runTimeout)
+	ctx, cancel := context.WithTimeout(parent, cfg.RunTimeout)
 	defer cancel()
 	start := time.Now()
 	err := func() (err error) {
@@ -94,6 +64,7 @@ func runOne(parent context.Context, cfg compareConfig, c compareCase, stackName 
 			return err
 		}
 		defer func() {
+			res.InputPath = e.stack.InputPath()
 			res.collectEvents(e.w.Events())
 			if cerr := e.close(); cerr != nil && err == nil {
 				err = cerr
@@ -103,76 +74,70 @@ func runOne(parent context.Context, cfg compareConfig, c compareCase, stackName 
 		// writes and accepts return.
 		stop := context.AfterFunc(ctx, func() { e.closeNow() })
 		defer stop()
-		return scenarioFuncs[c.scenario](e)
+		sc, ok := scenarioNamed(c.scenario)
+		if !ok {
+			return fmt.Errorf("unknown scenario %q", c.scenario)
+		}
+		return sc.run(e)
 	}()
 	res.WallMS = ms(time.Since(start))
 	if err != nil {
 		if ctx.Err() != nil && parent.Err() == nil {
-			err = fmt.Errorf("%w (run timeout %v)", err, cfg.runTimeout)
+			err = fmt.Errorf("%w (run timeout %v)", err, cfg.RunTimeout)
 		}
 		res.Error = err.Error()
 	}
 	return res
 }
 
-func newRunEnv(ctx context.Context, cfg compareConfig, c compareCase, stackName string, run int, res *runResult) (_ *runEnv, err error) {
+func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string, run int, res *runResult) (_ *runEnv, err error) {
 	e := &runEnv{ctx: ctx, cfg: cfg, c: c, run: run, res: res}
 	defer func() {
 		if err != nil {
 			e.close()
 		}
 	}()
-	e.att, err = tun.Attach(tun.NamespaceConfig{
-		Namespace: tun.UniqueName("twc"),
-		Link:      tun.UniqueName("twc"),
-		PeerAddr:  cmpKernelPrefix,
-		MTU:       tun.DefaultMTU,
-	})
+	bcfg := testbed.Config{
+		Prefix: "twc",
+		MTU:    tun.DefaultMTU,
+		Impair: impair.Config{
+			// The same seed for every stack in a run: the same packets are lost.
+			Seed:        cfg.Seed + uint64(run),
+			EgressLoss:  c.loss,
+			IngressLoss: c.loss,
+			DropEgress: func(pkt []byte) bool {
+				e.egressPackets.Add(1)
+				if f := e.dropEgress.Load(); f != nil {
+					return (*f)(pkt)
+				}
+				return false
+			},
+			DropIngress: func(pkt []byte) bool {
+				if f := e.dropIngress.Load(); f != nil {
+					return (*f)(pkt)
+				}
+				return false
+			},
+		},
+	}
+	_, stackAddr, err := bcfg.Addrs()
 	if err != nil {
 		return nil, err
 	}
-	e.cleanups = append(e.cleanups, func() { e.att.Close() })
-	e.w = segwatch.New(segwatch.Config{Local: cmpStackAddr})
+	e.w = segwatch.New(segwatch.Config{Local: stackAddr})
 	e.cleanups = append(e.cleanups, e.w.Close)
-	e.imp, err = impair.Wrap(e.att.Dev, impair.Config{
-		// The same seed for every stack in a run: the same packets are lost.
-		Seed:        cfg.seed + uint64(run),
-		EgressLoss:  c.loss,
-		IngressLoss: c.loss,
-		DropEgress: func(pkt []byte) bool {
-			e.egressPackets.Add(1)
-			if f := e.dropEgress.Load(); f != nil {
-				return (*f)(pkt)
-			}
-			return false
-		},
-		DropIngress: func(pkt []byte) bool {
-			if f := e.dropIngress.Load(); f != nil {
-				return (*f)(pkt)
-			}
-			return false
-		},
-	})
-	if err != nil {
+	if cfg.PcapDir != "" {
+		path := filepath.Join(cfg.PcapDir, fmt.Sprintf("%s-%s-%d.pcap", c.name, stackName, run+1))
+		bcfg.PcapPath = strings.ReplaceAll(path, "%", "pct")
+	}
+	if sc, ok := scenarioNamed(c.scenario); ok && !sc.unwatched {
+		bcfg.Watch = func(dev tun.Device) tun.Device { return segwatch.Wrap(dev, e.w) }
+	}
+	if e.bed, err = testbed.New(bcfg); err != nil {
 		return nil, err
 	}
-	var dev tun.Device = e.imp
-	if cfg.pcapDir != "" {
-		path := filepath.Join(cfg.pcapDir, fmt.Sprintf("%s-%s-%d.pcap", c.name, stackName, run+1))
-		path = strings.ReplaceAll(path, "%", "pct")
-		tap, err := pcaptap.Create(path, dev, pcaptap.Config{})
-		if err != nil {
-			dev.Close()
-			return nil, err
-		}
-		dev = tap
-		res.Pcap = path
-	}
-	if c.scenario != "many-conns" {
-		// Many connections are measured for memory and CPU: no watcher there.
-		dev = segwatch.Wrap(dev, e.w)
-	}
-	e.stack, err = newStackUnderTest(stackName, dev)
+	res.Pcap = bcfg.PcapPath
+	e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.KernelAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +156,7 @@ func (e *runEnv) closeNow() {
 	if e.stack != nil {
 		e.stack.Close()
 	}
-	e.att.Close()
+	e.bed.Close()
 }
 
 // close runs the cleanups: connections, the stack, the watcher, the namespace.
@@ -208,8 +173,8 @@ func (e *runEnv) close() error {
 	for i := len(cs) - 1; i >= 0; i-- {
 		cs[i]()
 	}
-	if e.att != nil {
-		if err := e.att.Close(); err != nil {
+	if e.bed != nil {
+		if err := e.bed.Close(); err != nil {
 			return fmt.Errorf("cleaning up: %w", err)
 		}
 	}
@@ -234,7 +199,7 @@ func (e *runEnv) setDrop(egress, ingress func(pkt []byte) bool) {
 func (e *runEnv) deadline() time.Time {
 	d, ok := e.ctx.Deadline()
 	if !ok {
-		d = time.Now().Add(e.cfg.runTimeout)
+		d = time.Now().Add(e.cfg.RunTimeout)
 	}
 	return d
 }
@@ -257,25 +222,9 @@ func flowOf(c net.Conn) segwatch.Flow {
 // kernelListen listens on the kernel's port inside the namespace; rcvbuf > 0
 // sets SO_RCVBUF before listen, so that accepted sockets get it.
 func (e *runEnv) kernelListen(port, rcvbuf int) (net.Listener, error) {
-	lc := net.ListenConfig{}
-	if rcvbuf > 0 {
-		lc.Control = func(network, address string, rc syscall.RawConn) error {
-			var serr error
-			if err := rc.Control(func(fd uintptr) {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
-			}); err != nil {
-				return err
-			}
-			return serr
-		}
-	}
-	var ln net.Listener
-	err := e.att.Do(func() (err error) {
-		ln, err = lc.Listen(e.ctx, "tcp4", kernelAddrPort(port))
-		return err
-	})
+	ln, err := e.bed.KernelListen(e.ctx, port, rcvbuf)
 	if err != nil {
-		return nil, fmt.Errorf("kernel listen: %w", err)
+		return nil, err
 	}
 	e.onClose(func() { ln.Close() })
 	return ln, nil
@@ -283,14 +232,9 @@ func (e *runEnv) kernelListen(port, rcvbuf int) (net.Listener, error) {
 
 // kernelDial connects from the namespace to the stack's port.
 func (e *runEnv) kernelDial(port int) (net.Conn, error) {
-	var c net.Conn
-	err := e.att.Do(func() (err error) {
-		d := net.Dialer{}
-		c, err = d.DialContext(e.ctx, "tcp4", net.JoinHostPort(cmpStackAddr.String(), fmt.Sprint(port)))
-		return err
-	})
+	c, err := e.bed.KernelDial(e.ctx, port, nil)
 	if err != nil {
-		return nil, fmt.Errorf("kernel dial: %w", err)
+		return nil, err
 	}
 	c.SetDeadline(e.deadline())
 	e.onClose(func() { c.Close() })
@@ -390,11 +334,3 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // errShort is returned when a peer got less than it should have.
 var errShort = errors.New("short transfer")
-
-// ignoreClosed turns the errors of a connection closed on purpose into nil.
-func ignoreClosed(err error) error {
-	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
-		return nil
-	}
-	return err
-}

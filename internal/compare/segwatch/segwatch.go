@@ -298,9 +298,7 @@ func (w *Watcher) Egress(pkt []byte) {
 		return
 	}
 	n := s.seqLen()
-	isSYN := s.flags&header.TCPFlagSyn != 0
-	// 1. A probe: at most one byte at SND.UNA-1.
-	if f.unaSeen && n <= 1 && !isSYN && s.flags&header.TCPFlagFin == 0 && s.seq == f.una.Add(^seqnum.Size(0)) {
+	if f.isProbe(&s, n) {
 		w.addLocked(Event{At: now, Flow: s.flow, Kind: KindProbe, Seq: uint32(s.seq), Len: n, Gap: idle,
 			RTO: f.rto, RTOKnown: f.rtoKnown, DupAcks: f.dupAcks})
 		return
@@ -310,7 +308,7 @@ func (w *Watcher) Egress(pkt []byte) {
 	}
 	w.stats.EgressSegments++
 	start, end := s.seq, s.seq.Add(seqnum.Size(n))
-	if isSYN {
+	if s.flags&header.TCPFlagSyn != 0 {
 		f.synTx++
 	}
 	if !f.started {
@@ -326,8 +324,34 @@ func (w *Watcher) Egress(pkt []byte) {
 		f.sndMax = end
 		return
 	}
-	// A retransmission, at least of its first bytes.
+	w.retransmittedLocked(f, &s, now, n)
+}
+
+// isProbe reports whether s, of n bytes of sequence space, is a window or
+// keepalive probe: at most one byte at SND.UNA-1.
+func (f *flow) isProbe(s *seg, n int) bool {
+	return f.unaSeen && n <= 1 && s.flags&(header.TCPFlagSyn|header.TCPFlagFin) == 0 && s.seq == f.una.Add(^seqnum.Size(0))
+}
+
+// retransmittedLocked records s, a retransmission of at least its first
+// bytes (n of sequence space), as an event, and marks what it resent.
+func (w *Watcher) retransmittedLocked(f *flow, s *seg, now time.Duration, n int) {
+	start, end := s.seq, s.seq.Add(seqnum.Size(n))
 	i := f.find(start)
+	ev := f.retransmission(s, now, i, n, w.cfg.InitialRTO)
+	if f.hasTimeouts && f.kick != nil && len(w.events) < w.cfg.MaxEvents {
+		ev.timeoutsBefore, ev.pending = f.timeouts, true
+		f.pending = append(f.pending, len(w.events))
+	}
+	w.addLocked(ev)
+	f.markResent(i, start, end, now)
+}
+
+// retransmission is the event of s, a retransmission of n bytes of sequence
+// space starting in span i (-1: below every span kept), classified.
+func (f *flow) retransmission(s *seg, now time.Duration, i, n int, initialRTO time.Duration) Event {
+	start, end := s.seq, s.seq.Add(seqnum.Size(n))
+	isSYN := s.flags&header.TCPFlagSyn != 0
 	var prev span
 	if i >= 0 {
 		prev = f.spans[i]
@@ -349,16 +373,16 @@ func (w *Watcher) Egress(pkt []byte) {
 		ev.Nth, ev.Acked = 0, true
 	}
 	if isSYN && !ev.RTOKnown {
-		ev.RTO = w.cfg.InitialRTO << max(f.synTx-2, 0)
+		ev.RTO = initialRTO << max(f.synTx-2, 0)
 		ev.RTOKnown = true
 	}
 	ev.Kind = classify(ev, f.unaSeen && start == f.una || isSYN, end == f.sndMax)
-	if f.hasTimeouts && f.kick != nil && len(w.events) < w.cfg.MaxEvents {
-		ev.timeoutsBefore, ev.pending = f.timeouts, true
-		f.pending = append(f.pending, len(w.events))
-	}
-	w.addLocked(ev)
-	// Mark every span the segment covers as sent again.
+	return ev
+}
+
+// markResent marks every span from i on that [start, end) covers as sent
+// again at now, and adds a span for the bytes beyond the highest sent.
+func (f *flow) markResent(i int, start, end seqnum.Value, now time.Duration) {
 	for j := max(i, 0); j < len(f.spans) && f.spans[j].start.LessThan(end); j++ {
 		if f.spans[j].end.LessThanEq(start) {
 			continue
@@ -596,13 +620,17 @@ func (w *Watcher) Stats() Stats {
 }
 
 // Device is a tun.Device that shows every packet to a Watcher: egress before the
-// wrapped device's WritePacket, ingress after its ReadPacket.
+// wrapped device's WritePacket, ingress after its ReadPacket (or
+// ReadPacketNonblock). It is a tun.Pollable and forwards the wrapped device's:
+// a stack that reads a watched TUN takes the same direct path as on the bare
+// TUN. When the wrapped device is not Pollable, ReadFD returns an error
+// wrapping tun.ErrNotPollable (and the stack reads through a goroutine).
 type Device struct {
 	tun.Device
 	w *Watcher
 }
 
-var _ tun.Device = (*Device)(nil)
+var _ tun.Pollable = (*Device)(nil)
 
 // Wrap returns dev watched by w.
 func Wrap(dev tun.Device, w *Watcher) *Device { return &Device{Device: dev, w: w} }
@@ -616,6 +644,28 @@ func (d *Device) WritePacket(pkt []byte) error {
 // ReadPacket implements tun.Device.
 func (d *Device) ReadPacket(buf []byte) (int, error) {
 	n, err := d.Device.ReadPacket(buf)
+	if err == nil {
+		d.w.Ingress(buf[:n])
+	}
+	return n, err
+}
+
+// ReadFD implements tun.Pollable: the wrapped device's descriptor.
+func (d *Device) ReadFD() (int, error) {
+	p, ok := d.Device.(tun.Pollable)
+	if !ok {
+		return -1, fmt.Errorf("segwatch %s: %w", d.Name(), tun.ErrNotPollable)
+	}
+	return p.ReadFD()
+}
+
+// ReadPacketNonblock implements tun.Pollable like ReadPacket.
+func (d *Device) ReadPacketNonblock(buf []byte) (int, error) {
+	p, ok := d.Device.(tun.Pollable)
+	if !ok {
+		return 0, fmt.Errorf("segwatch %s: read: %w", d.Name(), tun.ErrNotPollable)
+	}
+	n, err := p.ReadPacketNonblock(buf)
 	if err == nil {
 		d.w.Ingress(buf[:n])
 	}

@@ -1,4 +1,4 @@
-package gvisorstack
+package gvisor
 
 import (
 	"errors"

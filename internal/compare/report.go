@@ -1,4 +1,4 @@
-package main
+package compare
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/segwatch"
+	"github.com/tcpwheel/tcpwheel/internal/compare/segwatch"
 )
 
 // runResult is one run of one case on one stack.
@@ -26,6 +26,10 @@ type runResult struct {
 	Samples map[string][]float64   `json:"samples,omitempty"` // per event: slack, gaps
 	Events  []retransmissionRecord `json:"events,omitempty"`
 	Pcap    string                 `json:"pcap,omitempty"`
+	// InputPath is how the stack read its packets: "direct" (its loop reads
+	// the device) or "reader" (a goroutine reads and posts); "" while the
+	// stack cannot say. See stackUnderTest.InputPath.
+	InputPath string `json:"input_path,omitempty"`
 }
 
 func (r *runResult) addSample(key string, v float64) {
@@ -204,11 +208,11 @@ type reportConfig struct {
 	RunTimeoutMS float64   `json:"run_timeout_ms"`
 }
 
-func reportConfigOf(cfg compareConfig) reportConfig {
+func reportConfigOf(cfg Config) reportConfig {
 	return reportConfig{
-		Stacks: cfg.stacks, Scenarios: cfg.scenarios, Runs: cfg.runs, Seed: cfg.seed,
-		BulkBytes: cfg.bulkSize, BulkLoss: cfg.bulkLoss, Conns: cfg.conns,
-		HoldMS: ms(cfg.hold), RunTimeoutMS: ms(cfg.runTimeout),
+		Stacks: cfg.Stacks, Scenarios: cfg.Scenarios, Runs: cfg.Runs, Seed: cfg.Seed,
+		BulkBytes: cfg.BulkSize, BulkLoss: cfg.BulkLoss, Conns: cfg.Conns,
+		HoldMS: ms(cfg.Hold), RunTimeoutMS: ms(cfg.RunTimeout),
 	}
 }
 
@@ -381,7 +385,7 @@ func (rep *report) judge(stacks []string) []goal {
 			}
 			met, seen := true, false
 			var worst float64
-			for _, c := range expandCases(compareConfig{scenarios: []string{"bulk"}, bulkLoss: rep.Config.BulkLoss}) {
+			for _, c := range expandCases(Config{Scenarios: []string{"bulk"}, BulkLoss: rep.Config.BulkLoss}) {
 				if (c.loss > 0) != lossy {
 					continue
 				}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package tun
+package netns
 
 import (
 	"crypto/rand"
@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -19,8 +18,10 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/tcpwheel/tcpwheel/tun"
 )
 
 // netnsDir is where named network namespaces are bind-mounted, as by
@@ -31,7 +32,9 @@ const netnsDir = "/run/netns"
 // namespace it creates. The marker lives and dies with the namespace itself,
 // so no state is kept anywhere else. The rest of the alias is the owning
 // process's pid and a random token naming the one Attachment that currently
-// owns the namespace: "tcpwheel/tun:pid=1234/0123456789abcdef".
+// owns the namespace: "tcpwheel/tun:pid=1234/0123456789abcdef". (The prefix
+// keeps the name of the package this code was born in, so that leftovers of
+// older binaries are still recognised.)
 const ownerPrefix = "tcpwheel/tun:"
 
 // ownerToken is a fresh marker for an Attachment of the process pid.
@@ -54,29 +57,35 @@ func ownerPID(alias string) (int, bool) {
 	return pid, true
 }
 
+// ErrNamespaceExists is wrapped by Attach when the named network namespace
+// already exists and may not be reused (see Attach).
+var ErrNamespaceExists = errors.New("netns: network namespace already exists")
+
 // legacyLeftoverAge is how old a namespace whose marker names no owner pid
 // must be before RemoveLeftovers takes it for a leftover.
 const legacyLeftoverAge = 10 * time.Minute
 
-var removeLeftoversOnce sync.Once
-
 // RemoveLeftovers deletes the namespaces Attach created for processes that
 // died without Close (killed, or a test binary that hit its timeout), and
 // returns their names. A namespace is a leftover when its name is one this
-// project uses ("tw..." from UniqueName, or "tcpwheel"), its loopback
+// project uses ("tw..." from tun.UniqueName, or "tcpwheel"), its loopback
 // carries Attach's marker, it holds no link but the loopback (the TUN link
 // of a live Attachment lives in it; a dead process's went with its
 // descriptor), and the process the marker names no longer runs (for a
 // marker that names none, the namespace is over ten minutes old). Any other
-// namespace is left as it was. Attach calls it once per process; its errors
-// there are ignored, for a leftover never stops a new Attachment.
+// namespace is left as it was.
+//
+// Attach does not call it: whoever makes namespaces calls it once at its
+// start (the tcpwheel command, the test bed, a test binary's TestMain), so
+// that a process killed at a timeout, which cannot clean up after itself,
+// is cleaned up after by the next one.
 func RemoveLeftovers() ([]string, error) {
 	entries, err := os.ReadDir(netnsDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("tun: leftovers: %w", err)
+		return nil, fmt.Errorf("netns: leftovers: %w", err)
 	}
 	var removed []string
 	var errs []error
@@ -94,7 +103,7 @@ func RemoveLeftovers() ([]string, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return removed, fmt.Errorf("tun: leftovers: %w", err)
+		return removed, fmt.Errorf("netns: leftovers: %w", err)
 	}
 	return removed, nil
 }
@@ -108,7 +117,7 @@ func removeIfLeftover(name string) (bool, error) {
 	if unix.Stat(path, &st) != nil || unix.Statfs(path, &sfs) != nil || sfs.Type != unix.NSFS_MAGIC {
 		return false, nil // gone meanwhile, or not (yet) a namespace's mount
 	}
-	ns, err := netns.GetFromPath(path)
+	ns, err := vnetns.GetFromPath(path)
 	if err != nil {
 		return false, nil // gone meanwhile
 	}
@@ -162,29 +171,29 @@ type NamespaceConfig struct {
 	// userspace side's address (e.g. 198.18.0.2).
 	PeerAddr netip.Prefix
 
-	// MTU is the link's MTU; 0 means DefaultMTU.
+	// MTU is the link's MTU; 0 means tun.DefaultMTU.
 	MTU int
 }
 
 // normalize fills in defaults and checks c.
 func (c *NamespaceConfig) normalize() error {
 	if c.MTU == 0 {
-		c.MTU = DefaultMTU
+		c.MTU = tun.DefaultMTU
 	}
-	if c.MTU < MinMTU || c.MTU > MaxMTU {
-		return fmt.Errorf("MTU %d not in [%d, %d]: %w", c.MTU, MinMTU, MaxMTU, ErrInvalidConfig)
+	if c.MTU < tun.MinMTU || c.MTU > tun.MaxMTU {
+		return fmt.Errorf("MTU %d not in [%d, %d]: %w", c.MTU, tun.MinMTU, tun.MaxMTU, tun.ErrInvalidConfig)
 	}
 	if c.Namespace == "" || c.Namespace == "." || c.Namespace == ".." ||
 		len(c.Namespace) > 255 || strings.ContainsAny(c.Namespace, "/\x00") {
-		return fmt.Errorf("namespace name %q: %w", c.Namespace, ErrInvalidConfig)
+		return fmt.Errorf("namespace name %q: %w", c.Namespace, tun.ErrInvalidConfig)
 	}
-	if err := validLinkName(c.Link); err != nil {
+	if err := tun.CheckLinkName(c.Link); err != nil {
 		return err
 	}
 	p := c.PeerAddr
 	if !p.IsValid() || !p.Addr().Is4() || p.Bits() < benchNet.Bits() || p.Bits() > 31 || !benchNet.Contains(p.Addr()) {
 		return fmt.Errorf("peer address %v: want an IPv4 prefix of length %d to 31 within %v: %w",
-			p, benchNet.Bits(), benchNet, ErrInvalidConfig)
+			p, benchNet.Bits(), benchNet, tun.ErrInvalidConfig)
 	}
 	return nil
 }
@@ -195,13 +204,13 @@ type Attachment struct {
 	// Dev is the userspace side: what it reads, the kernel in the
 	// namespace sent towards PeerAddr's prefix; what it writes, the kernel
 	// receives on the link.
-	Dev *TUN
+	Dev *tun.TUN
 
 	cfg   NamespaceConfig // as given to Attach, with defaults filled in
 	token string          // the loopback alias marking the namespace as ours
 
-	mu sync.RWMutex   // guards ns: Do reads it, Close closes it
-	ns netns.NsHandle // an open handle on the namespace, or netns.None()
+	mu sync.RWMutex    // guards ns: Do reads it, Close closes it
+	ns vnetns.NsHandle // an open handle on the namespace, or vnetns.None()
 
 	closeOnce sync.Once
 	closeErr  error
@@ -228,16 +237,15 @@ type Attachment struct {
 // died before calling Close. Any other existing namespace, including one
 // that is in use by a live Attachment, makes Attach fail with an error
 // wrapping ErrNamespaceExists, and is left untouched. Two processes must
-// not Attach with the same namespace name at the same time; UniqueName
+// not Attach with the same namespace name at the same time; tun.UniqueName
 // avoids that.
 //
 // If any step fails, everything done so far is undone: no link and no
 // namespace is left behind (a reused leftover is deleted as well), and a
 // namespace that Attach refused to reuse is left exactly as it was.
 //
-// The first Attach of a process also removes the leftovers of processes that
-// died without Close, under other names (see RemoveLeftovers): a test binary
-// killed at its timeout cannot clean up after itself, the next one does.
+// Attach removes no leftovers under other names: that is RemoveLeftovers,
+// called explicitly.
 func Attach(cfg NamespaceConfig) (*Attachment, error) {
 	return attach(cfg, nil)
 }
@@ -247,16 +255,15 @@ func Attach(cfg NamespaceConfig) (*Attachment, error) {
 // if the step had failed.
 func attach(cfg NamespaceConfig, fail func(step string) error) (_ *Attachment, err error) {
 	if err := cfg.normalize(); err != nil {
-		return nil, fmt.Errorf("tun: attach: %w", err)
+		return nil, fmt.Errorf("netns: attach: %w", err)
 	}
-	removeLeftoversOnce.Do(func() { RemoveLeftovers() }) // best effort
-	a := &Attachment{cfg: cfg, token: ownerToken(os.Getpid()), ns: netns.None()}
+	a := &Attachment{cfg: cfg, token: ownerToken(os.Getpid()), ns: vnetns.None()}
 	defer func() {
 		if err != nil {
 			if cerr := a.Close(); cerr != nil {
-				err = errors.Join(err, fmt.Errorf("tun: undoing attach: %w", cerr))
+				err = errors.Join(err, fmt.Errorf("netns: undoing attach: %w", cerr))
 			}
-			err = fmt.Errorf("tun: attach %s/%s: %w", cfg.Namespace, cfg.Link, err)
+			err = fmt.Errorf("netns: attach %s/%s: %w", cfg.Namespace, cfg.Link, err)
 		}
 	}()
 	step := func(name string) error {
@@ -275,12 +282,12 @@ func attach(cfg NamespaceConfig, fail func(step string) error) (_ *Attachment, e
 		return nil, fmt.Errorf("netlink: %w", err)
 	}
 	defer host.Close()
-	// Checked before the namespace is made, to spare the work; Open
+	// Checked before the namespace is made, to spare the work; tun.Open
 	// checks again.
-	if exists, err := linkExistsIn(host, cfg.Link); err != nil {
+	if exists, err := tun.LinkExists(cfg.Link); err != nil {
 		return nil, err
 	} else if exists {
-		return nil, fmt.Errorf("link %q: %w", cfg.Link, ErrLinkExists)
+		return nil, fmt.Errorf("link %q: %w", cfg.Link, tun.ErrLinkExists)
 	}
 
 	ns, err := openNamespace(cfg.Namespace, a.token)
@@ -292,7 +299,7 @@ func attach(cfg NamespaceConfig, fail func(step string) error) (_ *Attachment, e
 		return nil, err
 	}
 
-	if a.Dev, err = Open(cfg.Link, cfg.MTU); err != nil {
+	if a.Dev, err = tun.Open(cfg.Link, cfg.MTU); err != nil {
 		return nil, err
 	}
 	if err := step("open"); err != nil {
@@ -304,7 +311,7 @@ func attach(cfg NamespaceConfig, fail func(step string) error) (_ *Attachment, e
 		return nil, fmt.Errorf("netlink: find link %q: %w", a.Dev.Name(), err)
 	}
 	if link.Type() != "tuntap" {
-		return nil, fmt.Errorf("link %q is a %q device, not the TUN just created: %w", a.Dev.Name(), link.Type(), ErrLinkExists)
+		return nil, fmt.Errorf("link %q is a %q device, not the TUN just created: %w", a.Dev.Name(), link.Type(), tun.ErrLinkExists)
 	}
 	if err := host.LinkSetNsFd(link, int(a.ns)); err != nil {
 		return nil, fmt.Errorf("netlink: move link %q into namespace %q: %w", a.Dev.Name(), cfg.Namespace, err)
@@ -376,7 +383,7 @@ func (a *Attachment) close() error {
 	}
 	a.mu.Lock()
 	ns := a.ns
-	a.ns = netns.None()
+	a.ns = vnetns.None()
 	a.mu.Unlock()
 	if !ns.IsOpen() {
 		return errors.Join(errs...)
@@ -416,7 +423,7 @@ func (a *Attachment) close() error {
 		errs = append(errs, deleteNamespace(a.cfg.Namespace, ns))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("tun: close %s/%s: %w", a.cfg.Namespace, a.cfg.Link, err)
+		return fmt.Errorf("netns: close %s/%s: %w", a.cfg.Namespace, a.cfg.Link, err)
 	}
 	return nil
 }
@@ -439,72 +446,37 @@ func (a *Attachment) Do(fn func() error) (err error) {
 			runtime.UnlockOSThread()
 		}
 	}()
-	orig, err := netns.Get()
+	orig, err := vnetns.Get()
 	if err != nil {
-		return fmt.Errorf("tun: do: current namespace: %w", err)
+		return fmt.Errorf("netns: do: current namespace: %w", err)
 	}
 	defer orig.Close()
 
 	a.mu.RLock()
 	if !a.ns.IsOpen() {
 		a.mu.RUnlock()
-		return fmt.Errorf("tun: do in %s: %w", a.cfg.Namespace, net.ErrClosed)
+		return fmt.Errorf("netns: do in %s: %w", a.cfg.Namespace, net.ErrClosed)
 	}
-	err = netns.Set(a.ns)
+	err = vnetns.Set(a.ns)
 	a.mu.RUnlock()
 	if err != nil {
-		return fmt.Errorf("tun: do: enter namespace %s: %w", a.cfg.Namespace, err)
+		return fmt.Errorf("netns: do: enter namespace %s: %w", a.cfg.Namespace, err)
 	}
 	defer func() {
-		if rerr := netns.Set(orig); rerr != nil {
+		if rerr := vnetns.Set(orig); rerr != nil {
 			unlock = false
-			err = errors.Join(err, fmt.Errorf("tun: do: restore namespace: %w", rerr))
+			err = errors.Join(err, fmt.Errorf("netns: do: restore namespace: %w", rerr))
 		}
 	}()
 	return fn()
 }
 
-// CloseOnSignal makes the first SIGINT or SIGTERM close a, for a
-// command-line program that must not leave a namespace behind when
-// interrupted. After closing it stops catching the signals and raises the
-// same signal again, so the process ends as it would have (unless the
-// program catches the signal itself). A failure to clean up is reported on
-// standard error, since there is no one else to tell.
-//
-// stop ends the watch without closing a; it is idempotent.
-func (a *Attachment) CloseOnSignal() (stop func()) {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM)
-	done := make(chan struct{})
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			signal.Stop(sigs)
-			close(done)
-		})
-	}
-	go func() {
-		select {
-		case sig := <-sigs:
-			if err := a.Close(); err != nil {
-				fmt.Fprintf(os.Stderr, "%v (on %v)\n", err, sig)
-			}
-			stop()
-			if s, ok := sig.(unix.Signal); ok {
-				_ = unix.Kill(os.Getpid(), s)
-			}
-		case <-done:
-		}
-	}()
-	return stop
-}
-
 // openNamespace creates the named namespace, or reuses it under the rule
 // documented on Attach, marks it with token and prepares it. It returns an
 // open handle on it. On failure it leaves everything as it found it.
-func openNamespace(name, token string) (netns.NsHandle, error) {
+func openNamespace(name, token string) (vnetns.NsHandle, error) {
 	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
-		return netns.None(), err
+		return vnetns.None(), err
 	}
 	path := filepath.Join(netnsDir, name)
 	// The mount point, created exclusively: whoever creates it owns the name.
@@ -513,11 +485,11 @@ func openNamespace(name, token string) (netns.NsHandle, error) {
 		return reuseNamespace(name, path, token)
 	}
 	if err != nil {
-		return netns.None(), fmt.Errorf("namespace %q: %w", name, err)
+		return vnetns.None(), fmt.Errorf("namespace %q: %w", name, err)
 	}
 	f.Close()
 
-	ns := netns.None()
+	ns := vnetns.None()
 	mounted := false
 	err = onThreadInNew(func() error {
 		if err := unix.Mount("/proc/thread-self/ns/net", path, "none", unix.MS_BIND, ""); err != nil {
@@ -525,7 +497,7 @@ func openNamespace(name, token string) (netns.NsHandle, error) {
 		}
 		mounted = true
 		var err error
-		if ns, err = netns.GetFromPath("/proc/thread-self/ns/net"); err != nil {
+		if ns, err = vnetns.GetFromPath("/proc/thread-self/ns/net"); err != nil {
 			return fmt.Errorf("namespace handle: %w", err)
 		}
 		return prepareNamespace(token)
@@ -538,23 +510,23 @@ func openNamespace(name, token string) (netns.NsHandle, error) {
 			err = errors.Join(err, unix.Unmount(path, unix.MNT_DETACH))
 		}
 		err = errors.Join(err, os.Remove(path))
-		return netns.None(), fmt.Errorf("create namespace %q: %w", name, err)
+		return vnetns.None(), fmt.Errorf("create namespace %q: %w", name, err)
 	}
 	return ns, nil
 }
 
 // reuseNamespace opens the existing namespace at path and takes it over if
 // Attach's reuse rule allows.
-func reuseNamespace(name, path, token string) (netns.NsHandle, error) {
-	ns, err := netns.GetFromPath(path)
+func reuseNamespace(name, path, token string) (vnetns.NsHandle, error) {
+	ns, err := vnetns.GetFromPath(path)
 	if err != nil {
-		return netns.None(), fmt.Errorf("namespace %q: %w (and cannot be opened: %w)", name, ErrNamespaceExists, err)
+		return vnetns.None(), fmt.Errorf("namespace %q: %w (and cannot be opened: %w)", name, ErrNamespaceExists, err)
 	}
 	alias, others, err := inspectNamespace(ns)
 	switch {
 	case err != nil:
 	case !strings.HasPrefix(alias, ownerPrefix):
-		err = fmt.Errorf("%w and was not created by tun.Attach", ErrNamespaceExists)
+		err = fmt.Errorf("%w and was not created by netns.Attach", ErrNamespaceExists)
 	case len(others) > 0:
 		err = fmt.Errorf("%w and is in use (links %s)", ErrNamespaceExists, strings.Join(others, ", "))
 	default:
@@ -562,14 +534,14 @@ func reuseNamespace(name, path, token string) (netns.NsHandle, error) {
 	}
 	if err != nil {
 		ns.Close()
-		return netns.None(), fmt.Errorf("namespace %q: %w", name, err)
+		return vnetns.None(), fmt.Errorf("namespace %q: %w", name, err)
 	}
 	return ns, nil
 }
 
 // inspectNamespace returns the alias of ns's loopback (Attach's marker, if
 // Attach made it) and the names of its other links.
-func inspectNamespace(ns netns.NsHandle) (alias string, others []string, err error) {
+func inspectNamespace(ns vnetns.NsHandle) (alias string, others []string, err error) {
 	err = onThreadIn(ns, func() error {
 		h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 		if err != nil {
@@ -652,7 +624,7 @@ func writeSysctl(key, value string) error {
 
 // deleteNamespace removes the bind mount that names ns, if the name still
 // refers to ns. The namespace itself goes away with its last reference.
-func deleteNamespace(name string, ns netns.NsHandle) error {
+func deleteNamespace(name string, ns vnetns.NsHandle) error {
 	path := filepath.Join(netnsDir, name)
 	var mine, there unix.Stat_t
 	if err := unix.Fstat(int(ns), &mine); err != nil {
@@ -678,8 +650,8 @@ func deleteNamespace(name string, ns netns.NsHandle) error {
 
 // onThreadIn runs fn on a goroutine of its own, locked to its OS thread and
 // switched into ns, and waits for it. See onThread.
-func onThreadIn(ns netns.NsHandle, fn func() error) error {
-	return onThread(func() error { return netns.Set(ns) }, fn)
+func onThreadIn(ns vnetns.NsHandle, fn func() error) error {
+	return onThread(func() error { return vnetns.Set(ns) }, fn)
 }
 
 // onThreadInNew is onThreadIn with a brand-new network namespace.
@@ -696,7 +668,7 @@ func onThread(enter, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		orig, err := netns.Get()
+		orig, err := vnetns.Get()
 		if err != nil {
 			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("current namespace: %w", err)
@@ -708,7 +680,7 @@ func onThread(enter, fn func() error) error {
 		} else {
 			err = fn()
 		}
-		if rerr := netns.Set(orig); rerr != nil {
+		if rerr := vnetns.Set(orig); rerr != nil {
 			errc <- errors.Join(err, fmt.Errorf("restore namespace: %w", rerr))
 			return // still locked: the thread dies with the goroutine
 		}

@@ -1,0 +1,343 @@
+// Package compare is `tcpwheel compare`: the same scenarios, through the same
+// TUN path, namespace, impairment layer and pcap tap, with the Linux kernel
+// as the peer, for three stacks: tcpwheel, gVisor (Go runtime timers) and
+// gVisor on tcpwheel's wheel.
+//
+// Files: compare.go (Config and its checks, Run: the loop over runs),
+// stacks.go (the stacks under test), env.go (one run's namespace and device
+// chain, the kernel side), scenarios.go (the scenarios, as a table of
+// descriptors, and what they share), scenarios_loss.go and scenarios_idle.go
+// (each scenario's run), report.go (statistics, table, JSON, goals), plot.go. The
+// watcher that tells RTOs from fast retransmissions and probes on the wire
+// is package segwatch.
+//
+// Every stack reads its packets on the path it takes in `tcpwheel run`: the
+// whole device chain (watcher, pcap tap, impairment) forwards the TUN's
+// tun.Pollable, so tcpwheel's loop reads the TUN directly.
+package compare
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Stack names.
+const (
+	stackTcpwheel    = "tcpwheel"
+	stackGVisor      = "gvisor"
+	stackGVisorWheel = "gvisor-wheel"
+)
+
+// allStacks are the stacks, in the order they are reported.
+var allStacks = []string{stackTcpwheel, stackGVisor, stackGVisorWheel}
+
+// Stacks returns the names of the stacks that can be compared.
+func Stacks() []string { return slices.Clone(allStacks) }
+
+// MaxBulkSize is the largest Config.BulkSize: 1 TiB.
+const MaxBulkSize = 1 << 40
+
+// Config is what a comparison is told (by the flags of `tcpwheel compare`,
+// named beside each field). Validate's errors name the fields by those flags.
+type Config struct {
+	Stacks     []string      // -stacks: some of Stacks(), in that order
+	Scenarios  []string      // -scenarios: some of Scenarios(), in that order
+	Runs       int           // -runs: runs of each scenario for each stack, 1 to 1000
+	JSONPath   string        // -json: where to write the JSON report ("": nowhere)
+	PlotPath   string        // -plot: where to write the plot, .svg or .png ("": nowhere)
+	PcapDir    string        // -pcap: an existing directory for a pcap of each run ("": none)
+	Seed       uint64        // -seed: of the random loss; run i uses Seed+i
+	BulkSize   int64         // -bulk-size: bytes per bulk transfer, 1 to MaxBulkSize
+	BulkLoss   []float64     // -bulk-loss: the bulk scenario's loss rates, each in [0, 1)
+	Conns      int           // -conns: connections of many-conns, 1 to 25000
+	Hold       time.Duration // -hold: how long many-conns holds them idle, 0 to 1h
+	RunTimeout time.Duration // -run-timeout: the longest one run may take, at least 1s
+	Quiet      bool          // -q: no progress line
+}
+
+// DefaultConfig returns the defaults of `tcpwheel compare`.
+func DefaultConfig() Config {
+	return Config{
+		Stacks:     Stacks(),
+		Scenarios:  Scenarios(),
+		Runs:       3,
+		Seed:       1,
+		BulkSize:   20e6,
+		BulkLoss:   []float64{0, 0.01, 0.05},
+		Conns:      10000,
+		Hold:       10 * time.Second,
+		RunTimeout: 3 * time.Minute,
+	}
+}
+
+// Validate checks every field, and that the outputs can be written (it
+// leaves nothing behind).
+func (c *Config) Validate() error {
+	if err := checkNames(c.Stacks, allStacks); err != nil {
+		return fmt.Errorf("-stacks: %w", err)
+	}
+	if err := checkNames(c.Scenarios, Scenarios()); err != nil {
+		return fmt.Errorf("-scenarios: %w", err)
+	}
+	switch {
+	case c.Runs <= 0:
+		return fmt.Errorf("-runs %d: need at least 1", c.Runs)
+	case c.Runs > 1000:
+		return fmt.Errorf("-runs %d: at most 1000", c.Runs)
+	case c.BulkSize <= 0 || c.BulkSize > MaxBulkSize:
+		return fmt.Errorf("-bulk-size %d: want 1 byte to 1 TiB", c.BulkSize)
+	case len(c.BulkLoss) == 0 || slices.ContainsFunc(c.BulkLoss, func(p float64) bool { return !(p >= 0 && p < 1) }):
+		return fmt.Errorf("-bulk-loss %v: want rates in [0, 1)", c.BulkLoss)
+	case c.Conns < 1 || c.Conns > 25000:
+		return fmt.Errorf("-conns %d: want 1 to 25000 (the stacks' ephemeral ports)", c.Conns)
+	case c.Hold < 0 || c.Hold > time.Hour:
+		return fmt.Errorf("-hold %v: want 0 to 1h", c.Hold)
+	case c.RunTimeout < time.Second:
+		return fmt.Errorf("-run-timeout %v: want at least 1s", c.RunTimeout)
+	}
+	return c.checkOutputs()
+}
+
+// checkOutputs checks that the JSON, the plot and the pcaps can be written.
+func (c *Config) checkOutputs() error {
+	if c.PlotPath != "" {
+		if ext := strings.ToLower(filepath.Ext(c.PlotPath)); ext != ".svg" && ext != ".png" {
+			return fmt.Errorf("-plot %q: the name must end in .svg or .png", c.PlotPath)
+		}
+	}
+	for _, out := range []struct{ flag, path string }{{"-json", c.JSONPath}, {"-plot", c.PlotPath}} {
+		if out.path == "" {
+			continue
+		}
+		if err := checkWritable(out.path); err != nil {
+			return fmt.Errorf("%s %q: %v", out.flag, out.path, err)
+		}
+	}
+	if c.PcapDir != "" {
+		if st, err := os.Stat(c.PcapDir); err != nil || !st.IsDir() {
+			return fmt.Errorf("-pcap %q: not an existing directory", c.PcapDir)
+		}
+		if err := checkWritable(filepath.Join(c.PcapDir, "probe")); err != nil {
+			return fmt.Errorf("-pcap %q: %v", c.PcapDir, err)
+		}
+	}
+	return nil
+}
+
+// checkNames checks that names is a non-empty list of known names, in
+// known's order, without duplicates (as ParseList returns).
+func checkNames(names, known []string) error {
+	if len(names) == 0 {
+		return errors.New("empty list")
+	}
+	last := -1
+	for _, n := range names {
+		i := slices.Index(known, n)
+		if i < 0 {
+			return fmt.Errorf("unknown name %q (want some of %s)", n, strings.Join(known, ", "))
+		}
+		if i <= last {
+			return fmt.Errorf("%q out of order or repeated (want the order %s)", n, strings.Join(known, ", "))
+		}
+		last = i
+	}
+	return nil
+}
+
+// ParseList splits a comma-separated list, checks every name against known
+// and drops duplicates, keeping known's order.
+func ParseList(s string, known []string) ([]string, error) {
+	seen := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !slices.Contains(known, f) {
+			return nil, fmt.Errorf("unknown name %q (want some of %s)", f, strings.Join(known, ", "))
+		}
+		seen[f] = true
+	}
+	var out []string
+	for _, k := range known {
+		if seen[k] {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty list")
+	}
+	return out, nil
+}
+
+// ParseSize reads "20MB", "512KiB", "1000".
+func ParseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 || n > (1<<62)/mult {
+		return 0, errors.New("out of range")
+	}
+	return n * mult, nil
+}
+
+// ParsePercentages reads a comma-separated list of percentages in [0, 100)
+// ("0,1,5") as rates (0, 0.01, 0.05).
+func ParsePercentages(s string) ([]float64, error) {
+	var rates []float64
+	for _, f := range strings.Split(s, ",") {
+		p, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(p >= 0 && p < 100) {
+			return nil, fmt.Errorf("%q: want percentages in [0, 100)", s)
+		}
+		rates = append(rates, p/100)
+	}
+	return rates, nil
+}
+
+// checkWritable makes sure a file can be created at path, without leaving
+// anything behind: the directory must exist, and path must not be a directory.
+func checkWritable(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return errors.New("is a directory")
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("directory %s: %w", dir, errors.Unwrap(err))
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	f, err := os.CreateTemp(dir, ".tcpwheel-compare-*")
+	if err != nil {
+		return fmt.Errorf("cannot create files in %s: %w", dir, errors.Unwrap(err))
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// Run runs every case of cfg (which Validate accepted) for every stack,
+// interleaved, then reports: a table on stdout, the JSON and the plot where
+// cfg asks, progress on stderr. It needs root and /dev/net/tun; a cancelled
+// ctx (SIGINT) stops it at once, leaving nothing behind.
+func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	cases := expandCases(cfg)
+	rep := &report{Config: reportConfigOf(cfg), Started: time.Now().UTC()}
+	total := len(cases) * cfg.Runs * len(cfg.Stacks)
+	done := 0
+	prog := newProgress(stderr, cfg.Quiet)
+	defer prog.end()
+	for _, c := range cases {
+		for r := range cfg.Runs {
+			// Rotate the order of the stacks from run to run, so that none is
+			// always first after another's run.
+			for k := range cfg.Stacks {
+				name := cfg.Stacks[(k+r)%len(cfg.Stacks)]
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("compare: interrupted after %d of %d runs; nothing left behind", done, total)
+				}
+				done++
+				prog.show(fmt.Sprintf("[%d/%d] %s %s run %d/%d", done, total, c.name, name, r+1, cfg.Runs))
+				res := runOne(ctx, cfg, c, name, r)
+				rep.Runs = append(rep.Runs, res)
+				if res.Error != "" {
+					prog.log(fmt.Sprintf("%s %s run %d failed: %s", c.name, name, r+1, res.Error))
+				}
+			}
+		}
+	}
+	prog.end()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("compare: interrupted; nothing left behind")
+	}
+	rep.Finished = time.Now().UTC()
+	rep.summarize(cfg.Stacks, cases)
+	rep.writeTable(stdout)
+	if cfg.JSONPath != "" {
+		if err := rep.writeJSON(cfg.JSONPath); err != nil {
+			return fmt.Errorf("compare: %w", err)
+		}
+		fmt.Fprintf(stdout, "\nJSON: %s\n", cfg.JSONPath)
+	}
+	if cfg.PlotPath != "" {
+		if err := rep.writePlot(cfg.PlotPath, cfg.Stacks); err != nil {
+			return fmt.Errorf("compare: %w", err)
+		}
+		fmt.Fprintf(stdout, "plot: %s\n", cfg.PlotPath)
+	}
+	if n := rep.failedRuns(); n > 0 {
+		return fmt.Errorf("compare: %d of %d runs failed (see the table and the errors above)", n, len(rep.Runs))
+	}
+	return nil
+}
+
+// progress is the line that says what runs now: rewritten in place on a
+// terminal, one line per run otherwise.
+type progress struct {
+	w     io.Writer
+	quiet bool
+	tty   bool
+	width int
+}
+
+func newProgress(w io.Writer, quiet bool) *progress {
+	p := &progress{w: w, quiet: quiet}
+	if f, ok := w.(*os.File); ok {
+		_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+		p.tty = err == nil
+	}
+	return p
+}
+
+func (p *progress) show(line string) {
+	if p.quiet {
+		return
+	}
+	if !p.tty {
+		fmt.Fprintln(p.w, line)
+		return
+	}
+	pad := max(p.width-len(line), 0)
+	fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
+	p.width = len(line)
+}
+
+// log prints a line of its own, above the progress line.
+func (p *progress) log(line string) {
+	if !p.quiet && p.width > 0 {
+		fmt.Fprint(p.w, "\r"+strings.Repeat(" ", p.width)+"\r")
+		p.width = 0
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+func (p *progress) end() {
+	if !p.quiet && p.width > 0 {
+		fmt.Fprint(p.w, "\r"+strings.Repeat(" ", p.width)+"\r")
+		p.width = 0
+	}
+}

@@ -1,0 +1,272 @@
+package compare
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+)
+
+// scenario describes one scenario of the comparison.
+type scenario struct {
+	name string
+	help string // one line of `tcpwheel compare -h`
+	// run runs one case on a runEnv and fills its result's metrics.
+	run func(*runEnv) error
+	// unwatched: the device chain carries no packet watcher (many-conns
+	// measures memory and CPU, which the watcher would add to).
+	unwatched bool
+	// cases expands the scenario into the cases it reports; nil means one
+	// case named after the scenario.
+	cases func(cfg Config) []compareCase
+}
+
+// scenarios is every scenario, in the order they run. It is never written.
+var scenarios = [...]scenario{
+	{name: "tail-loss", help: "the last data segment and the FIN are dropped once", run: scenarioTailLoss},
+	{name: "backoff", help: "one segment dropped twice: two retransmissions", run: scenarioBackoff},
+	{name: "synack-loss", help: "the stack's SYN-ACK dropped once", run: scenarioSYNACKLoss},
+	{name: "mid-loss", help: "mid-stream drops in a 2 MB transfer: fast retransmit / RACK", run: scenarioMidLoss},
+	{name: "bulk", help: "-bulk-size up and down at each -bulk-loss rate", run: scenarioBulk, cases: bulkCases},
+	{name: "keepalive", help: "probe timing, idle 200ms, interval 100ms, count 3", run: scenarioKeepalive},
+	{name: "zero-window", help: "zero-window probe timing against a receiver that stops reading", run: scenarioZeroWindow},
+	{name: "many-conns", help: "-conns idle connections with keepalive: CPU and memory per connection", run: scenarioManyConns, unwatched: true},
+}
+
+// Scenarios returns the names of the scenarios, in the order they run.
+func Scenarios() []string {
+	names := make([]string, len(scenarios))
+	for i := range scenarios {
+		names[i] = scenarios[i].name
+	}
+	return names
+}
+
+// ScenarioHelp returns a line per scenario, its name and what it does, as
+// `tcpwheel compare -h` lists them.
+func ScenarioHelp() string {
+	var b strings.Builder
+	for i := range scenarios {
+		fmt.Fprintf(&b, "  %-12s %s\n", scenarios[i].name, scenarios[i].help)
+	}
+	return b.String()
+}
+
+// scenarioNamed returns the scenario called name.
+func scenarioNamed(name string) (*scenario, bool) {
+	for i := range scenarios {
+		if scenarios[i].name == name {
+			return &scenarios[i], true
+		}
+	}
+	return nil, false
+}
+
+// compareCase is one row group of the report: a scenario with its parameters
+// (bulk expands to one case per direction and loss rate).
+type compareCase struct {
+	name     string // e.g. "tail-loss", "bulk-up-1%"
+	scenario string
+	loss     float64 // random loss, both directions
+	up       bool    // bulk: stack -> kernel
+}
+
+// expandCases lists the cases of cfg's scenarios, in the order they run.
+func expandCases(cfg Config) []compareCase {
+	var cs []compareCase
+	for _, name := range cfg.Scenarios {
+		sc, ok := scenarioNamed(name)
+		switch {
+		case !ok:
+			continue
+		case sc.cases != nil:
+			cs = append(cs, sc.cases(cfg)...)
+		default:
+			cs = append(cs, compareCase{name: name, scenario: name})
+		}
+	}
+	return cs
+}
+
+// bulkCases: bulk up, then down, at each loss rate.
+func bulkCases(cfg Config) []compareCase {
+	var cs []compareCase
+	for _, up := range []bool{true, false} {
+		dir := "down"
+		if up {
+			dir = "up"
+		}
+		for _, p := range cfg.BulkLoss {
+			cs = append(cs, compareCase{name: fmt.Sprintf("bulk-%s-%g%%", dir, p*100), scenario: "bulk", loss: p, up: up})
+		}
+	}
+	return cs
+}
+
+// The ports of the scenarios: the kernel's (or the stack's, when it listens).
+const cmpPort = 5001
+
+// Scenario parameters.
+const (
+	tailBytes       = 10000 // fits in the initial window: one burst, then the tail
+	backoffWarm     = 4000
+	backoffBytes    = 1000
+	midLossBytes    = 2 << 20
+	keepIdle        = 200 * time.Millisecond
+	keepInterval    = 100 * time.Millisecond
+	keepCount       = 3
+	zwpRcvBuf       = 4096 // the kernel doubles it
+	zwpBytes        = 2 << 20
+	zwpProbes       = 3 // probes observed before the receiver reads again
+	manyKeepIdle    = time.Second
+	manyKeepIntvl   = time.Second
+	manyDialWorkers = 32
+)
+
+// midLossDrops are the original data segments (counted from 1) that mid-loss
+// drops once.
+var midLossDrops = map[int]bool{100: true, 300: true, 301: true, 600: true}
+
+// pattern fills b with a repeating pattern.
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('a' + i%26)
+	}
+	return b
+}
+
+// writeN writes n bytes to c in chunks.
+func writeN(c net.Conn, n int64) error {
+	buf := pattern(64 << 10)
+	for n > 0 {
+		k := min(n, int64(len(buf)))
+		if _, err := c.Write(buf[:k]); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+// readResult is what a reader got, and when its stream ended.
+type readResult struct {
+	n   int64
+	at  time.Duration
+	err error
+}
+
+// readToEOF reads c until EOF in a goroutine.
+func (e *runEnv) readToEOF(c net.Conn) <-chan readResult {
+	ch := make(chan readResult, 1)
+	go func() {
+		n, err := io.Copy(io.Discard, c)
+		ch <- readResult{n: n, at: e.now(), err: err}
+	}()
+	return ch
+}
+
+// acceptAndReadToEOF accepts one connection on ln and reads it to EOF.
+func (e *runEnv) acceptAndReadToEOF(ln net.Listener) <-chan readResult {
+	ch := make(chan readResult, 1)
+	go func() {
+		c, err := e.accept(ln)
+		if err != nil {
+			ch <- readResult{err: err}
+			return
+		}
+		ch <- <-e.readToEOF(c)
+	}()
+	return ch
+}
+
+// wait waits for a reader's result, within the run's time.
+func (e *runEnv) wait(ch <-chan readResult, want int64) (readResult, error) {
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return r, fmt.Errorf("reader: %w after %d bytes", r.err, r.n)
+		}
+		if r.n != want {
+			return r, fmt.Errorf("%w: %d bytes, want %d", errShort, r.n, want)
+		}
+		return r, nil
+	case <-e.ctx.Done():
+		return readResult{}, e.ctx.Err()
+	}
+}
+
+// sleep sleeps for d or until the run ends.
+func (e *runEnv) sleep(d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-e.ctx.Done():
+		return e.ctx.Err()
+	}
+}
+
+// waitFor polls cond every millisecond for up to d.
+func (e *runEnv) waitFor(d time.Duration, cond func() bool) bool {
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) || e.ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+// issWatch learns the stack's initial sequence number of each flow from its SYN,
+// inside a drop decision.
+type issWatch struct {
+	mu  sync.Mutex
+	iss map[string]seqnum.Value // by the stack's address:port
+}
+
+func (w *issWatch) see(t tcpInfo) (seqnum.Value, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.iss == nil {
+		w.iss = map[string]seqnum.Value{}
+	}
+	k := t.src.String()
+	if t.has(header.TCPFlagSyn) {
+		w.iss[k] = seqnum.Value(t.seq)
+	}
+	v, ok := w.iss[k]
+	return v, ok
+}
+
+// contains reports whether the segment carries the byte at sequence number v.
+func (t tcpInfo) contains(v seqnum.Value) bool {
+	s := seqnum.Value(t.seq)
+	return t.payload > 0 && s.LessThanEq(v) && v.LessThan(s.Add(seqnum.Size(t.payload)))
+}
+
+func closeWrite(c net.Conn) error {
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok {
+		return fmt.Errorf("%T has no CloseWrite", c)
+	}
+	return cw.CloseWrite()
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

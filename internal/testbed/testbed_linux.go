@@ -1,0 +1,243 @@
+//go:build linux
+
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tcpwheel/tcpwheel/tun"
+	"github.com/tcpwheel/tcpwheel/tun/impair"
+	"github.com/tcpwheel/tcpwheel/tun/netns"
+	"github.com/tcpwheel/tcpwheel/tun/pcaptap"
+)
+
+// Config describes a Bed. The zero Config is a bed on 198.18.0.0/24 with
+// fresh "tw..." names, a 1500-byte MTU, and an impairment layer that drops
+// nothing.
+type Config struct {
+	// Prefix starts the fresh names (tun.UniqueName) of the namespace and
+	// the link; empty means "tw". Every name this project uses starts with
+	// "tw", which is what netns.RemoveLeftovers looks at.
+	Prefix string
+
+	// Namespace and Link, when set, are taken as they are instead of fresh
+	// names (tcpwheel run's -netns and -tun).
+	Namespace, Link string
+
+	// Subnet is N in 198.18.N.0/24: the kernel is 198.18.N.1/24 and the
+	// stack 198.18.N.2.
+	Subnet byte
+
+	// Peer and Stack, when valid, replace Subnet's addresses: the kernel
+	// side's address with its prefix (within 198.18.0.0/15), and the
+	// stack's address inside that prefix (tcpwheel run's -peer and -addr).
+	Peer  netip.Prefix
+	Stack netip.Addr
+
+	// MTU of the link; 0 means tun.DefaultMTU.
+	MTU int
+
+	// Impair configures the impairment layer on the TUN device.
+	Impair impair.Config
+
+	// PcapPath, when set, puts a pcap tap on the stack's side of the
+	// impairment, writing to a file created at that path: it shows what
+	// the stack sent, including the packets the impairment then dropped.
+	PcapPath string
+
+	// Watch, when set, wraps the top of the chain (the comparison's packet
+	// watcher). The device it returns should forward tun.Pollable.
+	Watch func(tun.Device) tun.Device
+}
+
+// Bed is a fresh network namespace whose kernel is the peer, a TUN device
+// whose kernel side lives in it, and the device chain on the userspace side:
+//
+//	stack ── Watch ── pcap tap ── impair ── TUN ── kernel (namespace)
+//
+// Every layer forwards the TUN's tun.Pollable, so a stack on Dev reads the
+// TUN directly, as on the bare device. Create it with New; release it with
+// Close.
+type Bed struct {
+	// Dev is the top of the chain: give it to the stack under test, which
+	// then owns it (Close closes it again, harmlessly).
+	Dev tun.Device
+	// Att is the namespace and the TUN device.
+	Att *netns.Attachment
+	// Imp is the impairment layer, for rules and counters.
+	Imp *impair.Device
+	// Tap is the pcap tap, or nil without Config.PcapPath.
+	Tap *pcaptap.Tap
+
+	// KernelAddr is the kernel's address in the namespace, and StackAddr
+	// the stack's.
+	KernelAddr, StackAddr netip.Addr
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New makes the namespace, the link and the device chain. If any step
+// fails, everything made so far is undone (no namespace, no link is left)
+// and the step's error is returned as it is.
+func New(cfg Config) (_ *Bed, err error) {
+	peer, stackAddr, err := cfg.Addrs()
+	if err != nil {
+		return nil, err
+	}
+	prefix := cfg.Prefix
+	if prefix == "" {
+		prefix = "tw"
+	}
+	ns, link := cfg.Namespace, cfg.Link
+	if ns == "" {
+		ns = tun.UniqueName(prefix)
+	}
+	if link == "" {
+		link = tun.UniqueName(prefix)
+	}
+	b := &Bed{KernelAddr: peer.Addr(), StackAddr: stackAddr}
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, MTU: cfg.MTU}); err != nil {
+		return nil, err
+	}
+	if b.Imp, err = impair.Wrap(b.Att.Dev, cfg.Impair); err != nil {
+		return nil, err
+	}
+	b.Dev = b.Imp
+	if cfg.PcapPath != "" {
+		if b.Tap, err = pcaptap.Create(cfg.PcapPath, b.Dev, pcaptap.Config{}); err != nil {
+			return nil, err
+		}
+		b.Dev = b.Tap
+	}
+	if cfg.Watch != nil {
+		b.Dev = cfg.Watch(b.Dev)
+	}
+	return b, nil
+}
+
+// Addrs returns the addresses of a bed made from cfg: the kernel side's
+// with its prefix, and the stack's; an error wrapping tun.ErrInvalidConfig
+// if the stack's is not another address inside the kernel side's prefix.
+func (cfg *Config) Addrs() (netip.Prefix, netip.Addr, error) {
+	peer := netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, cfg.Subnet, 1}), 24)
+	stackAddr := netip.AddrFrom4([4]byte{198, 18, cfg.Subnet, 2})
+	if cfg.Peer.IsValid() {
+		peer = cfg.Peer
+	}
+	if cfg.Stack.IsValid() {
+		stackAddr = cfg.Stack
+	}
+	if !peer.Contains(stackAddr) || peer.Addr() == stackAddr {
+		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("testbed: stack address %v must be another address inside %v: %w", stackAddr, peer, tun.ErrInvalidConfig)
+	}
+	return peer, stackAddr, nil
+}
+
+// Namespace is the name of the bed's network namespace (`ip netns`).
+func (b *Bed) Namespace() string { return b.Att.Config().Namespace }
+
+// Link is the name of the TUN link, which lives in the namespace.
+func (b *Bed) Link() string { return b.Att.Config().Link }
+
+var _ io.Closer = (*Bed)(nil)
+
+// Close closes the device chain and the attachment: the link and the
+// namespace are gone when it returns. It is idempotent: later calls return
+// the first call's result.
+func (b *Bed) Close() error {
+	b.closeOnce.Do(func() {
+		var errs []error
+		if b.Dev != nil { // the chain down to the TUN
+			errs = append(errs, b.Dev.Close())
+		}
+		if b.Att != nil {
+			errs = append(errs, b.Att.Close())
+		}
+		b.closeErr = errors.Join(errs...)
+	})
+	return b.closeErr
+}
+
+// Do runs fn in the namespace (see netns.Attachment.Do): sockets it creates
+// stay there, and may be used from any goroutine afterwards.
+func (b *Bed) Do(fn func() error) error { return b.Att.Do(fn) }
+
+// KernelAddrPort returns "198.18.N.1:port", the kernel's side.
+func (b *Bed) KernelAddrPort(port int) string {
+	return net.JoinHostPort(b.KernelAddr.String(), strconv.Itoa(port))
+}
+
+// StackAddrPort returns "198.18.N.2:port", the stack's side.
+func (b *Bed) StackAddrPort(port int) string {
+	return net.JoinHostPort(b.StackAddr.String(), strconv.Itoa(port))
+}
+
+// KernelListen listens in the namespace on the kernel's address and port
+// (0: any). With rcvbuf > 0, SO_RCVBUF is set on the listening socket
+// before listen, so that accepted connections inherit it (and their window
+// scale follows it).
+func (b *Bed) KernelListen(ctx context.Context, port, rcvbuf int) (*net.TCPListener, error) {
+	lc := net.ListenConfig{}
+	if rcvbuf > 0 {
+		lc.Control = func(network, address string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	var ln net.Listener
+	err := b.Do(func() (err error) {
+		ln, err = lc.Listen(ctx, "tcp4", b.KernelAddrPort(port))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kernel listen: %w", err)
+	}
+	return ln.(*net.TCPListener), nil
+}
+
+// KernelDial connects from the namespace's kernel to the stack's port;
+// control, if not nil, runs on the socket before connect. ctx bounds the
+// connect only.
+func (b *Bed) KernelDial(ctx context.Context, port int, control func(fd uintptr)) (*net.TCPConn, error) {
+	var c net.Conn
+	err := b.Do(func() (err error) {
+		d := net.Dialer{}
+		if control != nil {
+			d.Control = func(_, _ string, rc syscall.RawConn) error { return rc.Control(control) }
+		}
+		c, err = d.DialContext(ctx, "tcp4", b.StackAddrPort(port))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kernel dial: %w", err)
+	}
+	return c.(*net.TCPConn), nil
+}
+
+// Command returns `ip netns exec NAMESPACE name args...`: a program run
+// inside the namespace.
+func (b *Bed) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", b.Namespace(), name}, args...)...)
+}
