@@ -112,7 +112,8 @@ type Config struct {
 	// (200 ms at least). Off, the stack follows RFC 8985 7.2 to the letter.
 	DisableRecoveryProbe bool
 	// TLPMaxAckDelay is RFC 8985 7.2's TLP.max_ack_delay, added to the probe
-	// timeout when a single segment without a FIN is in flight. Zero means
+	// timeout when a single segment is in flight, whatever it carries (our FIN
+	// too, as Linux adds TCP_RTO_MIN when packets_out == 1). Zero means
 	// DefaultTLPMaxAckDelay; negative means none.
 	TLPMaxAckDelay time.Duration
 	// TLPSlack is added to 2*SRTT in every PTO, or TLPMaxAckDelay if larger

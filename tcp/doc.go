@@ -63,7 +63,9 @@
 //     an RTO event, RFC 6298 (5.4)-(5.7). SYN and SYN-ACK retransmissions are the
 //     same mechanism, with their own retry limit.
 //   - loss detection, RACK-TLP (RFC 8985, on unless Config.DisableRACKTLP): the
-//     tail-loss probe timeout (PTO, 2*SRTT + 2 ms) and RACK's reordering timer
+//     tail-loss probe timeout (PTO, 2*SRTT + 2 ms; 2*SRTT + TLP.max_ack_delay
+//     when one segment is in flight, whatever it carries, as Linux adds
+//     TCP_RTO_MIN) and RACK's reordering timer
 //     are two entries embedded in the Endpoint, beside the per-segment RTO
 //     entries, which stay as they are. A PTO is armed only when it comes
 //     before the oldest segment's RTO; its probe (new data, else the last
