@@ -36,8 +36,9 @@
 //   - timers.go: the endpoint's timers as an array indexed by timerKind, with
 //     one stopAll; their expiry functions (delayed ACK, keepalive, persist,
 //     TIME-WAIT/FIN-WAIT-2, user timeout); loopTimers and wheelTimers.
-//   - listen.go: the Listener (LISTEN, RFC 9293 3.10.7.2) and its half-open
-//     endpoints. config.go, segment.go, state.go, errors.go, buffer.go: the
+//   - listen.go: the Listener (LISTEN, RFC 9293 3.10.7.2), its half-open
+//     endpoints, and TIME-WAIT reuse (RFC 6191; the test is reusableBy, in
+//     input.go). config.go, segment.go, state.go, errors.go, buffer.go: the
 //     configuration, the wire format, the states, errors and events, and the
 //     byte queue both buffers use.
 //
@@ -127,7 +128,9 @@
 // The stack parses the IP header, verifies the checksum (it needs the
 // pseudo-header), calls [ParseSegment], and demultiplexes by [ID]: to the
 // Endpoint that has it, else to the Listener of the local port, else it answers
-// with [ResetFor]. The endpoint's outgoing segments reach [Output.Send]; the
+// with [ResetFor]. A SYN for an Endpoint in TIME-WAIT goes first to the
+// Listener of its port, if there is one, through [Listener.ReuseTimeWait]
+// (RFC 6191), and to the Endpoint only if the Listener does not take it. The endpoint's outgoing segments reach [Output.Send]; the
 // stack encodes them with [Segment.Encode] and [SetChecksum]. The application
 // side (Read, Write, CloseWrite, Close, Abort) is non-blocking; the stack blocks
 // goroutines and wakes them on the [Event]s it is notified of.

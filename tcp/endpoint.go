@@ -54,7 +54,8 @@ func Dial(w *timer.Wheel, out Output, id ID, cfg Config) (*Endpoint, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := newEndpoint(wheelTimers{w}, out, id, cfg.withDefaults())
+	cfg = cfg.withDefaults()
+	e := newEndpoint(wheelTimers{w}, out, id, cfg, cfg.ISN(id, w.Now()))
 	e.state = StateSynSent
 	e.sendSYN()
 	e.flush()
@@ -64,10 +65,11 @@ func Dial(w *timer.Wheel, out Output, id ID, cfg Config) (*Endpoint, error) {
 	return e, nil
 }
 
-func newEndpoint(w loopTimers, out Output, id ID, cfg Config) *Endpoint {
+// newEndpoint returns an endpoint for id in CLOSED whose initial send
+// sequence number is iss.
+func newEndpoint(w loopTimers, out Output, id ID, cfg Config, iss seqnum.Value) *Endpoint {
 	e := &Endpoint{id: id, cfg: cfg, w: w, out: out}
 	e.rtt = newRTTEstimator(cfg.InitialRTO, cfg.MinRTO, cfg.MaxRTO, w.Tick())
-	iss := cfg.ISN(id, w.Now())
 	e.snd = newSender(iss)
 	e.fr.recover = iss
 	e.tsOffset = uint32(iss) // RFC 7323 5.4: a per-connection random offset

@@ -431,6 +431,25 @@ func (e *Endpoint) enterTimeWait() {
 	e.startTimer(timerClose, e.cfg.TimeWait) // RFC 9293 3.10.7.4: TIME-WAIT lasts 2 MSL
 }
 
+// reusableBy reports whether seg, arriving in TIME-WAIT, is the SYN of a new
+// incarnation of the connection (RFC 6191 2, as Linux's
+// tcp_timewait_state_process): a SYN alone, not older by its timestamp than
+// TS.Recent (PAWS), and either newer by it or above RCV.NXT. (Linux compares
+// the timestamp with tw_ts_recent even when the old connection had none, where
+// it is 0; here the timestamp counts only when both incarnations use them,
+// as RFC 6191 says.)
+func (e *Endpoint) reusableBy(seg *Segment) bool {
+	if e.state != StateTimeWait || seg.Flags&(FlagSYN|FlagACK|FlagRST|FlagFIN) != FlagSYN {
+		return false
+	}
+	ts := e.tsOK && seg.Options.TS
+	if ts && tsBefore(seg.Options.TSVal, e.tsRecent) {
+		return false // RFC 6191 2, RFC 7323 5.3: an older timestamp: a duplicate from the old incarnation
+	}
+	return e.rcv.nxt.LessThan(seg.Seq) || // RFC 9293 3.6.1, RFC 1122 4.2.2.13: its ISN above the old RCV.NXT
+		(ts && tsBefore(e.tsRecent, seg.Options.TSVal)) // RFC 6191 2: a newer timestamp
+}
+
 // challengeLimit bounds the challenge ACKs (RFC 5961 7): at most
 // challengeACKsPerSecond in any second that began with one, as Linux's
 // tcp_challenge_ack_limit.

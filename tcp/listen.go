@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"github.com/tcpwheel/tcpwheel/timer"
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
 // DefaultBacklog is the default limit of half-open connections per listener.
@@ -35,6 +36,7 @@ type ListenerStats struct {
 	DropsAcceptQueue          uint64 // handshake-completing ACKs dropped: the accept queue was full
 	ResetsSent                uint64
 	HalfOpenTimeouts          uint64
+	TimeWaitReused            uint64 // SYNs that replaced a connection in TIME-WAIT (ReuseTimeWait)
 }
 
 // Listener is a passive open on one local port (the LISTEN state, RFC 9293
@@ -96,7 +98,13 @@ func (l *Listener) HandleSegment(id ID, seg *Segment) {
 		l.stats.DropsBacklog++
 		return
 	}
-	e := newEndpoint(l.w, l.out, id, l.epCfg)
+	l.synReceived(id, seg, l.epCfg.ISN(id, l.w.Now()))
+}
+
+// synReceived opens a half-open connection for the SYN seg with iss (RFC 9293
+// 3.10.7.2) and sends its SYN-ACK.
+func (l *Listener) synReceived(id ID, seg *Segment, iss seqnum.Value) {
+	e := newEndpoint(l.w, l.out, id, l.epCfg, iss)
 	e.passive = true
 	e.listener = l
 	e.stats.SegsIn++
@@ -106,6 +114,42 @@ func (l *Listener) HandleSegment(id ID, seg *Segment) {
 	l.half[id] = e
 	e.sendSYN() // RFC 9293 3.10.7.2: <SEQ=ISS><ACK=RCV.NXT><CTL=SYN,ACK>
 	e.flush()
+}
+
+// ReuseTimeWait offers the listener a SYN that the stack demultiplexed to tw,
+// an endpoint of the listener's port in TIME-WAIT, and reports whether the
+// listener took it as a new connection's SYN (RFC 6191, as Linux's
+// tcp_timewait_state_process): a SYN (no ACK, RST or FIN) whose timestamp is
+// newer than tw's TS.Recent when both ends use timestamps, or whose sequence
+// number is above tw's RCV.NXT (RFC 9293 3.6.1, RFC 1122 4.2.2.13), unless its
+// timestamp is older (PAWS). When it does, tw has gone to CLOSED (its timers
+// stopped, EventClosed delivered to its notify function before
+// ReuseTimeWait returns) and the listener has a half-open connection for the
+// same ID, whose ISS is tw's SND.NXT + 65535 + 2 (as Linux), so that nothing
+// the old incarnation sent is acceptable to the new one; its SYN-ACK has been
+// sent. That half-open connection is not held to Backlog and gets no SYN
+// cookie (Linux's tw_isn), for it replaces tw, one for one. When it does not,
+// nothing has changed: the stack hands seg to tw.HandleSegment, which answers
+// it as RFC 9293 says (an ACK).
+//
+// The stack's side: where its demultiplexer finds the endpoint for the
+// segment's ID, and the endpoint's local port has a Listener, it calls
+// ReuseTimeWait(ep, seg) first (it returns false at once for anything but a
+// SYN to an endpoint in TIME-WAIT); on true it is done with the segment, and
+// removes ep from its table on ep's EventClosed as for any endpoint, so that
+// the next segment for the ID goes to the Listener, which owns the half-open
+// connection.
+func (l *Listener) ReuseTimeWait(tw *Endpoint, seg *Segment) bool {
+	if l.closed || !tw.reusableBy(seg) {
+		return false
+	}
+	iss := tw.snd.nxt + 65535 + 2 // Linux tcp_timewait_state_process: isn = tw_snd_nxt + 65535 + 2
+	tw.enterClosed(nil)           // RFC 6191: the new incarnation replaces TIME-WAIT
+	tw.flush()
+	l.stats.SYNsIn++
+	l.stats.TimeWaitReused++
+	l.synReceived(tw.id, seg, iss)
+	return true
 }
 
 // accepted is called by an endpoint whose handshake completed.
