@@ -81,7 +81,10 @@ type Config struct {
 	MinRTO     time.Duration
 	MaxRTO     time.Duration
 
-	SYNRetries int // SYN and SYN-ACK retransmissions before giving up; -1 means none
+	// SYNRetries: SYN retransmissions of an active open (and SYN-ACK ones
+	// after a simultaneous open) before giving up; -1 means none. A
+	// Listener's half-open connections use ListenerConfig.SynAckRetries.
+	SYNRetries int
 	Retries2   int // RTO expirations in a row (no progress) before giving up
 	// UserTimeout (RFC 5482): the longest time sent data may stay
 	// unacknowledged before the connection is aborted. Zero means none.

@@ -37,8 +37,12 @@
 //     one stopAll; their expiry functions (delayed ACK, keepalive, persist,
 //     TIME-WAIT/FIN-WAIT-2, user timeout); loopTimers and wheelTimers.
 //   - listen.go: the Listener (LISTEN, RFC 9293 3.10.7.2), its half-open
-//     endpoints, and TIME-WAIT reuse (RFC 6191; the test is reusableBy, in
-//     input.go). config.go, segment.go, state.go, errors.go, buffer.go: the
+//     endpoints (at most Backlog; fewer SYN-ACK retries while the table is
+//     under pressure), and TIME-WAIT reuse (RFC 6191; the test is
+//     reusableBy, in input.go).
+//   - cookie.go: SYN cookies (RFC 4987 3.6) as Linux makes them, for SYNs
+//     beyond the half-open table: the cookie, and the SYN's options in our
+//     TSval's low bits. config.go, segment.go, state.go, errors.go, buffer.go: the
 //     configuration, the wire format, the states, errors and events, and the
 //     byte queue both buffers use.
 //

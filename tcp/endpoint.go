@@ -309,7 +309,11 @@ func (e *Endpoint) now() time.Duration { return e.w.Now() }
 func (e *Endpoint) tsVal() uint32 { return e.tsAt(e.now()) }
 
 // tsAt is our timestamp clock's value at the wheel's instant t.
-func (e *Endpoint) tsAt(t time.Duration) uint32 { return uint32(t/time.Millisecond) + e.tsOffset }
+func (e *Endpoint) tsAt(t time.Duration) uint32 { return tsClock(t, e.tsOffset) }
+
+// tsClock is a timestamp clock of 1 ms per tick (RFC 7323 5.4) with the
+// connection's offset, at the wheel's instant t.
+func tsClock(t time.Duration, offset uint32) uint32 { return uint32(t/time.Millisecond) + offset }
 
 // Info is a snapshot of the connection, like Linux's TCP_INFO.
 type Info struct {
