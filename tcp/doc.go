@@ -16,8 +16,9 @@
 //     function each, named after the step: checkPAWS, checkSequence (first),
 //     checkRST (second), checkSYN (fourth), checkACK (fifth), processText
 //     (seventh), processFIN (eighth); handleSynchronized only drives them.
-//     Also option negotiation, the challenge-ACK limit (RFC 5961 7) and
-//     TIME-WAIT's entry.
+//     Also the flags dropped in every state (badFlags: SYN with FIN or RST),
+//     option negotiation, the challenge-ACK limit (RFC 5961 7), TIME-WAIT's
+//     entry and the test for its reuse (reusableBy).
 //   - snd.go: the sender (send sequence space, send buffer, retransmission
 //     queue of txSegs, retransmission and persist counts) and the send path:
 //     transmit, send (the fields every segment shares), output with SWS

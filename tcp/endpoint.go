@@ -347,7 +347,29 @@ type Info struct {
 	Counters
 }
 
-// Counters count what the endpoint did and what it dropped.
+// Counters count what the endpoint did and what it dropped. Every segment
+// the endpoint drops, whole or in part, is counted once, by reason:
+//
+//   - DropsClosed: it arrived in CLOSED.
+//   - DropsBadFlags: SYN with FIN or RST, in any state (badFlags).
+//   - DropsBadACK: in SYN-SENT an ACK of something but our SYN (answered
+//     with a RST); in SYN-RECEIVED an unacceptable ACK (a RST); later an ACK
+//     of data not yet sent (an ACK) or older than the largest window allows
+//     (RFC 5961 5.2: a challenge ACK, counted as well).
+//   - DropsNoSYN: in SYN-SENT, neither SYN nor RST.
+//   - DropsNoACK: a RST without ACK in SYN-SENT; no ACK after it.
+//   - DropsPAWS: an older timestamp (RFC 7323 5.3), answered with an ACK.
+//   - DropsOutOfWindow: outside the receive window (RFC 9293 3.10.7.4,
+//     first check), answered with an ACK unless it is a RST.
+//   - ChallengeACKs, DropsRateLimited: a RST in the window but not at
+//     RCV.NXT, or a SYN, in a synchronized state (RFC 5961 3.2, 4.2): it is
+//     dropped and answered with a challenge ACK (ChallengeACKs), or not, when
+//     the rate limit (RFC 5961 7) holds it back (DropsRateLimited).
+//   - DropsOOOLimit: out-of-order data beyond what the queue keeps.
+//   - DropsDataAfterFIN: data after the peer's FIN (RFC 9293 3.10.7.4,
+//     seventh: ignored); the rest of the segment is processed.
+//   - ListenerStats.DropsAcceptQueue: the ACK that would complete the
+//     handshake of a half-open connection while the accept queue is full.
 type Counters struct {
 	SegsIn, SegsOut                 uint64
 	DataSegsOut, DataSegsIn         uint64
@@ -370,7 +392,8 @@ type Counters struct {
 	DropsOutOfWindow, DropsPAWS     uint64
 	DropsNoACK, DropsBadACK         uint64
 	DropsRateLimited, DropsOOOLimit uint64
-	DropsClosed                     uint64
+	DropsClosed, DropsBadFlags      uint64
+	DropsNoSYN, DropsDataAfterFIN   uint64
 	TimerErrors                     uint64
 	RTTSamples                      uint64
 }

@@ -9,16 +9,31 @@ import "time"
 func (e *Endpoint) HandleSegment(seg *Segment) {
 	defer e.flush()
 	e.stats.SegsIn++
-	switch e.state {
-	case StateClosed:
+	switch {
+	case e.state == StateClosed:
 		e.stats.DropsClosed++
 		return
+	case badFlags(seg.Flags):
+		e.stats.DropsBadFlags++
+		return
+	}
+	switch e.state {
 	case StateSynSent:
 		e.handleSynSent(seg)
 		return
 	}
 	e.handleSynchronized(seg)
 }
+
+// badFlags reports a SYN with FIN or RST, which no TCP sends (T/TCP's SYN+FIN,
+// RFC 1644, is historic): such segments are dropped unanswered, in every
+// state, by endpoints and listeners alike, so that they neither open
+// connections nor fingerprint the stack. Linux drops SYN+FIN in LISTEN
+// (tcp_rcv_state_process: "if (th->fin) goto discard") and a RST there in
+// any case; in the synchronized states it would answer SYN+FIN with a
+// challenge ACK (RFC 5961 4.2) and take SYN+RST as a RST. Here they are
+// dropped there too, as FreeBSD's net.inet.tcp.drop_synfin does.
+func badFlags(f Flags) bool { return f&FlagSYN != 0 && f&(FlagFIN|FlagRST) != 0 }
 
 // negotiate applies the options of the peer's SYN or SYN-ACK.
 func (e *Endpoint) negotiate(seg *Segment) {
@@ -58,7 +73,7 @@ func (e *Endpoint) handleSynSent(seg *Segment) {
 	}
 	// third, security: no IP security option is kept (RFC 9293 3.10.7.3)
 	if seg.Flags&FlagSYN == 0 { // fifth: neither SYN nor RST: drop
-		e.stats.DropsNoACK++
+		e.stats.DropsNoSYN++
 		return
 	}
 	e.synSentSYN(seg) // fourth
@@ -311,6 +326,9 @@ func (e *Endpoint) ackSynReceived(seg *Segment) bool {
 // FIN are to be processed.
 func (e *Endpoint) ackOurFIN(seg *Segment) bool {
 	ourFINAcked := e.snd.finAcked()
+	if e.state == StateClosing || e.state == StateLastAck || e.state == StateTimeWait {
+		e.ignoreText(seg) // the peer's FIN came: these states process no text
+	}
 	switch e.state {
 	case StateFinWait1:
 		if ourFINAcked {
@@ -350,7 +368,11 @@ func (e *Endpoint) ackOurFIN(seg *Segment) bool {
 // once. Its FIN, once RCV.NXT reaches it, is the eighth check (processFIN).
 func (e *Endpoint) processText(seg *Segment) {
 	fin := seg.Flags&FlagFIN != 0
-	if !e.state.canReceive() || (len(seg.Payload) == 0 && !fin) {
+	if len(seg.Payload) == 0 && !fin {
+		return
+	}
+	if !e.state.canReceive() {
+		e.ignoreText(seg)
 		return
 	}
 	if len(seg.Payload) > 0 {
@@ -386,6 +408,14 @@ func (e *Endpoint) processText(seg *Segment) {
 		return
 	}
 	e.ackReceived(filled)
+}
+
+// ignoreText counts the text of a segment that came after the peer's FIN
+// (CLOSE-WAIT, CLOSING, LAST-ACK, TIME-WAIT), which is ignored.
+func (e *Endpoint) ignoreText(seg *Segment) {
+	if len(seg.Payload) > 0 {
+		e.stats.DropsDataAfterFIN++ // RFC 9293 3.10.7.4 seventh: "should not occur ... Ignore the segment text"
+	}
 }
 
 // ackReceived ACKs in-order text (RFC 5681 4.2): at once when it filled a

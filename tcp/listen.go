@@ -77,11 +77,15 @@ type ListenerConfig struct {
 }
 
 // ListenerStats counts a listener's work. Every segment the listener drops
-// is counted in one of the Drops fields.
+// is counted in one of the Drops fields, by reason; one it answers with a
+// RST (an ACK in LISTEN, a segment after Close) in ResetsSent. The half-open
+// endpoints count their own drops (Counters), which are lost with them.
 type ListenerStats struct {
 	SYNsIn, Accepted, Refused uint64
 	DropsBacklog              uint64 // SYNs dropped: the half-open table was full and SYN cookies off
-	DropsOther                uint64 // RSTs (RFC 9293 3.10.7.2: ignored) and segments with neither SYN nor ACK
+	DropsRST                  uint64 // RSTs, ignored in LISTEN (RFC 9293 3.10.7.2)
+	DropsOther                uint64 // segments with none of SYN, ACK and RST (RFC 9293 3.10.7.2)
+	DropsBadFlags             uint64 // SYN with FIN or RST (badFlags), half-open connections' included
 	DropsAcceptQueue          uint64 // handshake-completing ACKs dropped (a cookie's too): the accept queue was full
 	ResetsSent                uint64
 	HalfOpenTimeouts          uint64 // half-open connections dropped when their SYN-ACK retries ran out
@@ -139,14 +143,18 @@ func (l *Listener) Stats() ListenerStats { return l.stats }
 // HandleSegment processes a segment for id (id.Local is the listening side)
 // that matches no established endpoint (RFC 9293 3.10.7.2).
 func (l *Listener) HandleSegment(id ID, seg *Segment) {
+	f := seg.Flags
+	if badFlags(f) {
+		l.stats.DropsBadFlags++ // SYN+FIN, SYN+RST: dropped, as Linux does in LISTEN
+		return
+	}
 	if ep := l.half[id]; ep != nil {
 		ep.HandleSegment(seg)
 		return
 	}
-	f := seg.Flags
 	switch {
 	case f&FlagRST != 0:
-		l.stats.DropsOther++ // RFC 9293 3.10.7.2: an incoming RST is ignored
+		l.stats.DropsRST++ // RFC 9293 3.10.7.2: an incoming RST is ignored
 	case f&FlagACK != 0 && !l.closed && l.cookieACK(id, seg):
 		// RFC 4987 3.6: the ACK of a SYN cookie
 	case f&FlagACK != 0 || l.closed:
@@ -155,7 +163,7 @@ func (l *Listener) HandleSegment(id ID, seg *Segment) {
 			l.out.Send(id, &r)
 		}
 	case f&FlagSYN == 0:
-		l.stats.DropsOther++
+		l.stats.DropsOther++ // RFC 9293 3.10.7.2: "any other control or text-bearing segment": drop
 	default:
 		l.handleSYN(id, seg)
 	}

@@ -489,3 +489,120 @@ func TestSynFlood(t *testing.T) {
 		}
 	})
 }
+
+// badFlagSets are the flag combinations dropped unanswered in every state.
+var badFlagSets = []Flags{
+	FlagSYN | FlagFIN,
+	FlagSYN | FlagRST,
+	FlagSYN | FlagFIN | FlagPSH | FlagURG, // nmap's fingerprinting probe
+	FlagSYN | FlagRST | FlagACK,
+	FlagSYN | FlagFIN | FlagACK,
+}
+
+func TestBadFlags(t *testing.T) {
+	t.Run("LISTEN: dropped, counted, no connection, no cookie", func(t *testing.T) {
+		for _, cfg := range []ListenerConfig{{}, {SynCookies: SynCookiesAlways}} {
+			h := listen(t, cfg)
+			for _, f := range badFlagSets {
+				s := h.peerSyn()
+				s.Flags = f
+				h.send(s)
+			}
+			h.expectNone()
+			if st := h.ln.Stats(); st.DropsBadFlags != uint64(len(badFlagSets)) || st.SYNsIn != 0 || st.SynCookiesSent != 0 || h.ln.HalfOpen() != 0 {
+				t.Fatalf("stats %+v half-open %d: want %d bad-flag drops and nothing else", st, h.ln.HalfOpen(), len(badFlagSets))
+			}
+		}
+	})
+	t.Run("SYN-RECEIVED: the listener drops them before the half-open connection", func(t *testing.T) {
+		h := listen(t, ListenerConfig{})
+		syn := h.peerSyn()
+		h.send(syn)
+		h.expect(flagsAre(FlagSYN | FlagACK))
+		for _, f := range badFlagSets {
+			s := syn
+			s.Flags = f
+			h.ln.HandleSegment(testID, &s) // a SYN alone would get the SYN-ACK again
+		}
+		h.expectNone()
+		if st := h.ln.Stats(); st.DropsBadFlags != uint64(len(badFlagSets)) || h.ln.HalfOpen() != 1 {
+			t.Fatalf("bad-flag drops %d half-open %d, want %d 1", st.DropsBadFlags, h.ln.HalfOpen(), len(badFlagSets))
+		}
+	})
+	t.Run("SYN-SENT: a SYN-ACK with FIN or RST is dropped", func(t *testing.T) {
+		h := newHarness(t)
+		h.dial(testConfig())
+		for _, f := range []Flags{FlagFIN, FlagRST} {
+			s := h.peerSynAck()
+			s.Flags |= f
+			h.ep.HandleSegment(&s)
+		}
+		h.expectNone()
+		h.wantState(StateSynSent)
+		if i := h.ep.Info(); i.DropsBadFlags != 2 || i.ResetsReceived != 0 {
+			t.Fatalf("bad-flag drops %d resets %d, want 2 0", i.DropsBadFlags, i.ResetsReceived)
+		}
+	})
+	t.Run("ESTABLISHED: no challenge ACK, no reset", func(t *testing.T) {
+		h := established(t, testConfig())
+		for _, f := range badFlagSets {
+			h.ep.HandleSegment(new(h.seg(f, nil))) // at RCV.NXT: a RST there would close
+		}
+		h.expectNone()
+		h.wantState(StateEstablished)
+		if i := h.ep.Info(); i.DropsBadFlags != uint64(len(badFlagSets)) || i.ChallengeACKs != 0 {
+			t.Fatalf("bad-flag drops %d challenge ACKs %d, want %d 0", i.DropsBadFlags, i.ChallengeACKs, len(badFlagSets))
+		}
+	})
+	t.Run("TIME-WAIT: no reuse, no ACK", func(t *testing.T) {
+		h := passiveTimeWait(t, true)
+		s := h.peerSyn()
+		s.Flags |= FlagFIN
+		s.Seq = peerISS + 100000
+		s.Options.TSVal += 1000
+		if h.ln.ReuseTimeWait(h.ep, &s) {
+			t.Fatal("ReuseTimeWait took a SYN+FIN")
+		}
+		h.ep.HandleSegment(&s)
+		h.expectNone()
+		h.wantState(StateTimeWait)
+		if i := h.ep.Info(); i.DropsBadFlags != 1 {
+			t.Fatalf("bad-flag drops %d, want 1", i.DropsBadFlags)
+		}
+	})
+}
+
+// TestDropCounters: the drop paths that had no counter of their own.
+func TestDropCounters(t *testing.T) {
+	t.Run("SYN-SENT: neither SYN nor RST", func(t *testing.T) {
+		h := newHarness(t)
+		h.dial(testConfig())
+		h.pack = testISS + 1
+		h.send(h.seg(FlagACK, nil))
+		h.expectNone()
+		if i := h.ep.Info(); i.DropsNoSYN != 1 || i.DropsNoACK != 0 {
+			t.Fatalf("DropsNoSYN %d DropsNoACK %d, want 1 0", i.DropsNoSYN, i.DropsNoACK)
+		}
+	})
+	t.Run("data after the peer's FIN", func(t *testing.T) {
+		h := established(t, noTLPConfig())
+		h.send(h.seg(FlagACK|FlagFIN, nil))
+		h.expect(flagsAre(FlagACK), ackIs(peerISS+2))
+		h.wantState(StateCloseWait)
+		h.pseq = peerISS + 2
+		h.send(h.seg(FlagACK, []byte("late")))
+		if i := h.ep.Info(); i.DropsDataAfterFIN != 1 || h.ep.Readable() != 0 {
+			t.Fatalf("DropsDataAfterFIN %d readable %d, want 1 0", i.DropsDataAfterFIN, h.ep.Readable())
+		}
+	})
+	t.Run("LISTEN: RST, and neither SYN nor ACK", func(t *testing.T) {
+		h := listen(t, ListenerConfig{})
+		h.send(h.seg(FlagRST, nil))
+		h.send(h.seg(FlagFIN, nil))
+		h.send(h.seg(0, nil))
+		h.expectNone()
+		if st := h.ln.Stats(); st.DropsRST != 1 || st.DropsOther != 2 {
+			t.Fatalf("DropsRST %d DropsOther %d, want 1 2", st.DropsRST, st.DropsOther)
+		}
+	})
+}
