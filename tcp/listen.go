@@ -18,7 +18,7 @@ const (
 	DefaultSynAckRetries = 5
 	// SynAckRetriesUnderPressure caps the SYN-ACK retries while the
 	// half-open table is under pressure (Linux lowers them when it is more
-	// than half full, in reqsk_timer_handler): resends at 1 and 3 s, dropped
+	// than half full, in reqsk_timer_handler; here: or was in the last 8 s): resends at 1 and 3 s, dropped
 	// at 7 s, so that SYNs nobody ACKs cannot hold the table for a minute.
 	SynAckRetriesUnderPressure = 2
 	// pressureHold is how long the table stays under pressure after it was
@@ -27,6 +27,9 @@ const (
 	// same rule (Linux's count at each expiry lets the first drops lift the
 	// pressure from the rest).
 	pressureHold = 8 * time.Second
+	// minPressureTable: a table is under pressure when more than half of
+	// max(Backlog, minPressureTable) is taken (Linux reqsk_timer_handler).
+	minPressureTable = 8
 )
 
 // SynCookieMode says when a Listener answers SYNs with SYN cookies (RFC 4987
@@ -51,8 +54,9 @@ type ListenerConfig struct {
 	Backlog int
 	// SynAckRetries is how many times a half-open connection's SYN-ACK is
 	// resent before it is dropped; at most SynAckRetriesUnderPressure while
-	// more than half of Backlog is taken. Zero means DefaultSynAckRetries;
-	// negative means none. (Config.SYNRetries is the active open's.)
+	// more than half of the table (of max(Backlog, 8)) is taken, or was in
+	// the last 8 s. Zero means DefaultSynAckRetries; negative means none.
+	// (Config.SYNRetries is the active open's.)
 	SynAckRetries int
 	// SynCookies says when SYNs get SYN cookies (RFC 4987 3.6, cookie.go);
 	// the zero value is SynCookiesWhenFull. DisableSynCookies turns them off.
@@ -214,9 +218,10 @@ func (l *Listener) synAckRetries() int {
 }
 
 // notePressure records the instant if the half-open table is more than half
-// full.
+// full, counting a table as 8 at least (Linux's max(8, backlog)), so that a
+// small one is not under pressure with a few entries.
 func (l *Listener) notePressure() {
-	if 2*len(l.half) > l.cfg.Backlog {
+	if 2*len(l.half) > max(l.cfg.Backlog, minPressureTable) {
 		l.pressureAt, l.pressured = l.w.Now(), true
 	}
 }

@@ -394,10 +394,10 @@ func TestSynAckRetries(t *testing.T) {
 		}
 	})
 	t.Run("more than half the table taken: resent at 1, 3 s, dropped at 7 s", func(t *testing.T) {
-		h := listen(t, ListenerConfig{Backlog: 4})
-		h.flood(0, 3) // 3 of 4: more than half
-		if n, _ := h.drain(); n != 3 {
-			t.Fatalf("SYN-ACKs: got %d, want 3", n)
+		h := listen(t, ListenerConfig{Backlog: 16})
+		h.flood(0, 9) // 9 of 16: more than half
+		if n, _ := h.drain(); n != 9 {
+			t.Fatalf("SYN-ACKs: got %d, want 9", n)
 		}
 		for _, at := range []time.Duration{1, 3} {
 			h.advanceTo(at*time.Second - testTick)
@@ -405,27 +405,35 @@ func TestSynAckRetries(t *testing.T) {
 				t.Fatalf("at %v: %d SYN-ACKs, want none yet", h.now(), n)
 			}
 			h.advanceTo(at * time.Second)
-			if n, _ := h.drain(); n != 3 {
-				t.Fatalf("at %v: %d SYN-ACKs, want 3", h.now(), n)
+			if n, _ := h.drain(); n != 9 {
+				t.Fatalf("at %v: %d SYN-ACKs, want 9", h.now(), n)
 			}
 		}
 		h.advanceTo(7*time.Second - testTick)
-		if h.ln.HalfOpen() != 3 {
-			t.Fatalf("at %v: half-open %d, want 3", h.now(), h.ln.HalfOpen())
+		if h.ln.HalfOpen() != 9 {
+			t.Fatalf("at %v: half-open %d, want 9", h.now(), h.ln.HalfOpen())
 		}
 		h.advanceTo(7 * time.Second)
 		if n, _ := h.drain(); n != 0 || h.ln.HalfOpen() != 0 || h.w.Len() != 0 {
 			t.Fatalf("at 7s: %d SYN-ACKs, half-open %d, timers %d; want 0 0 0", n, h.ln.HalfOpen(), h.w.Len())
 		}
 	})
-	t.Run("half the table or less: the full schedule", func(t *testing.T) {
-		h := listen(t, ListenerConfig{Backlog: 4})
-		h.flood(0, 2)
-		h.stepTo(time.Second, 3*time.Second, 7*time.Second)
-		if n, _ := h.drain(); n != 2*4 || h.ln.HalfOpen() != 2 {
-			t.Fatalf("by 7s: %d segments, half-open %d; want 8 (SYN-ACK and 3 resends each), 2", n, h.ln.HalfOpen())
-		}
-	})
+	for _, tc := range []struct {
+		name         string
+		backlog, use int
+	}{
+		{"half the table: the full schedule", 16, 8},
+		{"a small table counts as 8: 3 of 4 is no pressure", 4, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := listen(t, ListenerConfig{Backlog: tc.backlog})
+			h.flood(0, tc.use)
+			h.stepTo(time.Second, 3*time.Second, 7*time.Second)
+			if n, _ := h.drain(); n != tc.use*4 || h.ln.HalfOpen() != tc.use {
+				t.Fatalf("by 7s: %d segments, half-open %d; want %d (SYN-ACK and 3 resends each), %d", n, h.ln.HalfOpen(), tc.use*4, tc.use)
+			}
+		})
+	}
 }
 
 func TestSynFlood(t *testing.T) {
