@@ -27,7 +27,9 @@ import (
 // MSS not above the peer's. The check undoes the first two terms, takes the
 // count from the top 8 bits (valid for cookieMaxAge periods: the current one
 // and the one before), and recovers the index, which must be below
-// len(cookieMSS): any other ACK fails with a chance of 2^-22.
+// len(cookieMSS): an ACK that guesses passes with a chance of 2^-22 per
+// guess of the period. (An ACK or SEQ off by 1 to 3 may land on another
+// index: Linux's cookie has the same slack.)
 //
 // The SYN's other options cannot fit in the ISN. When both ends use
 // timestamps, they ride in the low 6 bits of our TSval (Linux's
