@@ -81,7 +81,10 @@ type Config struct {
 	MinRTO     time.Duration
 	MaxRTO     time.Duration
 
-	SYNRetries int // SYN and SYN-ACK retransmissions before giving up; -1 means none
+	// SYNRetries: SYN retransmissions of an active open (and SYN-ACK ones
+	// after a simultaneous open) before giving up; -1 means none. A
+	// Listener's half-open connections use ListenerConfig.SynAckRetries.
+	SYNRetries int
 	Retries2   int // RTO expirations in a row (no progress) before giving up
 	// UserTimeout (RFC 5482): the longest time sent data may stay
 	// unacknowledged before the connection is aborted. Zero means none.
@@ -112,7 +115,8 @@ type Config struct {
 	// (200 ms at least). Off, the stack follows RFC 8985 7.2 to the letter.
 	DisableRecoveryProbe bool
 	// TLPMaxAckDelay is RFC 8985 7.2's TLP.max_ack_delay, added to the probe
-	// timeout when a single segment without a FIN is in flight. Zero means
+	// timeout when a single segment is in flight, whatever it carries (our FIN
+	// too, as Linux adds TCP_RTO_MIN when packets_out == 1). Zero means
 	// DefaultTLPMaxAckDelay; negative means none.
 	TLPMaxAckDelay time.Duration
 	// TLPSlack is added to 2*SRTT in every PTO, or TLPMaxAckDelay if larger

@@ -16,8 +16,9 @@
 //     function each, named after the step: checkPAWS, checkSequence (first),
 //     checkRST (second), checkSYN (fourth), checkACK (fifth), processText
 //     (seventh), processFIN (eighth); handleSynchronized only drives them.
-//     Also option negotiation, the challenge-ACK limit (RFC 5961 7) and
-//     TIME-WAIT's entry.
+//     Also the flags dropped in every state (badFlags: SYN with FIN or RST),
+//     option negotiation, the challenge-ACK limit (RFC 5961 7), TIME-WAIT's
+//     entry and the test for its reuse (reusableBy).
 //   - snd.go: the sender (send sequence space, send buffer, retransmission
 //     queue of txSegs, retransmission and persist counts) and the send path:
 //     transmit, send (the fields every segment shares), output with SWS
@@ -36,8 +37,13 @@
 //   - timers.go: the endpoint's timers as an array indexed by timerKind, with
 //     one stopAll; their expiry functions (delayed ACK, keepalive, persist,
 //     TIME-WAIT/FIN-WAIT-2, user timeout); loopTimers and wheelTimers.
-//   - listen.go: the Listener (LISTEN, RFC 9293 3.10.7.2) and its half-open
-//     endpoints. config.go, segment.go, state.go, errors.go, buffer.go: the
+//   - listen.go: the Listener (LISTEN, RFC 9293 3.10.7.2), its half-open
+//     endpoints (at most Backlog; fewer SYN-ACK retries while the table is
+//     under pressure), and TIME-WAIT reuse (RFC 6191; the test is
+//     reusableBy, in input.go).
+//   - cookie.go: SYN cookies (RFC 4987 3.6) as Linux makes them, for SYNs
+//     beyond the half-open table: the cookie, and the SYN's options in our
+//     TSval's low bits. config.go, segment.go, state.go, errors.go, buffer.go: the
 //     configuration, the wire format, the states, errors and events, and the
 //     byte queue both buffers use.
 //
@@ -63,7 +69,9 @@
 //     an RTO event, RFC 6298 (5.4)-(5.7). SYN and SYN-ACK retransmissions are the
 //     same mechanism, with their own retry limit.
 //   - loss detection, RACK-TLP (RFC 8985, on unless Config.DisableRACKTLP): the
-//     tail-loss probe timeout (PTO, 2*SRTT + 2 ms) and RACK's reordering timer
+//     tail-loss probe timeout (PTO, 2*SRTT + 2 ms; 2*SRTT + TLP.max_ack_delay
+//     when one segment is in flight, whatever it carries, as Linux adds
+//     TCP_RTO_MIN) and RACK's reordering timer
 //     are two entries embedded in the Endpoint, beside the per-segment RTO
 //     entries, which stay as they are. A PTO is armed only when it comes
 //     before the oldest segment's RTO; its probe (new data, else the last
@@ -125,7 +133,9 @@
 // The stack parses the IP header, verifies the checksum (it needs the
 // pseudo-header), calls [ParseSegment], and demultiplexes by [ID]: to the
 // Endpoint that has it, else to the Listener of the local port, else it answers
-// with [ResetFor]. The endpoint's outgoing segments reach [Output.Send]; the
+// with [ResetFor]. A SYN for an Endpoint in TIME-WAIT goes first to the
+// Listener of its port, if there is one, through [Listener.ReuseTimeWait]
+// (RFC 6191), and to the Endpoint only if the Listener does not take it. The endpoint's outgoing segments reach [Output.Send]; the
 // stack encodes them with [Segment.Encode] and [SetChecksum]. The application
 // side (Read, Write, CloseWrite, Close, Abort) is non-blocking; the stack blocks
 // goroutines and wakes them on the [Event]s it is notified of.

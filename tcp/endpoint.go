@@ -54,7 +54,8 @@ func Dial(w *timer.Wheel, out Output, id ID, cfg Config) (*Endpoint, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := newEndpoint(wheelTimers{w}, out, id, cfg.withDefaults())
+	cfg = cfg.withDefaults()
+	e := newEndpoint(wheelTimers{w}, out, id, cfg, cfg.ISN(id, w.Now()))
 	e.state = StateSynSent
 	e.sendSYN()
 	e.flush()
@@ -64,10 +65,11 @@ func Dial(w *timer.Wheel, out Output, id ID, cfg Config) (*Endpoint, error) {
 	return e, nil
 }
 
-func newEndpoint(w loopTimers, out Output, id ID, cfg Config) *Endpoint {
+// newEndpoint returns an endpoint for id in CLOSED whose initial send
+// sequence number is iss.
+func newEndpoint(w loopTimers, out Output, id ID, cfg Config, iss seqnum.Value) *Endpoint {
 	e := &Endpoint{id: id, cfg: cfg, w: w, out: out}
 	e.rtt = newRTTEstimator(cfg.InitialRTO, cfg.MinRTO, cfg.MaxRTO, w.Tick())
-	iss := cfg.ISN(id, w.Now())
 	e.snd = newSender(iss)
 	e.fr.recover = iss
 	e.tsOffset = uint32(iss) // RFC 7323 5.4: a per-connection random offset
@@ -307,7 +309,11 @@ func (e *Endpoint) now() time.Duration { return e.w.Now() }
 func (e *Endpoint) tsVal() uint32 { return e.tsAt(e.now()) }
 
 // tsAt is our timestamp clock's value at the wheel's instant t.
-func (e *Endpoint) tsAt(t time.Duration) uint32 { return uint32(t/time.Millisecond) + e.tsOffset }
+func (e *Endpoint) tsAt(t time.Duration) uint32 { return tsClock(t, e.tsOffset) }
+
+// tsClock is a timestamp clock of 1 ms per tick (RFC 7323 5.4) with the
+// connection's offset, at the wheel's instant t.
+func tsClock(t time.Duration, offset uint32) uint32 { return uint32(t/time.Millisecond) + offset }
 
 // Info is a snapshot of the connection, like Linux's TCP_INFO.
 type Info struct {
@@ -341,7 +347,29 @@ type Info struct {
 	Counters
 }
 
-// Counters count what the endpoint did and what it dropped.
+// Counters count what the endpoint did and what it dropped. Every segment
+// the endpoint drops, whole or in part, is counted once, by reason:
+//
+//   - DropsClosed: it arrived in CLOSED.
+//   - DropsBadFlags: SYN with FIN or RST, in any state (badFlags).
+//   - DropsBadACK: in SYN-SENT an ACK of something but our SYN (answered
+//     with a RST); in SYN-RECEIVED an unacceptable ACK (a RST); later an ACK
+//     of data not yet sent (an ACK) or older than the largest window allows
+//     (RFC 5961 5.2: a challenge ACK, counted as well).
+//   - DropsNoSYN: in SYN-SENT, neither SYN nor RST.
+//   - DropsNoACK: a RST without ACK in SYN-SENT; no ACK after it.
+//   - DropsPAWS: an older timestamp (RFC 7323 5.3), answered with an ACK.
+//   - DropsOutOfWindow: outside the receive window (RFC 9293 3.10.7.4,
+//     first check), answered with an ACK unless it is a RST.
+//   - ChallengeACKs, DropsRateLimited: a RST in the window but not at
+//     RCV.NXT, or a SYN, in a synchronized state (RFC 5961 3.2, 4.2): it is
+//     dropped and answered with a challenge ACK (ChallengeACKs), or not, when
+//     the rate limit (RFC 5961 7) holds it back (DropsRateLimited).
+//   - DropsOOOLimit: out-of-order data beyond what the queue keeps.
+//   - DropsDataAfterFIN: data after the peer's FIN (RFC 9293 3.10.7.4,
+//     seventh: ignored); the rest of the segment is processed.
+//   - ListenerStats.DropsAcceptQueue: the ACK that would complete the
+//     handshake of a half-open connection while the accept queue is full.
 type Counters struct {
 	SegsIn, SegsOut                 uint64
 	DataSegsOut, DataSegsIn         uint64
@@ -364,7 +392,8 @@ type Counters struct {
 	DropsOutOfWindow, DropsPAWS     uint64
 	DropsNoACK, DropsBadACK         uint64
 	DropsRateLimited, DropsOOOLimit uint64
-	DropsClosed                     uint64
+	DropsClosed, DropsBadFlags      uint64
+	DropsNoSYN, DropsDataAfterFIN   uint64
 	TimerErrors                     uint64
 	RTTSamples                      uint64
 }

@@ -9,16 +9,31 @@ import "time"
 func (e *Endpoint) HandleSegment(seg *Segment) {
 	defer e.flush()
 	e.stats.SegsIn++
-	switch e.state {
-	case StateClosed:
+	switch {
+	case e.state == StateClosed:
 		e.stats.DropsClosed++
 		return
+	case badFlags(seg.Flags):
+		e.stats.DropsBadFlags++
+		return
+	}
+	switch e.state {
 	case StateSynSent:
 		e.handleSynSent(seg)
 		return
 	}
 	e.handleSynchronized(seg)
 }
+
+// badFlags reports a SYN with FIN or RST, which no TCP sends (T/TCP's SYN+FIN,
+// RFC 1644, is historic): such segments are dropped unanswered, in every
+// state, by endpoints and listeners alike, so that they neither open
+// connections nor fingerprint the stack. Linux drops SYN+FIN in LISTEN
+// (tcp_rcv_state_process: "if (th->fin) goto discard") and a RST there in
+// any case; in the synchronized states it would answer SYN+FIN with a
+// challenge ACK (RFC 5961 4.2) and take SYN+RST as a RST. Here they are
+// dropped there too, as FreeBSD's net.inet.tcp.drop_synfin does.
+func badFlags(f Flags) bool { return f&FlagSYN != 0 && f&(FlagFIN|FlagRST) != 0 }
 
 // negotiate applies the options of the peer's SYN or SYN-ACK.
 func (e *Endpoint) negotiate(seg *Segment) {
@@ -58,7 +73,7 @@ func (e *Endpoint) handleSynSent(seg *Segment) {
 	}
 	// third, security: no IP security option is kept (RFC 9293 3.10.7.3)
 	if seg.Flags&FlagSYN == 0 { // fifth: neither SYN nor RST: drop
-		e.stats.DropsNoACK++
+		e.stats.DropsNoSYN++
 		return
 	}
 	e.synSentSYN(seg) // fourth
@@ -311,6 +326,9 @@ func (e *Endpoint) ackSynReceived(seg *Segment) bool {
 // FIN are to be processed.
 func (e *Endpoint) ackOurFIN(seg *Segment) bool {
 	ourFINAcked := e.snd.finAcked()
+	if e.state == StateClosing || e.state == StateLastAck || e.state == StateTimeWait {
+		e.ignoreText(seg) // the peer's FIN came: these states process no text
+	}
 	switch e.state {
 	case StateFinWait1:
 		if ourFINAcked {
@@ -350,7 +368,11 @@ func (e *Endpoint) ackOurFIN(seg *Segment) bool {
 // once. Its FIN, once RCV.NXT reaches it, is the eighth check (processFIN).
 func (e *Endpoint) processText(seg *Segment) {
 	fin := seg.Flags&FlagFIN != 0
-	if !e.state.canReceive() || (len(seg.Payload) == 0 && !fin) {
+	if len(seg.Payload) == 0 && !fin {
+		return
+	}
+	if !e.state.canReceive() {
+		e.ignoreText(seg)
 		return
 	}
 	if len(seg.Payload) > 0 {
@@ -386,6 +408,14 @@ func (e *Endpoint) processText(seg *Segment) {
 		return
 	}
 	e.ackReceived(filled)
+}
+
+// ignoreText counts the text of a segment that came after the peer's FIN
+// (CLOSE-WAIT, CLOSING, LAST-ACK, TIME-WAIT), which is ignored.
+func (e *Endpoint) ignoreText(seg *Segment) {
+	if len(seg.Payload) > 0 {
+		e.stats.DropsDataAfterFIN++ // RFC 9293 3.10.7.4 seventh: "should not occur ... Ignore the segment text"
+	}
 }
 
 // ackReceived ACKs in-order text (RFC 5681 4.2): at once when it filled a
@@ -429,6 +459,25 @@ func (e *Endpoint) enterTimeWait() {
 	e.setState(StateTimeWait)
 	e.stopAll(timerClose)
 	e.startTimer(timerClose, e.cfg.TimeWait) // RFC 9293 3.10.7.4: TIME-WAIT lasts 2 MSL
+}
+
+// reusableBy reports whether seg, arriving in TIME-WAIT, is the SYN of a new
+// incarnation of the connection (RFC 6191 2, as Linux's
+// tcp_timewait_state_process): a SYN alone, not older by its timestamp than
+// TS.Recent (PAWS), and either newer by it or above RCV.NXT. (Linux compares
+// the timestamp with tw_ts_recent even when the old connection had none, where
+// it is 0; here the timestamp counts only when both incarnations use them,
+// as RFC 6191 says.)
+func (e *Endpoint) reusableBy(seg *Segment) bool {
+	if e.state != StateTimeWait || seg.Flags&(FlagSYN|FlagACK|FlagRST|FlagFIN) != FlagSYN {
+		return false
+	}
+	ts := e.tsOK && seg.Options.TS
+	if ts && tsBefore(seg.Options.TSVal, e.tsRecent) {
+		return false // RFC 6191 2, RFC 7323 5.3: an older timestamp: a duplicate from the old incarnation
+	}
+	return e.rcv.nxt.LessThan(seg.Seq) || // RFC 9293 3.6.1, RFC 1122 4.2.2.13: its ISN above the old RCV.NXT
+		(ts && tsBefore(e.tsRecent, seg.Options.TSVal)) // RFC 6191 2: a newer timestamp
 }
 
 // challengeLimit bounds the challenge ACKs (RFC 5961 7): at most

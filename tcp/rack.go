@@ -284,21 +284,23 @@ func (e *Endpoint) recoveryProbeAllowed() bool {
 
 // armPTO (re)starts the probe timeout (RFC 8985 7.2), or stops it when no
 // probe may be scheduled. In fast recovery, the same timeout arms the
-// recovery probe (recoveryProbeAllowed), restarted by every ACK. The PTO is 2*SRTT plus Config.TLPSlack (Linux's
-// TCP_TIMEOUT_MIN, 2 ms), or plus TLP.max_ack_delay when the flight is one
-// segment that does not carry our FIN (a FIN is ACKed at once:
-// processFIN here, tcp_fin in Linux's FIN-WAIT-2, and otherwise the peer's own
-// FIN usually follows). RFC 8985 7.2 caps the PTO at the RTO's expiry; here a
-// PTO that would not come first is not armed at all, and the RTO entry of the
-// oldest segment fires as it always does.
+// recovery probe (recoveryProbeAllowed), restarted by every ACK. The PTO is
+// 2*SRTT plus Config.TLPSlack (Linux's TCP_TIMEOUT_MIN, 2 ms), or plus
+// TLP.max_ack_delay when the flight is one segment, whatever it carries (data,
+// our FIN, both): Linux's tcp_schedule_loss_probe adds TCP_RTO_MIN whenever
+// packets_out == 1. (A FIN is not answered faster than data: a peer that
+// delays its ACKs, or a busy one, may hold the ACK of our FIN too, and a probe
+// ahead of it is a spurious resend.) RFC 8985 7.2 caps the PTO at the RTO's
+// expiry; here a PTO that would not come first is not armed at all, and the
+// RTO entry of the oldest segment fires as it always does.
 func (e *Endpoint) armPTO() {
 	if !e.tlpAllowed() && !e.recoveryProbeAllowed() {
 		e.stopTimer(timerPTO)
 		return
 	}
 	extra := max(e.cfg.TLPSlack, 0) // as Linux: 2*SRTT + TCP_TIMEOUT_MIN
-	if len(e.snd.rtxq) == 1 && e.snd.rtxq[0].flags&FlagFIN == 0 {
-		extra = max(extra, e.cfg.TLPMaxAckDelay) // RFC 8985 7.2: FlightSize is one segment: PTO += TLP.max_ack_delay
+	if len(e.snd.rtxq) == 1 {
+		extra = max(extra, e.cfg.TLPMaxAckDelay) // RFC 8985 7.2: FlightSize is one segment: PTO += TLP.max_ack_delay (WCDelAckT)
 	}
 	pto := 2*e.rtt.srtt + extra // RFC 8985 7.2: PTO = 2*SRTT
 	if pto >= e.snd.rtxq[0].rtoAt-e.now() {

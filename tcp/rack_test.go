@@ -103,15 +103,40 @@ func TestTLP(t *testing.T) {
 		h.expect(lenIs(100))
 		h.expectAt(t0+2*tlpRTT+25*time.Millisecond, lenIs(100), seqIs(segSeq(0)))
 	})
-	t.Run("one segment with our FIN: no ACK delay", func(t *testing.T) {
-		h := establishedRTT(t, testConfig(), tlpRTT)
+	t.Run("one segment with our FIN: PTO adds TLP.max_ack_delay too", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.TLPMaxAckDelay = 25 * time.Millisecond
+		h := establishedRTT(t, cfg, tlpRTT)
 		h.ep.Write(data(100))
 		h.ep.CloseWrite()
 		h.expect(lenIs(100))
 		h.expect(flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
 		h.advance(tlpRTT)
 		h.ackUpTo(segSeq(0) + 100) // the data arrived; the FIN alone is in flight
-		h.expectAt(t0+tlpRTT+pto, flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
+		h.advanceTo(t0 + tlpRTT + pto)
+		h.expectNone() // 2*SRTT + 2 ms: the ACK of a FIN may be delayed as well
+		// RFC 8985 7.2 (Linux tcp_schedule_loss_probe: packets_out == 1): PTO = 2*SRTT + TLP.max_ack_delay
+		h.expectAt(t0+tlpRTT+2*tlpRTT+25*time.Millisecond, flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
+		if i := h.ep.Info(); i.TLPProbes != 1 || i.RTOEvents != 0 {
+			t.Fatalf("probes %d RTO events %d, want 1 0", i.TLPProbes, i.RTOEvents)
+		}
+	})
+	t.Run("one segment with our FIN, default TLP.max_ack_delay: the RTO comes first", func(t *testing.T) {
+		h := establishedRTT(t, testConfig(), tlpRTT)
+		h.ep.Write(data(100))
+		h.ep.CloseWrite()
+		h.expect(lenIs(100))
+		h.expect(flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
+		h.advance(tlpRTT)
+		h.ackUpTo(segSeq(0) + 100) // the FIN alone is in flight: 2*SRTT + 200 ms is past its RTO
+		if h.ep.timers[timerPTO].Pending() {
+			t.Fatal("PTO armed beyond the RTO")
+		}
+		// RFC 8985 7.2: the PTO is capped by the RTO: the FIN's own RTO entry, from its send at t0.
+		h.expectAt(t0+200*time.Millisecond, flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
+		if i := h.ep.Info(); i.TLPProbes != 0 || i.RTOEvents != 1 {
+			t.Fatalf("probes %d RTO events %d, want 0 1", i.TLPProbes, i.RTOEvents)
+		}
 	})
 	t.Run("an ACK of new data restarts the PTO", func(t *testing.T) {
 		h := establishedRTT(t, testConfig(), tlpRTT)

@@ -473,7 +473,11 @@ func (e *Endpoint) onRTO(s *txSeg) {
 	}
 	e.stats.RTOEvents++
 	if head.flags&FlagSYN != 0 {
-		if e.snd.synRetries >= e.cfg.SYNRetries {
+		limit := e.cfg.SYNRetries
+		if l := e.listener; l != nil {
+			limit = l.synAckRetries() // a half-open connection's (ListenerConfig.SynAckRetries)
+		}
+		if e.snd.synRetries >= limit {
 			e.abort(ErrTimeout, e.state == StateSynReceived && !e.passive) // retry limit (Linux tcp_syn_retries, tcp_synack_retries)
 			return
 		}

@@ -40,7 +40,7 @@ import (
 // in-flight segment keeps its own RTO entry exactly as without RACK-TLP, and
 // the PTO and the reordering timer are two more entries on the same wheel,
 // armed with Start and cancelled with Stop. The PTO (2*SRTT + Config.TLPSlack,
-// or + TLP.max_ack_delay for a lone segment without our FIN) is armed only if it
+// or + TLP.max_ack_delay for a lone segment, our FIN included) is armed only if it
 // expires before the oldest segment's RTO entry (RFC 8985 7.2 caps it at the
 // RTO; here the RTO itself fires instead). When it fires, the probe (new data,
 // else the last segment again) goes out and the RTO entries keep running: the
