@@ -78,6 +78,13 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 	s.counters.SegmentsIn++
 	id := tcp.ID{Local: netip.AddrPortFrom(dst, seg.DstPort), Remote: netip.AddrPortFrom(src, seg.SrcPort)}
 	if c := s.conns[id]; c != nil {
+		// RFC 6191: a new SYN on the 4-tuple of a connection in TIME-WAIT
+		// opens a new connection when its timestamp or sequence number is
+		// newer; the listener closes the old one (its EventClosed makes the
+		// Conn forget the tuple) and answers with a SYN-ACK.
+		if l := s.listeners[seg.DstPort]; l != nil && seg.Flags&tcp.FlagSYN != 0 && l.tl.ReuseTimeWait(c.ep, &seg) {
+			return
+		}
 		c.ep.HandleSegment(&seg)
 		return
 	}
