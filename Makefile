@@ -1,33 +1,53 @@
 # tcpwheel: a userspace TCP/IP stack whose every TCP timer runs on a hashed timing wheel.
-# sudo may drop /usr/local/go/bin from PATH: fall back to it.
+# sudo may drop /usr/local/go/bin from PATH: fall back to it, and put go's
+# directory first on PATH for every recipe (staticcheck runs `go list`).
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
+GOFMT   ?= $(shell $(GO) env GOROOT)/bin/gofmt
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: all build test vet fmt fmt-check bench fuzz run deps
+# staticcheck, pinned: installed with `go install` (through the module proxy)
+# into the first GOPATH's bin when that holds no staticcheck of this version.
+STATICCHECK_VERSION ?= 0.8.2
+TOOLBIN     ?= $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
+STATICCHECK ?= $(TOOLBIN)/staticcheck
+
+.PHONY: all build test lint vet fmt fmt-check staticcheck bench fuzz run deps
 
 all: build
 
+# Compiles every package and writes the CLI to ./bin/tcpwheel.
 build:
 	$(GO) build ./...
+	$(GO) build -o bin/tcpwheel ./cmd/tcpwheel
 
 # Installs what the tests need (tcpdump, iproute2, ...) when missing.
 deps:
 	@scripts/deps.sh
 
 fmt:
-	gofmt -w $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
+	$(GOFMT) -w $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 
 fmt-check:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@out=$$($(GOFMT) -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet:
 	$(GO) vet ./...
 
+staticcheck:
+	@$(STATICCHECK) -version 2>/dev/null | grep -qF '($(STATICCHECK_VERSION))' || { \
+		echo "installing staticcheck $(STATICCHECK_VERSION) into $(TOOLBIN)"; \
+		GOBIN=$(TOOLBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@v$(STATICCHECK_VERSION); }
+	$(STATICCHECK) ./...
+
+# gofmt check, go vet and staticcheck: each must print nothing.
+lint: fmt-check vet staticcheck
+
 # The README's test command. Integration tests need root and /dev/net/tun; with
 # CI=true they fail instead of skipping when those are missing.
-test: deps fmt-check vet
+test: deps lint
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 # Benchmarks: the wheel against time.AfterFunc, time.Timer.Reset and gVisor's clock
@@ -40,5 +60,11 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzWheel -fuzztime 60s ./timer/
 
+# The built binary, not `go run` (which exits 1 when its program is
+# interrupted). On a terminal, `set -m` runs it as a job of its own that holds
+# the terminal, so that Ctrl-C interrupts tcpwheel alone, not make and the
+# shell as well (make would report "Interrupt" and die of the signal). tcpwheel
+# exits 0 after a SIGINT or SIGTERM it handled; 130 (a SIGINT before its
+# handler was installed) counts as a clean stop as well.
 run: build
-	$(GO) run ./cmd/tcpwheel run $(ARGS)
+	@if [ -t 0 ]; then set -m; fi; ./bin/tcpwheel run $(ARGS) || [ $$? -eq 130 ]
