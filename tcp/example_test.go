@@ -20,10 +20,11 @@ import (
 //
 // The client's first data segment is dropped on the way. Nothing is heard
 // of it, so its own retransmission timer, started when it was sent, fires
-// exactly one RTO later (RFC 6298: the 200 ms minimum, for the handshake
-// measured an RTT of 20 ms) and the segment is sent again. (A tail-loss
-// probe, RFC 8985, is not armed: with one segment in flight it would come at
-// 2*SRTT + 200 ms, after the RTO.) The server acknowledges it when its
+// exactly one RTO later and the segment is sent again. The RTO is RFC 6298's
+// SRTT + 4*RTTVAR from the handshake's 20 ms sample, 60 ms, raised to
+// Config.MinRTO, 200 ms by default as in Linux. (A tail-loss probe, RFC
+// 8985, is not armed: with one segment in flight it would come at 2*SRTT +
+// 200 ms, after the RTO.) The server acknowledges the segment when its
 // delayed-ACK timer fires, 40 ms later, and that ACK stops the segment's
 // retransmission timer (STOP_TIMER).
 func Example() {
