@@ -18,24 +18,49 @@
 //     any goroutine may start and stop its timers. The gVisor clock adapter
 //     (loop/tcpipclock) is built on it.
 //
-// # Order of work
+// # Order of work: input before expiry
 //
-// Each turn of a Loop does, in this order:
+// A timer is only as good as its loop on a busy machine. When the loop wakes
+// late (its thread was preempted, or it was busy), the device may already hold
+// the packet that makes a due timer moot: the ACK of the segment whose
+// retransmission timer is due. The rule is therefore: a wake first takes the
+// work that is already waiting, then advances the wheel. A timer whose segment
+// was acknowledged by a packet that arrived before the loop got to it does not
+// fire. Each turn of a Loop does, in this order:
 //
-//  1. expiry: the wheel is advanced to the clock's now and the due entries run
-//     (EXPIRY_PROCESSING);
-//  2. posted functions, in the order they were posted, each after a fresh
-//     Advance to now, so that a timer one of them starts measures from when it
-//     runs;
-//  3. the callbacks of the watched descriptors that the last epoll_wait found
-//     readable (a device's packets, for package stack's direct path).
+//  1. posted functions, in the order they were posted (application calls, and
+//     the reader goroutine's packets on package stack's reader path);
+//  2. input: the callbacks of the watched descriptors found readable (a
+//     device's packets, for package stack's direct path). If a timer is due,
+//     the descriptors are polled again first (epoll_wait with no timeout), so
+//     that what arrived since the wake, or while the posted functions ran, is
+//     seen before the expiry;
+//  3. expiry: the wheel is advanced to the clock's now and the due entries run
+//     (EXPIRY_PROCESSING).
 //
-// Then it sleeps until the wheel's next deadline, a Post, or a readable
-// descriptor; if something is due already it only polls the descriptors,
-// without blocking, and goes round again. (So a packet that arrived before a
-// timer's deadline but is read in the same turn comes after that timer's
-// expiry. The order lives in one place, the loop's turn method, so that
-// input before expiry is an edit there.)
+// Before each posted function and before the input, the wheel's Now is moved
+// to the clock without running anything ([timer.Wheel.MoveNow]): a timer the
+// work starts measures from when it runs (a delayed ACK, a tail-loss probe,
+// the RTO of the segments an ACK lets out), while the timers already due stay
+// pending until step 3, where a Stop by the work has taken them off. Moving Now
+// is how both hold at once: an Advance before the input would fire what the
+// input cancels, and no Advance at all would start the input's timers from a
+// stale Now, early by however late the wake was. (A design that expired only up
+// to the packet's arrival instant is not open to us: a TUN gives no arrival
+// times. The wheel stops short of its first due slot instead.)
+//
+// The input is bounded so that a flood cannot starve the timers: the loop calls
+// each readable descriptor's callback once per turn, and the callback reads a
+// bounded batch (package stack reads at most 256 packets; level-triggered
+// readiness brings it back next turn for the rest). Posted functions are those
+// taken at the turn's start; what they post runs next turn.
+//
+// Then the loop sleeps until the wheel's next deadline, a Post, or a readable
+// descriptor; if something is due already it goes round again at once. The
+// order lives in one place, the loop's turn method.
+//
+// [Manual.Wake] is such a turn on the manual loop: a late wake at an instant of
+// the caller's choosing, with the input that waits for it.
 //
 // # Concurrency
 //

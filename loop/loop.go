@@ -18,8 +18,9 @@ import (
 // The loop owns its wheel: from New until Close returns, only the loop's
 // goroutine may touch it, which it does in expiry callbacks, in functions given
 // to Post and in Watch callbacks. Timers started there measure from
-// [timer.Wheel.Now], which the loop refreshes (Advance(clock.Now())) before it
-// runs each posted function.
+// [timer.Wheel.Now], which the loop moves to the clock (timer.Wheel.MoveNow,
+// which expires nothing) before its input and before each posted function;
+// expiry comes last in a turn (see the package doc, "Order of work").
 //
 // On Linux the goroutine is locked to its thread, whose timer slack is 1 ns, and
 // sleeps in epoll_wait on a timerfd (absolute CLOCK_MONOTONIC deadlines, ns
@@ -110,8 +111,9 @@ func (l *Loop) SetSpin(window time.Duration) error {
 }
 
 // Post queues f to run on the loop's goroutine, where it may use the wheel.
-// Posted functions run in order, each after the wheel has been advanced to the
-// current time (with a Shared, once per batch of functions posted together).
+// Posted functions run in order, each with the wheel's Now moved to the current
+// time (timer.Wheel.MoveNow), before the turn's expiry: a due timer that f
+// stops does not fire.
 // Post wakes the loop only when it is asleep, so posting to a busy loop costs no
 // system call. Every function accepted before Close runs before the loop stops.
 // Post fails with timer.ErrClosed after Close and timer.ErrNoFunc for a nil f.
@@ -202,24 +204,34 @@ func (l *Loop) run(started chan<- error) {
 	l.closeErr = l.p.close()
 }
 
-// turn is one round of the loop's work, in this order (see the package doc):
+// turn is one round of the loop's work, input before expiry (see the package
+// doc, "Order of work"):
 //
-//  1. expiry: advance the wheel to now and run the due entries;
-//  2. posted functions, in order, each after a fresh Advance;
-//  3. the callbacks of the watched descriptors found readable by the last
-//     epoll_wait.
+//  1. posted functions, in order, each after the wheel's Now is moved to the
+//     clock without expiry (timer.Wheel.MoveNow);
+//  2. input: the callbacks of the watched descriptors found readable, after
+//     such a move of Now; if a timer is due the descriptors are polled again
+//     first, so that what arrived since the wake, or while the posted
+//     functions ran, is seen;
+//  3. expiry: advance the wheel to now and run the due entries.
 //
 // It reports whether Close had been called when the posted functions were
 // taken: then every function posted before Close has run. The order of work is
-// this function's alone: input before expiry would move runReady first.
+// this function's alone.
 func (l *Loop) turn() (closing bool) {
-	l.expire()
 	closing = l.runPosted()
+	if l.shared == nil && l.p.watching() {
+		if next, ok := l.w.NextDeadline(); ok && next <= l.clock.Now() {
+			l.p.poll() // a timer is due: look again for input that came first
+		}
+		l.w.MoveNow(l.clock.Now())
+	}
 	l.p.runReady()
+	l.expire()
 	return closing
 }
 
-// expire is EXPIRY_PROCESSING, and a fresh Now for the posted functions.
+// expire is EXPIRY_PROCESSING.
 func (l *Loop) expire() {
 	now := l.clock.Now()
 	if l.shared == nil {
@@ -243,10 +255,11 @@ func (l *Loop) runPosted() (closing bool) {
 	l.mu.Unlock()
 	for i, f := range l.batch {
 		l.batch[i] = nil
-		if i > 0 && l.shared == nil {
+		if l.shared == nil {
 			// Each function sees a fresh Now: a timer it starts measures
-			// from when it runs, not from when the batch began.
-			l.w.Advance(l.clock.Now())
+			// from when it runs, not from when the batch began. Nothing
+			// expires before it: expiry comes after the input.
+			l.w.MoveNow(l.clock.Now())
 		}
 		f()
 	}
@@ -265,8 +278,7 @@ func (l *Loop) sleep() {
 		next, ok = l.shared.nextDeadline()
 	}
 	if ok && next <= l.clock.Now() {
-		l.p.poll() // something is due already: look at readable fds, without sleeping
-		return
+		return // something is due already: the next turn polls the fds first
 	}
 	l.mu.Lock()
 	if l.kicked {

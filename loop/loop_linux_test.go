@@ -48,12 +48,7 @@ func TestLoopRunsOnOneThread(t *testing.T) {
 
 func TestLoopWatch(t *testing.T) {
 	d, w, _ := newTestLoop(t, timer.DefaultTick)
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
+	p := testPipe(t)
 
 	got := make(chan string, 10)
 	var e timer.Entry
@@ -229,17 +224,12 @@ func TestLoopSetSpin(t *testing.T) {
 	}
 }
 
-// TestLoopOrderOfWork pins the order of one turn (see the package doc): the
-// expiry of due timers, then posted functions, then readable descriptors, when
-// all three are ready at the same turn.
+// TestLoopOrderOfWork pins the order of one turn (see the package doc): input
+// before expiry. Posted functions first, then readable descriptors, then the
+// expiry of due timers, when all three are ready at the same turn.
 func TestLoopOrderOfWork(t *testing.T) {
 	l, w, _ := newTestLoop(t, timer.DefaultTick)
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
+	p := testPipe(t)
 
 	var order []string // the loop's alone
 	done := make(chan []string, 1)
@@ -252,20 +242,18 @@ func TestLoopOrderOfWork(t *testing.T) {
 	var e timer.Entry
 	e.Init(func() { note("expiry") })
 	if err := l.Watch(p[0], func() {
-		var buf [8]byte
-		for {
-			if n, err := unix.Read(p[0], buf[:]); n <= 0 || err != nil {
-				break
-			}
-		}
+		drainFD(p[0])
 		note("readable")
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// All three become ready inside one posted function, so the next turn
-	// finds them together.
-	postWait(t, l, func() {
-		if err := w.Start(&e, 0); err != nil { // due at once
+	// All three become ready inside one expiry callback, the last step of a
+	// turn, so the next turn finds them together (an entry made due by a
+	// callback fires at the next Advance).
+	var setup timer.Entry
+	setup.Init(func() {
+		// An instant long past: due at the next Advance, not this one.
+		if err := w.StartAt(&e, 0); err != nil {
 			t.Error(err)
 		}
 		if _, err := unix.Write(p[1], []byte{1}); err != nil {
@@ -275,11 +263,93 @@ func TestLoopOrderOfWork(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	postWait(t, l, func() {
+		if err := w.Start(&setup, 0); err != nil {
+			t.Error(err)
+		}
+	})
 	got := recvWithin(t, done)
-	if want := []string{"expiry", "posted", "readable"}; !slices.Equal(got, want) {
+	if want := []string{"posted", "readable", "expiry"}; !slices.Equal(got, want) {
 		t.Errorf("order of work %v, want %v", got, want)
 	}
 	if err := l.Unwatch(p[0]); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLoopInputStopsDueTimer: a packet (a byte on a pipe) that is waiting when
+// the loop wakes late, past a timer's deadline, is handled before the expiry:
+// the watch callback stops the timer, which never fires. The loop is held
+// busy in a posted function while the deadline passes and the byte arrives:
+// the same turn then polls the pipe again before its expiry.
+func TestLoopInputStopsDueTimer(t *testing.T) {
+	l, w, clock := newTestLoop(t, timer.DefaultTick)
+	p := testPipe(t)
+	fired := make(chan struct{}, 1)
+	handled := make(chan time.Duration, 1)
+	var e timer.Entry
+	e.Init(func() { fired <- struct{}{} })
+	if err := l.Watch(p[0], func() {
+		drainFD(p[0])
+		stopped := w.Stop(&e)
+		if !stopped {
+			t.Error("the timer was no longer pending when the input was handled")
+		}
+		handled <- w.Now()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const delay = 2 * time.Millisecond
+	deadlines := make(chan time.Duration, 1)
+	hold := make(chan struct{})
+	if err := l.Post(func() {
+		deadlines <- w.Now() + delay
+		if err := w.Start(&e, delay); err != nil {
+			t.Error(err)
+		}
+		<-hold // busy: the deadline passes
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := recvWithin(t, deadlines)
+	for clock.Now() < deadline+time.Millisecond {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := unix.Write(p[1], []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	at := recvWithin(t, handled)
+	if at <= deadline {
+		t.Errorf("input handled with Now %v, want after the deadline %v (a late wake)", at, deadline)
+	}
+	select {
+	case <-fired:
+		t.Error("the timer fired although the input that stops it was waiting first")
+	case <-time.After(10 * time.Millisecond):
+	}
+	if err := l.Unwatch(p[0]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testPipe returns a non-blocking pipe, closed at the end of the test.
+func testPipe(t *testing.T) [2]int {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
+	return p
+}
+
+// drainFD reads fd until it would block.
+func drainFD(fd int) {
+	var buf [64]byte
+	for {
+		if n, err := unix.Read(fd, buf[:]); n <= 0 || err != nil {
+			return
+		}
 	}
 }

@@ -107,6 +107,27 @@ func (m *Manual) AdvanceTo(now time.Duration) error {
 	})
 }
 
+// Wake is one turn of a Loop that wakes at now and finds input waiting: the
+// clock moves to now, the wheel's Now with it but without expiry
+// (timer.Wheel.MoveNow), input runs, and then the timers due by now fire, all
+// at now, as on a Loop that wakes late (AdvanceTo, by contrast, stops at each
+// deadline on the way). So input that arrived before a deadline but is read
+// after it still comes first: a timer it stops does not fire. A now before the
+// clock's reading leaves the clock where it is. input may be nil. It fails
+// with timer.ErrClosed after Close.
+func (m *Manual) Wake(now time.Duration, input func()) error {
+	return m.Post(func() {
+		if now > m.clock.Now() {
+			m.clock.Set(now)
+		}
+		m.w.MoveNow(m.clock.Now())
+		if input != nil {
+			input()
+		}
+		m.w.Advance(m.clock.Now())
+	})
+}
+
 // NextDeadline returns the instant at which the wheel next has work, and false
 // when nothing is pending or the loop is closed.
 func (m *Manual) NextDeadline() (d time.Duration, ok bool) {

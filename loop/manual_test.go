@@ -2,6 +2,7 @@ package loop
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -145,5 +146,43 @@ func TestManualSerialisesCallers(t *testing.T) {
 	}
 	if n != 800 {
 		t.Errorf("%d functions and timers ran, want 800", n)
+	}
+}
+
+// TestManualWakeInputFirst: a late Wake runs its input before the timers that
+// came due, at the wake's instant; a timer the input stops does not fire; the
+// others fire after it, late, at the wake's instant.
+func TestManualWakeInputFirst(t *testing.T) {
+	m, w, clock := newTestManual(t, 0)
+	var log []string
+	var stopped, late timer.Entry
+	stopped.Init(func() { log = append(log, "stopped fired") })
+	late.Init(func() { log = append(log, "late fired at "+w.Now().String()) })
+	if err := m.Post(func() {
+		_ = w.Start(&stopped, 10*time.Millisecond)
+		_ = w.Start(&late, 12*time.Millisecond)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := m.Wake(15*time.Millisecond, func() {
+		log = append(log, "input at "+w.Now().String())
+		w.Stop(&stopped)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"input at 15ms", "late fired at 15ms"}
+	if !slices.Equal(log, want) {
+		t.Fatalf("Wake ran %q, want %q", log, want)
+	}
+	if clock.Now() != 15*time.Millisecond {
+		t.Fatalf("clock after Wake %v, want 15ms", clock.Now())
+	}
+	if err := m.Wake(time.Millisecond, nil); err != nil || clock.Now() != 15*time.Millisecond {
+		t.Fatalf("Wake into the past: %v, clock %v; want nil and the clock left at 15ms", err, clock.Now())
+	}
+	m.Close()
+	if err := m.Wake(time.Second, nil); !errors.Is(err, timer.ErrClosed) {
+		t.Fatalf("Wake after Close: %v, want timer.ErrClosed", err)
 	}
 }

@@ -153,9 +153,15 @@ func (p *poller) arm(abs int64) bool {
 	return true
 }
 
-// poll collects readable reader fds without sleeping, for a loop that has work due.
+// watching reports whether any fd is watched.
+func (p *poller) watching() bool { return len(p.readers) > 0 }
+
+// poll collects the readable reader fds afresh, without sleeping, for a loop
+// that has timers due: readiness is level-triggered, so what the last wait
+// found is found again, with what has arrived since.
 func (p *poller) poll() {
 	if len(p.readers) > 0 {
+		p.ready = p.ready[:0]
 		p.epoll(0)
 	}
 }
@@ -207,10 +213,11 @@ func (p *poller) close() error {
 }
 
 // Watch adds fd to the loop's epoll set: whenever fd is readable, the loop calls
-// onReadable on its goroutine, after expiring due timers and running posted
-// functions. Readiness is level-triggered, so onReadable should read until the fd
-// would block (or Unwatch it, on end of file); it is called again on each turn of
-// the loop while data remains. Watching an fd again replaces its function. The fd
+// onReadable on its goroutine, first in a turn: before the posted functions and
+// before the expiry of due timers (input before expiry; see the package doc).
+// Readiness is level-triggered, so onReadable may read a bounded batch and leave
+// the rest: it is called again on each turn of the loop while data remains, and
+// the timers due meanwhile fire between the batches. Watching an fd again replaces its function. The fd
 // stays the caller's: Unwatch it before closing it. Watch may be called from any
 // goroutine, the loop's included; it fails with timer.ErrClosed after Close.
 func (l *Loop) Watch(fd int, onReadable func()) error {

@@ -72,6 +72,8 @@ func (p *poller) wait(clock timer.Clock, next time.Duration, ok bool, _ time.Dur
 	return true
 }
 
+func (p *poller) watching() bool { return false }
+
 func (p *poller) poll() {}
 
 func (p *poller) runReady() {}

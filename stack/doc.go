@@ -13,15 +13,20 @@
 //
 // The stack runs on one event loop (package loop), which owns the wheel and
 // every TCP endpoint: New starts a loop.Loop of its own, a goroutine on a locked
-// OS thread, which runs, in order, the expiry of the wheel's timers, the
-// application calls posted by connections, and the packets the device delivers
-// (see package loop, "Order of work"). TCP code therefore needs no locks, and
-// timers fire on the loop's precise sleep rather than on Go runtime timers.
+// OS thread, which runs, in order, the application calls posted by connections
+// (and the reader path's packets), the packets the device delivers, and the
+// expiry of the wheel's timers: input before expiry (see package loop, "Order of
+// work"), so that an ACK waiting in the device when the loop wakes late stops
+// its segment's retransmission timer before that can fire. Each packet is
+// handled with the wheel's Now moved to the clock (timer.Wheel.MoveNow, which
+// fires nothing), so the timers it starts measure from when it is handled. TCP
+// code therefore needs no locks, and timers fire on the loop's precise sleep
+// rather than on Go runtime timers.
 //
 // Packets reach the loop by one of two paths, which Stats.InputPath names. When
 // the device is a tun.Pollable (a TUN, also through the wrappers tun/impair,
 // tun/pcaptap and the comparison's watcher, which forward it), the loop
-// watches its descriptor and reads up to 64 packets per readiness itself, into
+// watches its descriptor and reads up to 256 packets per turn itself, into
 // one buffer of its own, with no handoff: the direct path. Otherwise (an
 // in-memory pipe) a reader goroutine blocks in the device's ReadPacket and
 // posts what it reads to the loop: the reader path. NewManual runs the stack on a

@@ -13,7 +13,8 @@ import (
 // Manual is a stack on a manual loop (loop.Manual), for deterministic runs in
 // tests and pcap replay. It starts no goroutine: there is no loop goroutine and
 // no device reader. The caller is the loop. It hands the stack packets with
-// Inject and moves time with AdvanceTo, which sets the stack's
+// Inject (or Wake, for a late wake that finds packets waiting) and moves time
+// with AdvanceTo, which sets the stack's
 // *timer.ManualClock to each timer deadline in turn, so that every segment a
 // timer sends is written to the Device at its exact instant.
 //
@@ -48,10 +49,31 @@ func NewManual(cfg Config) (*Manual, error) {
 }
 
 // Inject hands the stack one IPv4 packet as if the device had read it, at the
-// clock's current time (timers due by then fire first). The stack does not
-// keep pkt.
+// clock's current time: Wake at the clock's reading. The stack does not keep
+// pkt.
 func (m *Manual) Inject(pkt []byte) error {
-	return m.do(func() { m.handlePacketNow(pkt) })
+	return m.Wake(m.m.Clock().Now(), pkt)
+}
+
+// Wake is a turn of the stack's loop that wakes at now and finds pkts waiting
+// in the device, as loop.Manual.Wake: the clock moves to now, the packets are
+// handled, in order, and then the timers due by now fire, late, at now. Input
+// comes before expiry, as on the real loop: a packet that arrived before a
+// timer's deadline but is read after it (the loop woke late) still stops the
+// timer if it acknowledges its segment. (AdvanceTo then Inject is the other
+// order: the timers due on the way fire first, at their own instants.) A now
+// before the clock's reading leaves the clock where it is. The stack does not
+// keep the packets. It fails with net.ErrClosed after Close.
+func (m *Manual) Wake(now time.Duration, pkts ...[]byte) error {
+	err := m.m.Wake(now, func() {
+		for _, pkt := range pkts {
+			m.handlePacketNow(pkt)
+		}
+	})
+	if err != nil {
+		return net.ErrClosed
+	}
+	return nil
 }
 
 // AdvanceTo moves the clock to now, stopping at each timer deadline on the way

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 )
@@ -24,16 +25,22 @@ type manualPair struct {
 
 func newManualPair(t *testing.T) *manualPair {
 	t.Helper()
+	return newManualPairWith(t, tcp.Config{})
+}
+
+// newManualPairWith is newManualPair with both stacks' TCP configured by tc.
+func newManualPairWith(t *testing.T, tc tcp.Config) *manualPair {
+	t.Helper()
 	p := &manualPair{t: t}
 	p.aDev, p.aTap = tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500, QueueLen: 4096})
 	p.bDev, p.bTap = tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500, QueueLen: 4096})
 	var err error
-	p.a, err = NewManual(Config{Device: p.aDev, Addr: addrA, Clock: timer.NewManualClock(0)})
+	p.a, err = NewManual(Config{Device: p.aDev, Addr: addrA, Clock: timer.NewManualClock(0), TCP: tc})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.a.Close() })
-	p.b, err = NewManual(Config{Device: p.bDev, Addr: addrB, Clock: timer.NewManualClock(0)})
+	p.b, err = NewManual(Config{Device: p.bDev, Addr: addrB, Clock: timer.NewManualClock(0), TCP: tc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +77,26 @@ func (p *manualPair) shuttle() {
 		}
 	}
 	p.t.Fatal("shuttle: the stacks never went quiet")
+}
+
+// take reads the next packet that from's stack has written (a copy), without
+// carrying it across.
+func (p *manualPair) take(from *Manual) []byte {
+	p.t.Helper()
+	dev, tap, carried := p.aDev, p.aTap, &p.aCarried
+	if from == p.b {
+		dev, tap, carried = p.bDev, p.bTap, &p.bCarried
+	}
+	if *carried >= dev.Stats().Sent {
+		p.t.Fatal("take: the stack has written nothing more")
+	}
+	buf := make([]byte, 2048)
+	n, err := tap.ReadPacket(buf)
+	if err != nil {
+		p.t.Fatalf("take: %v", err)
+	}
+	*carried++
+	return buf[:n]
 }
 
 // connect returns a's client connection to b and b's accepted one.

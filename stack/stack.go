@@ -157,9 +157,12 @@ func newStack(cfg Config) (*Stack, error) {
 	return s, nil
 }
 
-// maxReadBatch bounds the packets the loop reads per readiness of the device,
-// so that timers and posted functions are not starved by a flood.
-const maxReadBatch = 64
+// maxReadBatch bounds the packets the loop handles per turn, on either input
+// path, so that a flood cannot starve the timers, whose expiry follows the
+// input in each turn (package loop, "Order of work"). A burst larger than this
+// waits in the device (or the reader's queue) for the next turn, a few µs
+// later.
+const maxReadBatch = 256
 
 // startPolling sets up the direct path if the device allows it: the loop's
 // epoll watches the device's descriptor and readReady reads the packets on the
@@ -225,12 +228,16 @@ func (s *Stack) readReady() {
 	}
 }
 
-// handlePacketNow advances the wheel to now and handles pkt: timers started for
-// the packet (the RTO of the segments its ACK lets out) measure from its arrival,
-// not from the start of the batch, which would make them fire early by the time
-// the batch took so far. An Advance with nothing due costs a few ns.
+// handlePacketNow moves the wheel's Now to the clock and handles pkt: timers
+// started for the packet (a delayed ACK, a tail-loss probe, the RTO of the
+// segments its ACK lets out) measure from when it is handled, not from the
+// start of the batch, which would make them fire early by the time the batch
+// took so far. It fires nothing (timer.Wheel.MoveNow): input comes before
+// expiry, so a timer that came due before the loop got to the packet, and that
+// the packet stops (its ACK), does not fire; the loop's expiry after the input
+// runs the rest (see package loop, "Order of work").
 func (s *Stack) handlePacketNow(pkt []byte) {
-	s.wheel.Advance(s.wheel.Clock().Now())
+	s.wheel.MoveNow(s.wheel.Clock().Now())
 	s.handlePacket(pkt)
 }
 
@@ -310,17 +317,28 @@ func (s *Stack) reader() {
 
 func (s *Stack) post(f func()) { _ = s.run.Post(f) }
 
-// drainInput runs on the loop: it takes the reader's queue and handles each
-// packet.
+// drainInput runs on the loop, as a posted function, before the turn's expiry:
+// it takes up to maxReadBatch packets of the reader's queue and handles them,
+// and posts itself again for the rest, which the next turn handles after the
+// timers due by then have fired: a flood cannot starve them.
 func (s *Stack) drainInput() {
 	s.inMu.Lock()
-	q := s.inq
-	s.inq = nil
+	n := min(len(s.inq), maxReadBatch)
+	q := s.inq[:n:n]
+	s.inq = s.inq[n:]
+	more := len(s.inq) > 0
+	if !more {
+		s.inq = nil // the reader's next packet posts a drain
+	}
 	s.inMu.Unlock()
-	for _, pkt := range q {
+	for i, pkt := range q {
+		q[i] = nil
 		s.handlePacketNow(pkt)
 		pkt = pkt[:cap(pkt)]
 		s.bufs.Put(&pkt)
+	}
+	if more {
+		s.post(s.drainInput)
 	}
 }
 

@@ -44,7 +44,10 @@
 // inside an expiry callback, the tick being processed. An event loop therefore calls
 // Advance(clock.Now()) when it wakes, before it starts timers. This keeps Start free
 // of clock reads, and makes one Advance over a long interval behave exactly like many
-// short ones.
+// short ones. [Wheel.MoveNow] moves Now without running anything, for a loop that
+// handles its input before it expires timers (package loop): a due entry that the
+// input stops never runs, and the entries it starts measure from the input's time.
+// Now never goes back: callbacks run after a MoveNow past their tick see that Now.
 //
 // # Concurrency
 //

@@ -60,9 +60,11 @@ func (w *Wheel) Every(period time.Duration, f func()) (*Ticker, error) {
 }
 
 func (t *Ticker) run() {
-	// Re-arm first, from the tick being processed, so that f may Stop the ticker.
-	// The wheel may be closed by now; the ticker then just ends.
-	if t.w.Start(&t.e, t.period) != nil {
+	// Re-arm first, from the deadline just processed (not from Now, which
+	// MoveNow may have moved past it), so that f may Stop the ticker. The wheel
+	// may be closed by now; the ticker then just ends. The deadline fired, so
+	// it is within the clock's range.
+	if t.w.arm(&t.e, time.Duration(t.e.when*t.w.tickNs), t.period) != nil {
 		t.stopped = true
 	}
 	t.f()

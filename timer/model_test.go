@@ -143,6 +143,22 @@ func (m *model) advance(d time.Duration) {
 	}
 }
 
+// moveNow moves the clock and the wheel's Now by d without running anything
+// (Wheel.MoveNow), as a loop does before its input: nothing may fire, Now must
+// be the clock's, and the next advance must fire what is due by then.
+func (m *model) moveNow(d time.Duration) {
+	m.ops++
+	to := m.clk.Advance(d)
+	m.fired = m.fired[:0]
+	m.w.MoveNow(to)
+	if len(m.fired) != 0 {
+		m.fail("MoveNow(%v) ran %d entries", to, len(m.fired))
+	}
+	if m.w.Now() != to {
+		m.fail("Now after MoveNow(%v) = %v", to, m.w.Now())
+	}
+}
+
 // durations draws from every scale the wheel handles: zero and negative, within
 // a tick, each level, and beyond the clock.
 func (m *model) duration(r uint64) time.Duration {
@@ -173,6 +189,12 @@ func (m *model) step(r uint64) {
 		m.start(i, m.duration(r>>4))
 	case 3:
 		m.stop(i)
+	case 4:
+		if r>>4%4 == 0 {
+			m.moveNow(time.Duration(r >> 8 % uint64(m.tick*300)))
+			return
+		}
+		fallthrough
 	default:
 		var d time.Duration
 		switch r >> 4 % 6 {

@@ -312,8 +312,11 @@ func (w *Wheel) Stop(e *Entry) bool {
 // returns the number of entries fired. A now earlier than Now is taken as Now.
 //
 // Entries made due by a callback (a zero duration) fire at the next Advance, so a
-// callback that re-arms itself with zero cannot loop forever. Advance called from
-// inside a callback, or after Close, does nothing.
+// callback that re-arms itself with zero cannot loop forever. (After a MoveNow,
+// while Now is ahead of the tick being processed, "zero" is Now rounded up to
+// a tick, which this Advance may still reach: such an entry can fire once more
+// in it, at that tick, and no more.) Advance called from inside a callback, or
+// after Close, does nothing.
 func (w *Wheel) Advance(now time.Duration) int {
 	if w.closed || w.advancing {
 		return 0
@@ -344,7 +347,9 @@ func (w *Wheel) Advance(now time.Duration) int {
 			w.nextExp = k // MaxUint64 when nothing is pending in the slots
 			break
 		}
-		w.elapsed, w.now = k, time.Duration(k*w.tickNs)
+		// Callbacks see the tick being processed as Now, unless MoveNow has
+		// moved Now past it: Now never goes back.
+		w.elapsed, w.now = k, max(w.now, time.Duration(k*w.tickNs))
 		for e := w.lists[loc]; e != nil && !w.closed; e = w.lists[loc] {
 			if e.when <= k {
 				w.unlink(e)
@@ -362,6 +367,33 @@ func (w *Wheel) Advance(now time.Duration) int {
 		w.elapsed, w.now = target, rel
 	}
 	return fired
+}
+
+// MoveNow moves the wheel's Now forward to now on its clock without running
+// anything: PER_TICK_BOOKKEEPING stops short of the first slot that holds
+// entries, and entries due by now stay pending until the next Advance, which
+// runs them in deadline order. Entries started meanwhile measure from the new
+// Now, as after an Advance. It is for an event loop that handles its input
+// before its expiry (package loop): the input may stop a timer that is due but
+// has not run, while the timers the input starts measure from when it runs.
+//
+// While Now is ahead of a due entry, the callbacks of the next Advance see that
+// Now, not their own tick: Now never goes back. A now at or before Now does
+// nothing; so does MoveNow inside a callback or after Close.
+func (w *Wheel) MoveNow(now time.Duration) {
+	if w.closed || w.advancing {
+		return
+	}
+	rel := now - w.origin
+	if rel <= w.now {
+		return
+	}
+	// nextExp > elapsed always (arm puts a slot's start after elapsed): the
+	// ticks before it hold nothing to process.
+	if target := min(w.floorTicks(uint64(rel)), w.nextExp-1); target > w.elapsed {
+		w.elapsed = target
+	}
+	w.now = rel
 }
 
 // Poll is Advance(w.Clock().Now()).

@@ -3,6 +3,7 @@ package timer
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -734,4 +735,101 @@ func TestClockEdges(t *testing.T) {
 			t.Fatal("an entry due before the origin did not fire")
 		}
 	})
+}
+
+// TestMoveNow: MoveNow moves Now without running anything; a due entry stopped
+// before the next Advance never runs; one started after it measures from the
+// new Now; the next Advance runs the due ones in deadline order, with Now never
+// going back; a now at or before Now is ignored.
+func TestMoveNow(t *testing.T) {
+	const ms = time.Millisecond
+	f := newFixture(t, Config{Tick: ms})
+	a, b, c := f.entry("a"), f.entry("b"), f.entry("c")
+	f.start(a, 10*ms)
+	f.start(b, 12*ms)
+	f.start(c, 500*ms) // a higher level: its slot must not be skipped either
+	f.clk.Set(600 * ms)
+	f.w.MoveNow(f.clk.Now())
+	if len(f.fired) != 0 {
+		t.Fatalf("MoveNow ran %v", f.fired)
+	}
+	if got := f.w.Now(); got != 600*ms {
+		t.Fatalf("Now after MoveNow = %v, want 600ms", got)
+	}
+	if next, ok := f.w.NextDeadline(); !ok || next > 10*ms {
+		t.Fatalf("NextDeadline after MoveNow = %v, %v; want at most a's 10ms", next, ok)
+	}
+	if !b.Stop() {
+		t.Fatal("Stop of a due entry after MoveNow = false, want true")
+	}
+	d := f.entry("d")
+	f.start(d, 5*ms)      // from the moved Now: due at 605ms
+	f.w.MoveNow(300 * ms) // backwards: ignored
+	if got := f.w.Now(); got != 600*ms {
+		t.Fatalf("Now after MoveNow backwards = %v, want 600ms", got)
+	}
+	if got := f.advanceTo(604 * ms); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("fired %v at 604ms, want [a c] (b stopped, d not due)", got)
+	}
+	for i, at := range f.at {
+		if at < 600*ms {
+			t.Fatalf("callback %d saw Now %v, before the moved Now 600ms", i, at)
+		}
+	}
+	f.expectFired(605*ms, "d")
+}
+
+// TestMoveNowInsideCallbackDoesNothing: Now during expiry is the wheel's own.
+func TestMoveNowInsideCallbackDoesNothing(t *testing.T) {
+	const ms = time.Millisecond
+	f := newFixture(t, Config{Tick: ms})
+	var e Entry
+	var seen time.Duration
+	e.Init(func() { f.w.MoveNow(time.Hour); seen = f.w.Now() })
+	f.start(&e, 3*ms)
+	f.advanceTo(3 * ms)
+	if seen != 3*ms || f.w.Now() != 3*ms {
+		t.Fatalf("Now in and after the callback %v, %v; want 3ms", seen, f.w.Now())
+	}
+}
+
+// TestTickerAfterMoveNow: a ticker keeps its period from its deadlines even when
+// MoveNow has moved Now past one of them.
+func TestTickerAfterMoveNow(t *testing.T) {
+	const ms = time.Millisecond
+	f := newFixture(t, Config{Tick: ms})
+	var runs int
+	if _, err := f.w.Every(10*ms, func() { runs++ }); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Set(13 * ms)
+	f.w.MoveNow(13 * ms)
+	f.advanceTo(13 * ms) // runs the 10ms deadline late
+	f.advanceTo(20 * ms) // the next is at 20ms, not 23ms
+	if runs != 2 {
+		t.Fatalf("ticker ran %d times by 20ms, want 2", runs)
+	}
+}
+
+// TestMoveNowZeroRearmCannotLoop: a callback that re-arms itself with zero
+// after a MoveNow fires at most twice in one Advance (once more at Now's tick),
+// then waits for the next Advance.
+func TestMoveNowZeroRearmCannotLoop(t *testing.T) {
+	const ms = time.Millisecond
+	f := newFixture(t, Config{Tick: ms})
+	var e Entry
+	runs := 0
+	e.Init(func() { runs++; _ = f.w.Start(&e, 0) })
+	f.start(&e, 2*ms)
+	f.clk.Set(5*ms + ms/2)
+	f.w.MoveNow(f.clk.Now())
+	f.advanceTo(6*ms + ms/2)
+	if runs < 1 || runs > 2 {
+		t.Fatalf("runs in one Advance = %d, want 1 or 2", runs)
+	}
+	before := runs
+	f.advanceTo(6*ms + ms/2)
+	if runs != before+1 {
+		t.Fatalf("runs at the next Advance = %d, want 1", runs-before)
+	}
 }
