@@ -111,3 +111,24 @@ func TestInputPathDirect(t *testing.T) {
 		t.Error("dial to a closed port over the direct path succeeded")
 	}
 }
+
+func TestInputBatchesDirectPath(t *testing.T) {
+	da, db := seqpacketPair(t)
+	defer db.Close()
+	// Room in the socket for the whole burst: beyond wmem_max, which only
+	// root may exceed.
+	if err := unix.SetsockoptInt(db.fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 4<<20); err != nil {
+		t.Skipf("a socket buffer for %d packets: %v", maxReadBatch+10, err)
+	}
+	s, err := New(Config{Device: da, Addr: addrA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = maxReadBatch + 10
+	st := burst(t, s, n, db.WritePacket, nil)
+	if st.InputPath != inputDirect {
+		t.Fatalf("input path %q, want %q", st.InputPath, inputDirect)
+	}
+	checkBatches(t, st, n)
+}

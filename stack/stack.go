@@ -71,15 +71,16 @@ type Stack struct {
 	aheadPools [len(aheadClasses)]sync.Pool
 
 	// Owned by the loop goroutine.
-	conns     map[tcp.ID]*Conn
-	listeners map[uint16]*Listener
-	ports     map[uint16]int // local ports in use by connections and listeners
-	obuf      []byte
-	ipID      uint16
-	rng       *rand.Rand
-	counters  Counters
-	closedTCP tcp.Counters // counters of endpoints that are gone
-	input     string       // the input path, for Stats: inputDirect, inputReader or inputManual
+	conns      map[tcp.ID]*Conn
+	listeners  map[uint16]*Listener
+	ports      map[uint16]int // local ports in use by connections and listeners
+	obuf       []byte
+	ipID       uint16
+	rng        *rand.Rand
+	counters   Counters
+	inputStats InputStats
+	closedTCP  tcp.Counters // counters of endpoints that are gone
+	input      string       // the input path, for Stats: inputDirect, inputReader or inputManual
 }
 
 // The input paths, as Stats.InputPath reports them.
@@ -203,6 +204,8 @@ func (s *Stack) readReady() {
 	if s.poll == nil {
 		return
 	}
+	read := 0
+	defer func() { s.inputStats.add(read) }()
 	for range maxReadBatch {
 		n, err := s.poll.ReadPacketNonblock(s.ibuf)
 		if err != nil {
@@ -210,6 +213,7 @@ func (s *Stack) readReady() {
 			case errors.Is(err, tun.ErrWouldBlock):
 				return
 			case errors.Is(err, io.ErrShortBuffer):
+				read++
 				s.counters.Drops.Truncated++
 				continue
 			}
@@ -224,6 +228,7 @@ func (s *Stack) readReady() {
 			}
 			return
 		}
+		read++
 		s.handlePacketNow(s.ibuf[:n])
 	}
 }
@@ -331,6 +336,7 @@ func (s *Stack) drainInput() {
 		s.inq = nil // the reader's next packet posts a drain
 	}
 	s.inMu.Unlock()
+	s.inputStats.add(len(q))
 	for i, pkt := range q {
 		q[i] = nil
 		s.handlePacketNow(pkt)

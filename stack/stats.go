@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"math/bits"
 	"reflect"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
@@ -44,12 +45,46 @@ type Stats struct {
 	// the direct path met a device error) or "manual" (NewManual: the caller
 	// injects them).
 	InputPath string
+	Input     InputStats
 	Counters
 	TCP         tcp.Counters
 	Connections int // in the demultiplexer, TIME-WAIT included
 	Listeners   int
 	Listen      tcp.ListenerStats // summed over the open listeners; their ResetsSent is also in TCP.ResetsSent
 	Wheel       WheelStats
+}
+
+// InputStats counts the batches in which packets reach TCP: a batch is what
+// one turn of the loop handles, at most 256 packets (the direct path's reads
+// of the device, or the reader path's drain of its queue; a manual stack's
+// packets are not counted). Full batches left packets waiting for the next
+// turn: a burst that the device's queue had to hold.
+type InputStats struct {
+	Batches uint64
+	Packets uint64 // in the batches
+	Full    uint64 // batches of the maximum size
+	Max     int    // the largest batch
+	// Sizes counts batches by size, in powers of two: Sizes[i] counts batches
+	// of 2^i to 2^(i+1)-1 packets (Sizes[8]: 256, the maximum).
+	Sizes [inputSizeBuckets]uint64
+}
+
+// inputSizeBuckets is bits.Len(maxReadBatch): one bucket per power of two up
+// to the maximum batch.
+const inputSizeBuckets = 9
+
+// add counts a batch of n packets.
+func (in *InputStats) add(n int) {
+	if n <= 0 {
+		return
+	}
+	in.Batches++
+	in.Packets += uint64(n)
+	in.Max = max(in.Max, n)
+	if n >= maxReadBatch {
+		in.Full++
+	}
+	in.Sizes[min(bits.Len(uint(n))-1, inputSizeBuckets-1)]++
 }
 
 // WheelStats is what the stack's timing wheel reports.
@@ -67,6 +102,7 @@ func (s *Stack) Stats() Stats {
 	var st Stats
 	if s.do(func() {
 		st.InputPath = s.input
+		st.Input = s.inputStats
 		st.Counters = s.counters
 		st.TCP = s.closedTCP
 		for _, c := range s.conns {

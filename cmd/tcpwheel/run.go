@@ -187,10 +187,11 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 // statsLine is the one-line counters summary.
 func statsLine(s *stack.Stack) string {
 	st := s.Stats()
-	return fmt.Sprintf("conns %d | pkts in %d out %d | segs in %d out %d | retrans %d (rto %d, fast %d) | keepalives %d | rst %d | drops %d | timers pending %d fired %d stopped %d, late p50 %v p99 %v",
+	return fmt.Sprintf("conns %d | pkts in %d out %d | segs in %d out %d | retrans %d (rto %d, fast %d) | keepalives %d | rst %d | drops %d | input batches %d max %d full %d | timers pending %d fired %d stopped %d, late p50 %v p99 %v",
 		st.Connections, st.PacketsIn, st.PacketsOut, st.SegmentsIn, st.SegmentsOut,
 		st.TCP.SegsRetransmitted, st.TCP.RTOEvents, st.TCP.FastRetransmits, st.TCP.KeepaliveProbes,
 		st.ResetsSent+st.TCP.ResetsSent, totalDrops(st.Drops),
+		st.Input.Batches, st.Input.Max, st.Input.Full,
 		st.Wheel.Pending, st.Wheel.Fired, st.Wheel.Stopped, time.Duration(st.Wheel.LateP50), time.Duration(st.Wheel.LateP99))
 }
 

@@ -173,7 +173,22 @@ type NamespaceConfig struct {
 
 	// MTU is the link's MTU; 0 means tun.DefaultMTU.
 	MTU int
+
+	// TxQueueLen is the link's transmit queue length (txqueuelen): how many
+	// packets the kernel holds for the userspace side before it drops. 0
+	// means DefaultTxQueueLen; at most MaxTxQueueLen.
+	TxQueueLen int
 }
+
+// DefaultTxQueueLen is a link's txqueuelen unless NamespaceConfig says
+// otherwise: twenty times a TUN's default of 500, so that a burst of
+// thousands of SYNs or ACKs waits in the kernel while the stack's loop is
+// busy (it reads at most 256 packets per turn) instead of being dropped.
+// The link is ours, in a namespace of ours: the host's links are untouched.
+const DefaultTxQueueLen = 10000
+
+// MaxTxQueueLen bounds NamespaceConfig.TxQueueLen.
+const MaxTxQueueLen = 1 << 20
 
 // normalize fills in defaults and checks c.
 func (c *NamespaceConfig) normalize() error {
@@ -182,6 +197,12 @@ func (c *NamespaceConfig) normalize() error {
 	}
 	if c.MTU < tun.MinMTU || c.MTU > tun.MaxMTU {
 		return fmt.Errorf("MTU %d not in [%d, %d]: %w", c.MTU, tun.MinMTU, tun.MaxMTU, tun.ErrInvalidConfig)
+	}
+	if c.TxQueueLen == 0 {
+		c.TxQueueLen = DefaultTxQueueLen
+	}
+	if c.TxQueueLen < 1 || c.TxQueueLen > MaxTxQueueLen {
+		return fmt.Errorf("txqueuelen %d not in [1, %d]: %w", c.TxQueueLen, MaxTxQueueLen, tun.ErrInvalidConfig)
 	}
 	if c.Namespace == "" || c.Namespace == "." || c.Namespace == ".." ||
 		len(c.Namespace) > 255 || strings.ContainsAny(c.Namespace, "/\x00") {
@@ -226,8 +247,8 @@ type Attachment struct {
 //     namespace, without configuring it there.
 //  3. Moves the link into the namespace. (Moving flushes addresses and
 //     takes the link down, which is why configuration comes last.)
-//  4. Inside the namespace: sets the MTU, adds cfg.PeerAddr, brings the
-//     link up.
+//  4. Inside the namespace: sets the MTU and the txqueuelen, adds
+//     cfg.PeerAddr, brings the link up.
 //
 // The host's interfaces, addresses, routes and sysctls are never modified.
 //
@@ -329,7 +350,7 @@ func attach(cfg NamespaceConfig, fail func(step string) error) (_ *Attachment, e
 	return a, nil
 }
 
-// configureLink runs inside the namespace: MTU, address, up.
+// configureLink runs inside the namespace: MTU, txqueuelen, address, up.
 func (a *Attachment) configureLink() error {
 	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
@@ -348,6 +369,9 @@ func (a *Attachment) configureLink() error {
 	}
 	if err := h.LinkSetMTU(link, a.cfg.MTU); err != nil {
 		return fmt.Errorf("netlink: set MTU %d on %q: %w", a.cfg.MTU, name, err)
+	}
+	if err := h.LinkSetTxQLen(link, a.cfg.TxQueueLen); err != nil {
+		return fmt.Errorf("netlink: set txqueuelen %d on %q: %w", a.cfg.TxQueueLen, name, err)
 	}
 	p := a.cfg.PeerAddr
 	addr := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 32)}}

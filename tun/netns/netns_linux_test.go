@@ -148,6 +148,13 @@ func TestAttach(t *testing.T) {
 			if ifi.MTU != cfg.MTU || ifi.Flags&net.FlagUp == 0 {
 				t.Errorf("link %s: MTU %d, flags %v; want MTU %d, up", cfg.Link, ifi.MTU, ifi.Flags, cfg.MTU)
 			}
+			link, err := netlink.LinkByName(cfg.Link)
+			if err != nil {
+				return err
+			}
+			if got := link.Attrs().TxQLen; got != DefaultTxQueueLen {
+				t.Errorf("link %s: txqueuelen %d, want %d", cfg.Link, got, DefaultTxQueueLen)
+			}
 			addrs, err := ifi.Addrs()
 			if err != nil {
 				return err
@@ -294,6 +301,8 @@ func TestAttachInvalidConfig(t *testing.T) {
 		{"IPv6", func(c *NamespaceConfig) { c.PeerAddr = netip.MustParsePrefix("2001:db8::1/64") }},
 		{"IPv4-mapped", func(c *NamespaceConfig) { c.PeerAddr = netip.MustParsePrefix("::ffff:198.18.0.1/120") }},
 		{"MTU", func(c *NamespaceConfig) { c.MTU = 67 }},
+		{"negative txqueuelen", func(c *NamespaceConfig) { c.TxQueueLen = -1 }},
+		{"huge txqueuelen", func(c *NamespaceConfig) { c.TxQueueLen = MaxTxQueueLen + 1 }},
 		{"long link name", func(c *NamespaceConfig) { c.Link = "sixteen-bytes-xx" }},
 		{"link name with slash", func(c *NamespaceConfig) { c.Link = "a/b" }},
 		{"no namespace", func(c *NamespaceConfig) { c.Namespace = "" }},
