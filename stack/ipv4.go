@@ -47,6 +47,10 @@ func (s *Stack) handlePacket(pkt []byte) {
 		d.NotForUs++
 		return
 	}
+	if drop := s.martianSource(src); drop != nil {
+		*drop++
+		return
+	}
 	if ip.More() || ip.FragmentOffset() != 0 {
 		d.Fragment++ // RFC 791 reassembly is not implemented: count and drop
 		return
@@ -60,6 +64,52 @@ func (s *Stack) handlePacket(pkt []byte) {
 	default:
 		d.UnknownProtocol++
 	}
+}
+
+// limitedBroadcast is 255.255.255.255 (RFC 919, RFC 1122 3.2.1.3 (c)).
+var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// martianSource returns the drop counter for a source address that no packet
+// may carry, or nil for a good one. RFC 1122 3.2.1.3 forbids a broadcast or
+// multicast source, {0, 0} and {127, any} outside their own host, and 4.2.3.10
+// makes TCP drop a SYN from such a source; like Linux (martian sources in
+// ip_route_input_slow and fib_validate_source), every protocol's packet is
+// dropped, so no SYN gets a SYN-ACK and no ping a reply: the limited broadcast,
+// the link's subnet broadcast (with Config.Prefix), 224.0.0.0/4, 240.0.0.0/4
+// (class E, reserved), 0.0.0.0/8, 127.0.0.0/8, and our own address (a "land"
+// packet, which would make a connection with itself).
+func (s *Stack) martianSource(src netip.Addr) *uint64 {
+	d := &s.counters.Drops
+	b := src.As4()
+	switch {
+	case src == limitedBroadcast || src == s.subnetBroadcast:
+		return &d.MartianBroadcast
+	case b[0]&0xf0 == 224:
+		return &d.MartianMulticast
+	case b[0]&0xf0 == 240:
+		return &d.MartianReserved
+	case b[0] == 0:
+		return &d.MartianZeroNet
+	case b[0] == 127:
+		return &d.MartianLoopback
+	case src == s.cfg.Addr:
+		return &d.MartianLand
+	}
+	return nil
+}
+
+// directedBroadcast returns the broadcast address of p, {<network>, -1}, or
+// the zero Addr when p has none (no prefix, or a /31 or /32: RFC 3021).
+func directedBroadcast(p netip.Prefix) netip.Addr {
+	if !p.IsValid() || p.Bits() > 30 {
+		return netip.Addr{}
+	}
+	b := p.Masked().Addr().As4()
+	host := ^uint32(0) >> p.Bits()
+	for i := range b {
+		b[i] |= byte(host >> (24 - 8*i))
+	}
+	return netip.AddrFrom4(b)
 }
 
 // handleTCP demultiplexes a segment: to the connection with its 4-tuple, else to

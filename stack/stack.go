@@ -23,6 +23,10 @@ type Config struct {
 	Device tun.Device
 	// Addr is the stack's IPv4 address. Required.
 	Addr netip.Addr
+	// Prefix is the link's IPv4 prefix, containing Addr (e.g. 198.18.0.0/24).
+	// Optional: with it, packets from the prefix's broadcast address are
+	// dropped as martians (see Drops.MartianBroadcast), as Linux does.
+	Prefix netip.Prefix
 	// Tick is the timing wheel's resolution, and the clock granularity G of RFC
 	// 6298. Zero means timer.DefaultTick.
 	Tick time.Duration
@@ -46,9 +50,12 @@ var ErrConfig = errors.New("stack: invalid config")
 type Stack struct {
 	cfg   Config
 	dev   tun.Device
-	run   loop.Runner   // the loop the stack runs on: a *loop.Loop, or NewManual's *loop.Manual
-	wheel *timer.Wheel  // run's
-	done  chan struct{} // closed by Close
+	run   loop.Runner  // the loop the stack runs on: a *loop.Loop, or NewManual's *loop.Manual
+	wheel *timer.Wheel // run's
+	// subnetBroadcast is cfg.Prefix's broadcast address, a martian source;
+	// the zero Addr without one.
+	subnetBroadcast netip.Addr
+	done            chan struct{} // closed by Close
 
 	closeOnce sync.Once
 	closeErr  error
@@ -123,6 +130,9 @@ func newStack(cfg Config) (*Stack, error) {
 	if !cfg.Addr.Is4() {
 		return nil, fmt.Errorf("%w: address %v is not IPv4", ErrConfig, cfg.Addr)
 	}
+	if cfg.Prefix.IsValid() && (!cfg.Prefix.Addr().Is4() || !cfg.Prefix.Contains(cfg.Addr)) {
+		return nil, fmt.Errorf("%w: prefix %v is not an IPv4 prefix holding %v", ErrConfig, cfg.Prefix, cfg.Addr)
+	}
 	if cfg.TTL == 0 {
 		cfg.TTL = 64
 	}
@@ -144,15 +154,16 @@ func newStack(cfg Config) (*Stack, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s := &Stack{
-		cfg:       cfg,
-		dev:       cfg.Device,
-		wheel:     w,
-		done:      make(chan struct{}),
-		conns:     make(map[tcp.ID]*Conn),
-		listeners: make(map[uint16]*Listener),
-		ports:     make(map[uint16]int),
-		obuf:      make([]byte, mtu),
-		rng:       rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		cfg:             cfg,
+		subnetBroadcast: directedBroadcast(cfg.Prefix),
+		dev:             cfg.Device,
+		wheel:           w,
+		done:            make(chan struct{}),
+		conns:           make(map[tcp.ID]*Conn),
+		listeners:       make(map[uint16]*Listener),
+		ports:           make(map[uint16]int),
+		obuf:            make([]byte, mtu),
+		rng:             rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
 	return s, nil

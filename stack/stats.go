@@ -20,20 +20,28 @@ type Counters struct {
 // Drops counts packets dropped on input (and the few dropped on output), by
 // reason.
 type Drops struct {
-	Truncated       uint64 // longer than the device's MTU
-	BadIPHeader     uint64
-	NotIPv4         uint64
-	BadIPChecksum   uint64
-	NotForUs        uint64
-	Fragment        uint64
-	UnknownProtocol uint64
-	BadTCPChecksum  uint64
-	BadTCPHeader    uint64
-	NoListener      uint64 // answered with a RST unless it was one
-	BadICMP         uint64
-	ICMPIgnored     uint64 // ICMP other than echo requests
-	TooBig          uint64 // an outgoing packet larger than the MTU
-	EncodeError     uint64
+	Truncated     uint64 // longer than the device's MTU
+	BadIPHeader   uint64
+	NotIPv4       uint64
+	BadIPChecksum uint64
+	NotForUs      uint64
+	Fragment      uint64
+	// Martian sources (RFC 1122 3.2.1.3, 4.2.3.10; as Linux): dropped
+	// whatever they carry.
+	MartianBroadcast uint64 // 255.255.255.255, or the subnet broadcast of Config.Prefix
+	MartianMulticast uint64 // 224.0.0.0/4
+	MartianReserved  uint64 // 240.0.0.0/4 (class E)
+	MartianZeroNet   uint64 // 0.0.0.0/8
+	MartianLoopback  uint64 // 127.0.0.0/8
+	MartianLand      uint64 // our own address
+	UnknownProtocol  uint64
+	BadTCPChecksum   uint64
+	BadTCPHeader     uint64
+	NoListener       uint64 // answered with a RST unless it was one
+	BadICMP          uint64
+	ICMPIgnored      uint64 // ICMP other than echo requests
+	TooBig           uint64 // an outgoing packet larger than the MTU
+	EncodeError      uint64
 }
 
 // Stats is a snapshot of the stack: its counters, the TCP counters summed over

@@ -145,7 +145,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 			err = fmt.Errorf("run: cleaning up: %w", cerr)
 		}
 	}()
-	s, err := stack.New(stack.Config{Device: bed.Dev, Addr: cfg.addr, Tick: cfg.tick})
+	s, err := stack.New(stack.Config{Device: bed.Dev, Addr: cfg.addr, Prefix: cfg.peer.Masked(), Tick: cfg.tick})
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
