@@ -199,6 +199,7 @@ func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
 	ip.SetChecksum(^ip.CalculateChecksum())
 	if err := s.dev.WritePacket(pkt); err != nil {
 		s.counters.DeviceErrors++
+		s.counters.Drops.DeviceWrite++
 		return
 	}
 	s.counters.PacketsOut++

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -129,5 +130,27 @@ func TestConfigPrefix(t *testing.T) {
 		if err == nil {
 			t.Errorf("prefix %s with address %v: no error", p, addrB)
 		}
+	}
+}
+
+// failingWrites is a device whose writes fail.
+type failingWrites struct{ *tuntest.Endpoint }
+
+func (failingWrites) WritePacket([]byte) error { return errors.New("write refused") }
+
+// TestDeviceWriteDropCounted: a packet the device refuses is a drop with a
+// reason, not only a device error.
+func TestDeviceWriteDropCounted(t *testing.T) {
+	dev, _ := tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500})
+	s, err := NewManual(Config{Device: failingWrites{dev}, Addr: addrB, Clock: timer.NewManualClock(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Inject(echoPacket(addrA, addrB)); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Drops.DeviceWrite != 1 || st.DeviceErrors != 1 || st.PacketsOut != 0 {
+		t.Fatalf("DeviceWrite %d, DeviceErrors %d, PacketsOut %d; want 1, 1, 0", st.Drops.DeviceWrite, st.DeviceErrors, st.PacketsOut)
 	}
 }

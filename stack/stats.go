@@ -13,12 +13,14 @@ type Counters struct {
 	SegmentsIn, SegmentsOut uint64 // TCP segments parsed, and sent
 	ResetsSent              uint64 // RSTs for segments that matched no connection or listener
 	EchoReplies             uint64
-	DeviceErrors            uint64
+	DeviceErrors            uint64 // failed reads and writes of the device
 	Drops                   Drops
 }
 
-// Drops counts packets dropped on input (and the few dropped on output), by
-// reason.
+// Drops counts the packets the stack itself dropped, on input (and the few
+// dropped on output), by reason. The segments TCP drops are counted in
+// Stats.TCP (tcp.Counters' Drops* fields) and Stats.Listen (tcp.ListenerStats'
+// Drops* fields): between them every drop has a reason.
 type Drops struct {
 	Truncated     uint64 // longer than the device's MTU
 	BadIPHeader   uint64
@@ -42,6 +44,7 @@ type Drops struct {
 	ICMPIgnored      uint64 // ICMP other than echo requests
 	TooBig           uint64 // an outgoing packet larger than the MTU
 	EncodeError      uint64
+	DeviceWrite      uint64 // outgoing packets the device failed to write (also in DeviceErrors)
 }
 
 // Stats is a snapshot of the stack: its counters, the TCP counters summed over

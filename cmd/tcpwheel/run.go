@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -184,20 +185,79 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 	}
 }
 
-// statsLine is the one-line counters summary.
+// statsLine is the one-line counters summary: retransmissions by kind, drops
+// with every reason that counted any.
 func statsLine(s *stack.Stack) string {
 	st := s.Stats()
-	return fmt.Sprintf("conns %d | pkts in %d out %d | segs in %d out %d | retrans %d (rto %d, fast %d) | keepalives %d | rst %d | drops %d | input batches %d max %d full %d | timers pending %d fired %d stopped %d, late p50 %v p99 %v",
+	t := st.TCP
+	var drops strings.Builder
+	total := uint64(0)
+	for _, r := range dropReasons(st) {
+		if r.n == 0 {
+			continue
+		}
+		if total == 0 {
+			drops.WriteString(" (")
+		} else {
+			drops.WriteString(", ")
+		}
+		total += r.n
+		fmt.Fprintf(&drops, "%s %d", r.name, r.n)
+	}
+	if total > 0 {
+		drops.WriteString(")")
+	}
+	return fmt.Sprintf("conns %d | pkts in %d out %d | segs in %d out %d | retrans %d (rto %d, tlp %d, rack %d, fast %d, syn %d) | keepalives %d | rst %d | drops %d%s | device errors %d | input batches %d max %d full %d | timers pending %d fired %d stopped %d, late p50 %v p99 %v",
 		st.Connections, st.PacketsIn, st.PacketsOut, st.SegmentsIn, st.SegmentsOut,
-		st.TCP.SegsRetransmitted, st.TCP.RTOEvents, st.TCP.FastRetransmits, st.TCP.KeepaliveProbes,
-		st.ResetsSent+st.TCP.ResetsSent, totalDrops(st.Drops),
+		t.SegsRetransmitted, t.RTOEvents, t.TLPProbes, t.RACKRetransmits, t.FastRetransmits-t.RACKRetransmits, t.SYNRetransmits,
+		t.KeepaliveProbes, st.ResetsSent+t.ResetsSent, total, drops.String(), st.DeviceErrors,
 		st.Input.Batches, st.Input.Max, st.Input.Full,
 		st.Wheel.Pending, st.Wheel.Fired, st.Wheel.Stopped, time.Duration(st.Wheel.LateP50), time.Duration(st.Wheel.LateP99))
 }
 
-func totalDrops(d stack.Drops) uint64 {
-	return d.Truncated + d.BadIPHeader + d.NotIPv4 + d.BadIPChecksum + d.NotForUs + d.Fragment +
-		d.UnknownProtocol + d.BadTCPChecksum + d.BadTCPHeader + d.NoListener + d.BadICMP + d.ICMPIgnored + d.TooBig + d.EncodeError
+// statsReport is /stats: the summary line, then every drop reason (zeros
+// included) and the input batches by size, one per line.
+func statsReport(s *stack.Stack) string {
+	var b strings.Builder
+	b.WriteString(statsLine(s))
+	b.WriteString("\n\ndrops by reason:\n")
+	st := s.Stats()
+	for _, r := range dropReasons(st) {
+		fmt.Fprintf(&b, "  %-24s %d\n", r.name, r.n)
+	}
+	fmt.Fprintf(&b, "\ninput batches (%s path) by size:\n", st.InputPath)
+	for i, n := range st.Input.Sizes {
+		fmt.Fprintf(&b, "  %4d-%-4d %d\n", 1<<i, 1<<(i+1)-1, n)
+	}
+	return b.String()
+}
+
+// dropReason is one drop counter, named by where it is counted: "stack." for
+// the stack's (IPv4, demultiplexing, the device), "tcp." for the connections',
+// "listen." for the listeners'.
+type dropReason struct {
+	name string
+	n    uint64
+}
+
+// dropReasons lists every drop counter of st: all of stack.Drops, and the
+// fields of tcp.Counters and tcp.ListenerStats named Drops*. They are found by
+// reflection, so that a new counter is shown without being listed here.
+func dropReasons(st stack.Stats) []dropReason {
+	var out []dropReason
+	add := func(prefix string, v reflect.Value, only string) {
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			name, ok := strings.CutPrefix(f.Name, only)
+			if ok && f.Type.Kind() == reflect.Uint64 {
+				out = append(out, dropReason{prefix + name, v.Field(i).Uint()})
+			}
+		}
+	}
+	add("stack.", reflect.ValueOf(st.Drops), "")
+	add("tcp.", reflect.ValueOf(st.TCP), "Drops")
+	add("listen.", reflect.ValueOf(st.Listen), "Drops")
+	return out
 }
 
 // services are the servers `tcpwheel run` offers.
@@ -273,7 +333,7 @@ func httpHandler(s *stack.Stack) http.Handler {
 	})
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, statsLine(s))
+		fmt.Fprint(w, statsReport(s))
 	})
 	mux.HandleFunc("GET /bytes/{n}", func(w http.ResponseWriter, r *http.Request) {
 		n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)

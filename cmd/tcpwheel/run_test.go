@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +16,10 @@ import (
 
 	"github.com/google/gopacket/pcapgo"
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
+	"github.com/tcpwheel/tcpwheel/stack"
+	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
+	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 	"github.com/vishvananda/netns"
 )
 
@@ -197,4 +201,42 @@ sys.stdout.buffer.write(out)`, strings.Split(addr, ":")[0], strings.Split(addr, 
 		return nil, err
 	}
 	return stdout.Bytes(), nil
+}
+
+// TestStatsLineDrops: the stats line names each drop reason that counted, and
+// /stats lists every reason; retransmissions are broken down by kind.
+func TestStatsLineDrops(t *testing.T) {
+	dev, _ := tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500})
+	m, err := stack.NewManual(stack.Config{Device: dev, Addr: netip.MustParseAddr("198.18.0.2"), Clock: timer.NewManualClock(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	line := statsLine(m.Stack)
+	for _, want := range []string{"retrans 0 (rto 0, tlp 0, rack 0, fast 0, syn 0)", "drops 0 |"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("quiet stats line lacks %q:\n%s", want, line)
+		}
+	}
+	for _, pkt := range [][]byte{make([]byte, 20), make([]byte, 20), {0x45}} {
+		if err := m.Inject(pkt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	line = statsLine(m.Stack)
+	if want := "drops 3 (stack.BadIPHeader 1, stack.NotIPv4 2) |"; !strings.Contains(line, want) {
+		t.Errorf("stats line lacks %q:\n%s", want, line)
+	}
+	report := statsReport(m.Stack)
+	counts := map[string]string{}
+	for _, l := range strings.Split(report, "\n") {
+		if f := strings.Fields(l); len(f) == 2 {
+			counts[f[0]] = f[1]
+		}
+	}
+	for name, want := range map[string]string{"stack.NotIPv4": "2", "stack.MartianLand": "0", "tcp.OutOfWindow": "0", "listen.Backlog": "0"} {
+		if got := counts[name]; got != want {
+			t.Errorf("/stats shows %s %q, want %q:\n%s", name, got, want, report)
+		}
+	}
 }
