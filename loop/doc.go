@@ -9,6 +9,8 @@
 //     on the descriptors given to [Loop.Watch]; it spins for the last
 //     [DefaultSpin] before a deadline instead of sleeping through it. Elsewhere
 //     it sleeps on a time.Timer. [Loop.Post] runs a function on the loop.
+//     [Loop.SetRealTime] puts its thread under SCHED_FIFO, for precision on a
+//     busy machine, and fails, saying why, where that is not permitted.
 //   - [Manual] is the same loop driven by its caller on a timer.ManualClock:
 //     Post runs the function at once, [Manual.AdvanceTo] moves time deadline by
 //     deadline so that timers fire at their own instants. Tests and pcap replays

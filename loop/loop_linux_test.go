@@ -4,6 +4,7 @@ package loop
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -351,5 +352,61 @@ func drainFD(fd int) {
 		if n, err := unix.Read(fd, buf[:]); n <= 0 || err != nil {
 			return
 		}
+	}
+}
+
+// requireRootOrSkip skips a test that needs root, unless CI=true, where not
+// being root is a failure: CI must run it.
+func requireRootOrSkip(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("needs root, and CI=true: run the tests as root")
+	}
+	t.Skip("needs root")
+}
+
+// TestLoopSetRealTime: the loop's thread runs under SCHED_FIFO at the priority
+// asked for, keeps working, and goes back to normal scheduling with 0.
+func TestLoopSetRealTime(t *testing.T) {
+	requireRootOrSkip(t)
+	l, w, _ := newTestLoop(t, timer.DefaultTick)
+	policy := func() (uint32, uint32) {
+		t.Helper()
+		a, err := unix.SchedGetAttr(l.ThreadID(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Policy, a.Priority
+	}
+	if err := l.SetRealTime(10); err != nil {
+		t.Fatalf("SetRealTime(10) as root: %v", err)
+	}
+	if pol, prio := policy(); pol != unix.SCHED_FIFO || prio != 10 {
+		t.Fatalf("loop thread policy %d priority %d, want SCHED_FIFO (%d) at 10", pol, prio, unix.SCHED_FIFO)
+	}
+	fired := make(chan struct{})
+	postWait(t, l, func() {
+		if _, err := w.AfterFunc(time.Millisecond, func() { close(fired) }); err != nil {
+			t.Error(err)
+		}
+	})
+	recvWithin(t, fired)
+	if err := l.SetRealTime(0); err != nil {
+		t.Fatal(err)
+	}
+	if pol, _ := policy(); pol != unix.SCHED_NORMAL {
+		t.Fatalf("loop thread policy %d after SetRealTime(0), want SCHED_NORMAL", pol)
+	}
+	for _, bad := range []int{-1, MaxRealTime + 1} {
+		if err := l.SetRealTime(bad); !errors.Is(err, timer.ErrConfig) {
+			t.Errorf("SetRealTime(%d): %v, want timer.ErrConfig", bad, err)
+		}
+	}
+	l.Close()
+	if err := l.SetRealTime(10); !errors.Is(err, timer.ErrClosed) {
+		t.Errorf("SetRealTime after Close: %v, want timer.ErrClosed", err)
 	}
 }

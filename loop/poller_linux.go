@@ -212,6 +212,52 @@ func (p *poller) close() error {
 	return errors.Join(errs...)
 }
 
+// MinRealTime and MaxRealTime bound SetRealTime's priority: Linux's
+// SCHED_FIFO range (sched_get_priority_min and _max).
+const (
+	MinRealTime = 1
+	MaxRealTime = 99
+)
+
+// SetRealTime puts the loop's thread under the real-time policy SCHED_FIFO at
+// priority prio (MinRealTime to MaxRealTime), so that on a busy machine the
+// loop runs as soon as its timer or a packet wakes it, ahead of every
+// normally scheduled task, instead of waiting for a time slice. prio 0 puts it
+// back under SCHED_OTHER (SCHED_NORMAL). The loop spins at most SetSpin's window (1 ms at
+// most) before a deadline and otherwise sleeps, so it cannot hold a CPU; the
+// kernel's real-time throttling (kernel.sched_rt_runtime_us) bounds it in any
+// case. Where it is not permitted (EPERM: no CAP_SYS_NICE and too low an
+// RLIMIT_RTPRIO, or a cgroup without real-time budget) it fails with an error
+// that matches unix.EPERM and says so; the thread stays as it was. It may be
+// called from any goroutine; it fails with timer.ErrClosed after Close.
+func (l *Loop) SetRealTime(prio int) error {
+	if prio != 0 && (prio < MinRealTime || prio > MaxRealTime) {
+		return fmt.Errorf("%w: real-time priority %d outside [%d, %d]", timer.ErrConfig, prio, MinRealTime, MaxRealTime)
+	}
+	select {
+	case <-l.done:
+		return timer.ErrClosed
+	default:
+	}
+	attr := unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
+	if prio == 0 {
+		attr.Policy = unix.SCHED_NORMAL
+	}
+	err := unix.SchedSetAttr(l.p.tid, &attr, 0)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EPERM):
+		return fmt.Errorf("loop: SCHED_FIFO priority %d for the loop's thread not permitted (needs root or CAP_SYS_NICE, or an RLIMIT_RTPRIO of %d; a cgroup may also give real-time tasks no CPU budget): %w",
+			prio, prio, os.NewSyscallError("sched_setattr", err))
+	}
+	return fmt.Errorf("loop: scheduling policy of the loop's thread: %w", os.NewSyscallError("sched_setattr", err))
+}
+
+// ThreadID returns the id of the OS thread the loop runs on (Linux's tid), for
+// tools and tests that look at it (its scheduling policy, its CPU time).
+func (l *Loop) ThreadID() int { return l.p.tid }
+
 // Watch adds fd to the loop's epoll set: whenever fd is readable, the loop calls
 // onReadable on its goroutine, first in a turn: before the posted functions and
 // before the expiry of due timers (input before expiry; see the package doc).

@@ -93,3 +93,23 @@ func (l *Loop) Watch(fd int, onReadable func()) error { return errNoWatch }
 
 // Unwatch is Linux-only: here it fails.
 func (l *Loop) Unwatch(fd int) error { return errNoWatch }
+
+// Real-time scheduling is Linux-only; the bounds are Linux's.
+const (
+	MinRealTime = 1
+	MaxRealTime = 99
+)
+
+// errNoRealTime is SetRealTime's error where there is no SCHED_FIFO.
+var errNoRealTime = errors.New("loop: real-time scheduling (SCHED_FIFO) needs Linux")
+
+// SetRealTime is Linux-only: here it fails for any priority but 0.
+func (l *Loop) SetRealTime(prio int) error {
+	if prio == 0 {
+		return nil
+	}
+	return errNoRealTime
+}
+
+// ThreadID is Linux-only: here it returns 0.
+func (l *Loop) ThreadID() int { return 0 }

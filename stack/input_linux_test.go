@@ -7,10 +7,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/loop"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"golang.org/x/sys/unix"
 )
@@ -131,4 +133,41 @@ func TestInputBatchesDirectPath(t *testing.T) {
 		t.Fatalf("input path %q, want %q", st.InputPath, inputDirect)
 	}
 	checkBatches(t, st, n)
+}
+
+// TestRealTime: with Config.RealTime the loop's thread runs under SCHED_FIFO
+// at that priority, and the stack works; a priority out of range is ErrConfig.
+func TestRealTime(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root, and CI=true: run the tests as root")
+		}
+		t.Skip("needs root")
+	}
+	da, db := seqpacketPair(t)
+	a, err := New(Config{Device: da, Addr: addrA, RealTime: 10})
+	if err != nil {
+		t.Fatalf("New with RealTime 10 as root: %v", err)
+	}
+	defer a.Close()
+	attr, err := unix.SchedGetAttr(a.run.(*loop.Loop).ThreadID(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attr.Policy != unix.SCHED_FIFO || attr.Priority != 10 {
+		t.Fatalf("loop thread policy %d priority %d, want SCHED_FIFO (%d) at 10", attr.Policy, attr.Priority, unix.SCHED_FIFO)
+	}
+	b, err := New(Config{Device: db, Addr: addrB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c, s := dialPair(t, a, b)
+	c.Close()
+	s.Close()
+	for _, bad := range []int{-1, 100} {
+		if _, err := New(Config{Device: da, Addr: addrA, RealTime: bad}); !errors.Is(err, ErrConfig) {
+			t.Errorf("RealTime %d: %v, want ErrConfig", bad, err)
+		}
+	}
 }

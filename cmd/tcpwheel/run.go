@@ -38,7 +38,13 @@ type runConfig struct {
 	duration time.Duration
 	stats    time.Duration
 	pcap     string
+	rt       bool
 }
+
+// rtPriority is the SCHED_FIFO priority `tcpwheel run -rt` gives the loop's
+// thread: above every normally scheduled task (the CPU hogs of a busy
+// machine), below the kernel's threaded interrupt handlers (50).
+const rtPriority = 10
 
 func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs := flag.NewFlagSet("tcpwheel run", flag.ContinueOnError)
@@ -57,6 +63,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.DurationVar(&cfg.duration, "duration", 0, "run this long, then exit (0: until SIGINT or SIGTERM)")
 	fs.DurationVar(&cfg.stats, "stats", 0, "print a one-line counters summary at this interval (0: never)")
 	fs.StringVar(&cfg.pcap, "pcap", "", "write a pcap of every packet the stack sends and receives to this file")
+	fs.BoolVar(&cfg.rt, "rt", false, "run the stack's loop thread at real-time priority (SCHED_FIFO "+strconv.Itoa(rtPriority)+"); fails where not permitted")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tcpwheel run [flags]\n\nBrings the stack up on a TUN device whose kernel side lives in its own network\nnamespace, and serves echo (7), discard (9) and HTTP (80).\n\nflags:")
 		fs.PrintDefaults()
@@ -146,7 +153,11 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 			err = fmt.Errorf("run: cleaning up: %w", cerr)
 		}
 	}()
-	s, err := stack.New(stack.Config{Device: bed.Dev, Addr: cfg.addr, Prefix: cfg.peer.Masked(), Tick: cfg.tick})
+	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Prefix: cfg.peer.Masked(), Tick: cfg.tick}
+	if cfg.rt {
+		scfg.RealTime = rtPriority
+	}
+	s, err := stack.New(scfg)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
@@ -158,8 +169,12 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 	}
 	defer srv.close()
 
-	fmt.Fprintf(stdout, "tcpwheel ready: stack %v on %s, kernel side %v in network namespace %q (tick %v, loss %g)\n",
-		cfg.addr, cfg.link, cfg.peer, cfg.netns, cfg.tick, cfg.loss)
+	rt := ""
+	if cfg.rt {
+		rt = fmt.Sprintf(", loop thread SCHED_FIFO %d", rtPriority)
+	}
+	fmt.Fprintf(stdout, "tcpwheel ready: stack %v on %s, kernel side %v in network namespace %q (tick %v, loss %g%s)\n",
+		cfg.addr, cfg.link, cfg.peer, cfg.netns, cfg.tick, cfg.loss, rt)
 	fmt.Fprintf(stdout, "  try: sudo ip netns exec %s curl http://%v/\n", cfg.netns, cfg.addr)
 	fmt.Fprintf(stdout, "       sudo ip netns exec %s curl -o /dev/null http://%v/bytes/100000000\n", cfg.netns, cfg.addr)
 	fmt.Fprintf(stdout, "       sudo ip netns exec %s ping -c 3 %v\n", cfg.netns, cfg.addr)

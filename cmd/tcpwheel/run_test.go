@@ -30,6 +30,7 @@ func TestRunFlags(t *testing.T) {
 	}{
 		{nil, true},
 		{[]string{"-loss", "0.05", "-seed", "7", "-tick", "100us", "-stats", "1s"}, true},
+		{[]string{"-rt"}, true},
 		{[]string{"-loss", "1.5"}, false},
 		{[]string{"-loss", "-0.1"}, false},
 		{[]string{"-loss", "NaN"}, false},
