@@ -21,7 +21,9 @@
 // handled with the wheel's Now moved to the clock (timer.Wheel.MoveNow, which
 // fires nothing), so the timers it starts measure from when it is handled. TCP
 // code therefore needs no locks, and timers fire on the loop's precise sleep
-// rather than on Go runtime timers.
+// rather than on Go runtime timers. Config.RealTime runs the loop's thread
+// under SCHED_FIFO, so that a busy machine does not delay it (New fails where
+// that is not permitted).
 //
 // Packets reach the loop by one of two paths, which Stats.InputPath names. When
 // the device is a tun.Pollable (a TUN, also through the wrappers tun/impair,
@@ -29,9 +31,17 @@
 // watches its descriptor and reads up to 256 packets per turn itself, into
 // one buffer of its own, with no handoff: the direct path. Otherwise (an
 // in-memory pipe) a reader goroutine blocks in the device's ReadPacket and
-// posts what it reads to the loop: the reader path. NewManual runs the stack on a
-// loop.Manual instead, driven by its caller, who injects the packets: for tests
-// and pcap replay (package replay).
+// posts what it reads to the loop: the reader path, which also hands the loop
+// at most 256 packets per turn. Stats.Input counts the batches. NewManual runs
+// the stack on a loop.Manual instead, driven by its caller, who injects the
+// packets (Inject, or Wake for a late wake that finds packets waiting): for
+// tests and pcap replay (package replay).
+//
+// IPv4 input drops, and counts by reason in Stats.Drops, what is malformed, not
+// for our address, fragmented, or from a martian source (a broadcast address,
+// the link's subnet broadcast given by Config.Prefix, multicast, class E, 0/8,
+// 127/8, or our own address; RFC 1122 3.2.1.3, as Linux). TCP's own drops are
+// counted in Stats.TCP and Stats.Listen.
 //
 // Application goroutines never touch an endpoint: Conn.Read, Write and Close post
 // a function to the loop and wait for it; when an endpoint has nothing to give,
