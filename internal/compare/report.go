@@ -191,7 +191,7 @@ var metricOrder = []metricInfo{
 	{"mem_growth_mb", "heap+stacks growth over the flood (MB)"},
 	{"synacks_sent", "SYN-ACKs sent"},
 	{"synacks_legit", "  of which to legitimate clients"},
-	{"synacks_spoofed_retx", "  of which resent to spoofed sources"},
+	{"synacks_spoofed_retx", "  of which resent to spoofed sources (by the last connect)"},
 	{"syn_cookies_sent", "SYN cookies sent"},
 	{"syn_cookies_valid", "connections from SYN cookies"},
 	{"listen_backlog_drops", "SYNs dropped at a full backlog"},
