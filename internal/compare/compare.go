@@ -6,8 +6,9 @@
 // Files: compare.go (Config and its checks, Run: the loop over runs),
 // stacks.go (the stacks under test), env.go (one run's namespace and device
 // chain, the kernel side), scenarios.go (the scenarios, as a table of
-// descriptors, and what they share), scenarios_loss.go and scenarios_idle.go
-// (each scenario's run), report.go (statistics, table, JSON, goals), plot.go. The
+// descriptors, and what they share), scenarios_loss.go, scenarios_idle.go and
+// scenarios_flood.go (each scenario's run), load.go (-load's CPU hogs),
+// report.go (statistics, table, JSON, goals), plot.go. The
 // watcher that tells RTOs from fast retransmissions and probes on the wire
 // is package segwatch.
 //

@@ -37,6 +37,16 @@ const (
 // fraction of legitimate connections done within 1 s, their connect latency,
 // the process's heap growth over the flood, and the SYN-ACKs and SYN cookies
 // the stack sent.
+//
+// The SYNs come from the kernel's side, not from a device-chain injector in
+// user space: that way they cross the real TUN and its queue, as an
+// attacker's would, and share that queue with the legitimate SYNs (when the
+// stack falls behind, the kernel drops at the queue, flood and legitimate
+// alike: "kernel packets dropped at the TUN queue"); and the stack reads
+// them on its usual path (tcpwheel's loop reads the TUN directly, which an
+// injector above the TUN could only feed by hiding the descriptor and
+// forcing the reader goroutine). The cost: the sender's sendto calls, and
+// the kernel's work for each SYN, run in this process, beside the stack.
 func scenarioSYNFlood(e *runEnv) error {
 	ln, err := e.stack.Listen(cmpPort)
 	if err != nil {
