@@ -1,13 +1,17 @@
 package compare
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,4 +144,71 @@ func TestCompareUnderLoad(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", s, out.String())
 		}
 	}
+}
+
+// TestHogsDieWithParent: a comparison killed outright (SIGKILL, no cleanup)
+// leaves no hog running: each gets SIGKILL when its parent goes.
+func TestHogsDieWithParent(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHogsDieWithParentChild$")
+	cmd.Env = append(os.Environ(), "COMPARE_HOG_CHILD=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	var pids []int
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "hogs "); ok {
+			for _, f := range strings.Fields(rest) {
+				pid, _ := strconv.Atoi(f)
+				pids = append(pids, pid)
+			}
+			break
+		}
+	}
+	if len(pids) != 2 {
+		t.Fatalf("the child reported hogs %v, want 2", pids)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("hog %d outlived its killed parent", pid)
+		}
+	}
+}
+
+// alive says whether pid runs (a zombie, which init reaps, does not count).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// TestHogsDieWithParentChild is the process TestHogsDieWithParent kills.
+func TestHogsDieWithParentChild(t *testing.T) {
+	if os.Getenv("COMPARE_HOG_CHILD") == "" {
+		t.Skip("runs only as TestHogsDieWithParent's child process")
+	}
+	h, err := startHogs(2, DefaultHog(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("hogs", strings.Trim(fmt.Sprint(h.pids), "[]"))
+	time.Sleep(10 * time.Second)
+	h.stop()
+	t.Fatal("not killed")
 }
