@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -36,6 +38,10 @@ func parseCompareFlags(args []string, stderr io.Writer) (compare.Config, error) 
 	fs.DurationVar(&cfg.Hold, "hold", cfg.Hold, "how long many-conns keeps its connections idle (with keepalive) while measuring CPU")
 	fs.DurationVar(&cfg.RunTimeout, "run-timeout", cfg.RunTimeout, "the longest one run may take before it fails")
 	fs.BoolVar(&cfg.Quiet, "q", false, "no progress line on standard error")
+	fs.IntVar(&cfg.FloodSYNs, "flood-syns", cfg.FloodSYNs, "spoofed SYNs of the synflood scenario (sources 198.18.N.10-250, inside the run's namespace)")
+	fs.IntVar(&cfg.FloodRate, "flood-rate", cfg.FloodRate, "their rate, SYNs per second")
+	fs.IntVar(&cfg.FloodConns, "flood-conns", cfg.FloodConns, "legitimate kernel connects started evenly over the flood")
+	fs.IntVar(&cfg.Load, "load", 0, "run every scenario beside N CPU-bound processes (0: none; -load alone: GOMAXPROCS), killed at the end of each run")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: tcpwheel compare [flags]
 
@@ -50,7 +56,7 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(bareLoad(args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, err
 		}
@@ -79,6 +85,22 @@ flags:
 		return bad("%v", err)
 	}
 	return cfg, nil
+}
+
+// bareLoad gives a -load that no number follows the default of GOMAXPROCS
+// processes: "-load -scenarios x" reads as "-load=N -scenarios x".
+func bareLoad(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if (a == "-load" || a == "--load") && (i+1 == len(args) || strings.HasPrefix(args[i+1], "-")) {
+			a += "=" + strconv.Itoa(runtime.GOMAXPROCS(0))
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 func cmdCompare(args []string, stdout, stderr io.Writer) error {

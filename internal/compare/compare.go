@@ -6,8 +6,9 @@
 // Files: compare.go (Config and its checks, Run: the loop over runs),
 // stacks.go (the stacks under test), env.go (one run's namespace and device
 // chain, the kernel side), scenarios.go (the scenarios, as a table of
-// descriptors, and what they share), scenarios_loss.go and scenarios_idle.go
-// (each scenario's run), report.go (statistics, table, JSON, goals), plot.go. The
+// descriptors, and what they share), scenarios_loss.go, scenarios_idle.go and
+// scenarios_flood.go (each scenario's run), load.go (-load's CPU hogs),
+// report.go (statistics, table, JSON, goals), plot.go. The
 // watcher that tells RTOs from fast retransmissions and probes on the wire
 // is package segwatch.
 //
@@ -29,6 +30,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tcpwheel/tcpwheel/internal/testbed"
 )
 
 // Stack names.
@@ -63,7 +66,23 @@ type Config struct {
 	Hold       time.Duration // -hold: how long many-conns holds them idle, 0 to 1h
 	RunTimeout time.Duration // -run-timeout: the longest one run may take, at least 1s
 	Quiet      bool          // -q: no progress line
+	FloodSYNs  int           // -flood-syns: spoofed SYNs of synflood, 1 to testbed.MaxFloodSYNs
+	FloodRate  int           // -flood-rate: their rate per second, 1 to testbed.MaxFloodRate
+	FloodConns int           // -flood-conns: legitimate connects during the flood, 1 to 1000
+	// Load (-load) is how many CPU-bound processes run beside each run, to
+	// keep every core busy: 0 (none) to MaxLoad.
+	Load int
+	// Hog is the command of one such process; nil means DefaultHog().
+	Hog []string
 }
+
+// MaxLoad is the largest Config.Load.
+const MaxLoad = 256
+
+// DefaultHog is the command of a CPU hog: a shell's busy loop, which makes
+// no system calls and allocates nothing. It never ends by itself: Run kills
+// it, with its process group, when the run ends.
+func DefaultHog() []string { return []string{"sh", "-c", "while :; do :; done"} }
 
 // DefaultConfig returns the defaults of `tcpwheel compare`.
 func DefaultConfig() Config {
@@ -77,6 +96,9 @@ func DefaultConfig() Config {
 		Conns:      10000,
 		Hold:       10 * time.Second,
 		RunTimeout: 3 * time.Minute,
+		FloodSYNs:  20000,
+		FloodRate:  20000,
+		FloodConns: 100,
 	}
 }
 
@@ -104,8 +126,31 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("-hold %v: want 0 to 1h", c.Hold)
 	case c.RunTimeout < time.Second:
 		return fmt.Errorf("-run-timeout %v: want at least 1s", c.RunTimeout)
+	case c.Load < 0 || c.Load > MaxLoad:
+		return fmt.Errorf("-load %d: want 0 (none) to %d processes", c.Load, MaxLoad)
+	}
+	if err := c.checkFlood(); err != nil {
+		return err
 	}
 	return c.checkOutputs()
+}
+
+// checkFlood checks synflood's parameters: the flood must end well within a
+// run, with time for the legitimate connections after it.
+func (c *Config) checkFlood() error {
+	switch {
+	case c.FloodSYNs < 1 || c.FloodSYNs > testbed.MaxFloodSYNs:
+		return fmt.Errorf("-flood-syns %d: want 1 to %d", c.FloodSYNs, testbed.MaxFloodSYNs)
+	case c.FloodRate < 1 || c.FloodRate > testbed.MaxFloodRate:
+		return fmt.Errorf("-flood-rate %d: want 1 to %d SYNs per second", c.FloodRate, testbed.MaxFloodRate)
+	case c.FloodConns < 1 || c.FloodConns > 1000:
+		return fmt.Errorf("-flood-conns %d: want 1 to 1000", c.FloodConns)
+	}
+	if d := time.Duration(c.FloodSYNs) * time.Second / time.Duration(c.FloodRate); 2*d+legitLimit > c.RunTimeout || d > 5*time.Minute {
+		return fmt.Errorf("-flood-syns %d at -flood-rate %d takes %v: want at most 5m, and twice it plus %v within -run-timeout %v",
+			c.FloodSYNs, c.FloodRate, d, legitLimit, c.RunTimeout)
+	}
+	return nil
 }
 
 // checkOutputs checks that the JSON, the plot and the pcaps can be written.

@@ -63,9 +63,13 @@ func runOne(parent context.Context, cfg Config, c compareCase, stackName string,
 		if err != nil {
 			return err
 		}
+		sc, ok := scenarioNamed(c.scenario)
 		defer func() {
 			res.InputPath = e.stack.InputPath()
-			res.collectEvents(e.w.Events())
+			if ok && !sc.unwatched {
+				res.collectEvents(e.w.Events())
+			}
+			res.addKernelCounters(e.bed)
 			if cerr := e.close(); cerr != nil && err == nil {
 				err = cerr
 			}
@@ -74,9 +78,16 @@ func runOne(parent context.Context, cfg Config, c compareCase, stackName string,
 		// writes and accepts return.
 		stop := context.AfterFunc(ctx, func() { e.closeNow() })
 		defer stop()
-		sc, ok := scenarioNamed(c.scenario)
 		if !ok {
 			return fmt.Errorf("unknown scenario %q", c.scenario)
+		}
+		if cfg.Load > 0 {
+			h, err := startHogs(cfg.Load, cfg.hogCommand(), cfg.RunTimeout)
+			if err != nil {
+				return err
+			}
+			defer h.stop()
+			res.Load = cfg.Load
 		}
 		return sc.run(e)
 	}()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tcpwheel/tcpwheel/internal/compare/segwatch"
+	"github.com/tcpwheel/tcpwheel/internal/testbed"
 )
 
 // runResult is one run of one case on one stack.
@@ -30,6 +32,32 @@ type runResult struct {
 	// the device) or "reader" (a goroutine reads and posts); "" while the
 	// stack cannot say. See stackUnderTest.InputPath.
 	InputPath string `json:"input_path,omitempty"`
+	// Load is how many CPU hogs ran beside the run (-load).
+	Load int `json:"load,omitempty"`
+}
+
+// kernelCounters are the namespace's kernel counters each run reports, by
+// metric: what the kernel peer saw of the stack.
+var kernelCounters = []struct{ metric, counter string }{
+	{"kernel_dup_segments", "TcpExt.TCPDSACKOldSent"}, // segments it had already received
+	{"kernel_dup_segments", "TcpExt.TCPDSACKOfoSent"},
+	{"kernel_syn_retrans", "TcpExt.TCPSynRetrans"}, // SYNs it sent again (no SYN-ACK in time)
+	{"tun_queue_drops", "link.tx_dropped"},         // its packets to the stack lost at the TUN queue
+}
+
+// addKernelCounters records the namespace's kernel counters (bed nil or
+// gone: none).
+func (r *runResult) addKernelCounters(bed *testbed.Bed) {
+	if bed == nil {
+		return
+	}
+	c, err := bed.KernelCounters()
+	if err != nil {
+		return
+	}
+	for _, k := range kernelCounters {
+		r.Metrics[k.metric] += float64(c[k.counter])
+	}
 }
 
 func (r *runResult) addSample(key string, v float64) {
@@ -109,6 +137,9 @@ func (r *runResult) collectEvents(evs []segwatch.Event) {
 	}
 	r.Metrics["retransmits"] = float64(total)
 	r.Metrics["retx_acked"] = float64(acked)
+	// The same figure, shown even when zero: under -load, the count that says
+	// whether a busy machine made the stack resend what was acknowledged.
+	r.Metrics["spurious_retx"] = float64(acked)
 }
 
 // metricInfo says how to show a metric; the order of metricOrder is the table's.
@@ -150,6 +181,23 @@ var metricOrder = []metricInfo{
 	{"idle_cpu_us_per_conn_s", "idle CPU (µs per connection-second)"},
 	{"idle_pkts_out_per_conn_s", "idle packets out (per connection-second)"},
 	{"idle_timers_fired_per_conn_s", "idle timers fired (per connection-second)"},
+	{"spurious_retx", "spurious retransmissions (already ACKed, at the watcher)"},
+	{"kernel_dup_segments", "duplicate segments the kernel received (its DSACKs)"},
+	{"kernel_syn_retrans", "kernel SYN retransmissions"},
+	{"tun_queue_drops", "kernel packets dropped at the TUN queue"},
+	{"legit_within_1s_pct", "legitimate connects done within 1 s (%)"},
+	{"legit_connect_ms", "legitimate connect latency (ms)"},
+	{"legit_failed", "legitimate connects failed (none within 5 s)"},
+	{"mem_growth_mb", "heap+stacks growth over the flood (MB)"},
+	{"synacks_sent", "SYN-ACKs sent"},
+	{"synacks_legit", "  of which to legitimate clients"},
+	{"synacks_spoofed_retx", "  of which resent to spoofed sources (by the last connect)"},
+	{"syn_cookies_sent", "SYN cookies sent"},
+	{"syn_cookies_valid", "connections from SYN cookies"},
+	{"listen_backlog_drops", "SYNs dropped at a full backlog"},
+	{"flood_syns_sent", "spoofed SYNs sent"},
+	{"flood_send_errors", "spoofed SYNs the kernel refused (ENOBUFS)"},
+	{"flood_rate_per_s", "flood rate achieved (SYNs/s)"},
 	{"cpu_ms", "CPU time (ms, process rusage)"},
 	{"timers_fired", "wheel timers fired"},
 	{"timers_stopped", "wheel timers stopped"},
@@ -206,14 +254,27 @@ type reportConfig struct {
 	Conns        int       `json:"conns"`
 	HoldMS       float64   `json:"hold_ms"`
 	RunTimeoutMS float64   `json:"run_timeout_ms"`
+	FloodSYNs    int       `json:"flood_syns"`
+	FloodRate    int       `json:"flood_rate"`
+	FloodConns   int       `json:"flood_conns"`
+	// Load is how many CPU hogs ran beside every run (0: none), on CPUs cores.
+	Load int      `json:"load"`
+	Hog  []string `json:"hog,omitempty"`
+	CPUs int      `json:"cpus"`
 }
 
 func reportConfigOf(cfg Config) reportConfig {
-	return reportConfig{
+	rc := reportConfig{
 		Stacks: cfg.Stacks, Scenarios: cfg.Scenarios, Runs: cfg.Runs, Seed: cfg.Seed,
 		BulkBytes: cfg.BulkSize, BulkLoss: cfg.BulkLoss, Conns: cfg.Conns,
 		HoldMS: ms(cfg.Hold), RunTimeoutMS: ms(cfg.RunTimeout),
+		FloodSYNs: cfg.FloodSYNs, FloodRate: cfg.FloodRate, FloodConns: cfg.FloodConns,
+		Load: cfg.Load, CPUs: runtime.NumCPU(),
 	}
+	if cfg.Load > 0 {
+		rc.Hog = cfg.hogCommand()
+	}
+	return rc
 }
 
 // report is everything `tcpwheel compare` found.
@@ -295,7 +356,7 @@ func (rep *report) summarize(stacks []string, cases []compareCase) {
 					base = &rows[len(rows)-1]
 				}
 			}
-			if allZero(rows) && (strings.HasPrefix(m, "retx_") || strings.HasPrefix(m, "timers_")) {
+			if allZero(rows) && (strings.HasPrefix(m, "retx_") || strings.HasPrefix(m, "timers_") || m == "tun_queue_drops") {
 				continue // a kind that never happened: no row
 			}
 			if base != nil && base.Median != 0 {
@@ -328,6 +389,8 @@ const (
 	goalSlackP99MS     = 0.3
 	goalSYNACKSlackMS  = 2.0
 	goalKeepaliveSlack = 2.0
+	goalLegitPct       = 99.0 // the issue: legitimate connects within 1 s during a SYN flood
+	goalFloodMemMB     = 10.0 // the issue: memory growth under a SYN flood
 )
 
 func (rep *report) judge(stacks []string) []goal {
@@ -414,7 +477,28 @@ func (rep *report) judge(stacks []string) []goal {
 		}
 		return mine.Median, st == stackGVisor || mine.Median < base.Median, true
 	})
+	rep.floodGoals(add)
 	return gs
+}
+
+// floodGoals are synflood's goals, from the issue; every stack is judged, so
+// gVisor's figures of the same run stand beside ours.
+func (rep *report) floodGoals(add func(name, source string, judge func(st string) (any, bool, bool))) {
+	add(fmt.Sprintf("synflood: >= %g%% of legitimate connects done within 1 s (all runs)", goalLegitPct), "issue", func(st string) (any, bool, bool) {
+		vs := rep.values("synflood", st, "legit_within_1s_pct")
+		if len(vs) == 0 {
+			return nil, false, false
+		}
+		mean := 0.0
+		for _, v := range vs {
+			mean += v / float64(len(vs))
+		}
+		return mean, mean >= goalLegitPct, true
+	})
+	add(fmt.Sprintf("synflood: memory growth < %g MB (max over runs)", goalFloodMemMB), "issue", func(st string) (any, bool, bool) {
+		r, ok := rep.row("synflood", "mem_growth_mb", st)
+		return r.Max, r.Max < goalFloodMemMB, ok
+	})
 }
 
 // pooled gathers a sample metric over every case.
@@ -454,6 +538,10 @@ func allZero(rows []summaryRow) bool {
 
 // writeTable prints the summary: text columns aligned left, figures right.
 func (rep *report) writeTable(w io.Writer) {
+	if rep.Config.Load > 0 {
+		fmt.Fprintf(w, "UNDER LOAD: %d CPU-bound processes (%s) beside every run, on %d CPUs\n\n",
+			rep.Config.Load, strings.Join(rep.Config.Hog, " "), rep.Config.CPUs)
+	}
 	header := []string{"case", "metric", "stack", "n", "median", "p90", "p99", "max", "×gvisor"}
 	lines := [][]string{header}
 	lastCase, lastMetric := "", ""

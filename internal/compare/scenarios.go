@@ -37,6 +37,7 @@ var scenarios = [...]scenario{
 	{name: "keepalive", help: "probe timing, idle 200ms, interval 100ms, count 3", run: scenarioKeepalive},
 	{name: "zero-window", help: "zero-window probe timing against a receiver that stops reading", run: scenarioZeroWindow},
 	{name: "many-conns", help: "-conns idle connections with keepalive: CPU and memory per connection", run: scenarioManyConns, unwatched: true},
+	{name: "synflood", help: "-flood-syns spoofed SYNs at -flood-rate/s while -flood-conns clients connect", run: scenarioSYNFlood, unwatched: true},
 }
 
 // Scenarios returns the names of the scenarios, in the order they run.

@@ -21,6 +21,13 @@ type timerCounts struct {
 	Fired, Stopped, Pending uint64
 }
 
+// listenCounts are a stack's listener counters, summed over its listeners.
+type listenCounts struct {
+	CookiesSent  uint64 // SYNs answered with a SYN cookie
+	CookiesValid uint64 // connections made from a returned cookie
+	BacklogDrops uint64 // SYNs dropped: the half-open table or the queue was full
+}
+
 // stackUnderTest is what a scenario needs from a stack; the three stacks differ
 // only here.
 type stackUnderTest interface {
@@ -36,6 +43,8 @@ type stackUnderTest interface {
 	SetKeepAlive(c net.Conn, cfg net.KeepAliveConfig) error
 	// Timers reports the wheel's counters, and false for a stack without one.
 	Timers() (timerCounts, bool)
+	// ListenCounts reports the listeners' SYN cookie and drop counters.
+	ListenCounts() listenCounts
 	// InputPath says how the stack reads its packets, "direct" or "reader",
 	// or "" when it cannot say.
 	InputPath() string
@@ -112,6 +121,11 @@ func (t *tcpwheelStack) Timers() (timerCounts, bool) {
 	return timerCounts{Fired: w.Fired, Stopped: w.Stopped, Pending: uint64(w.Pending)}, true
 }
 
+func (t *tcpwheelStack) ListenCounts() listenCounts {
+	l := t.s.Stats().Listen
+	return listenCounts{CookiesSent: l.SynCookiesSent, CookiesValid: l.SynCookiesValid, BacklogDrops: l.DropsBacklog}
+}
+
 // InputPath implements stackUnderTest: "direct" on every scenario, since the
 // device chain forwards tun.Pollable; "reader" would mean a wrapper hid it.
 func (t *tcpwheelStack) InputPath() string { return t.s.Stats().InputPath }
@@ -153,6 +167,14 @@ func (g *gvisorStack) Timers() (timerCounts, bool) {
 	}
 	st := g.clock.Stats()
 	return timerCounts{Fired: st.Fired, Stopped: st.Stopped, Pending: uint64(st.Pending)}, true
+}
+
+func (g *gvisorStack) ListenCounts() listenCounts {
+	t := g.s.GVisor().Stats().TCP
+	return listenCounts{
+		CookiesSent: t.ListenOverflowSynCookieSent.Value(), CookiesValid: t.ListenOverflowSynCookieRcvd.Value(),
+		BacklogDrops: t.ListenOverflowSynDrop.Value(),
+	}
 }
 
 // InputPath implements stackUnderTest: gVisor's link endpoint always reads
