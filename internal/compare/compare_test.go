@@ -143,13 +143,22 @@ func TestCompareSmoke(t *testing.T) {
 			// even builds the SYN-ACK, connect.go newHandshake: 999.96 ms
 			// seen in CI), which shortens the gap on the wire. The exact
 			// start instant of ours is pinned on the manual clock by tcp's
-			// TestRetransmission.
-			const lo = 999.0
+			// TestRetransmission. How late is this run's RTO slack, which the
+			// report measures and does not judge here: a busy machine delays
+			// the loop by tens of milliseconds or more. The upper bound is
+			// short of the next backoff step: a retry gap of 2 s is a
+			// retransmission after a doubled RTO (the first one missing),
+			// which no late loop explains.
+			const lo, hi = 999.0, 2000.0
 			g := r.Samples["syn_retry_gap_ms"]
-			if len(g) != 1 || g[0] < lo || g[0] > 1100 {
-				t.Errorf("%s synack-loss: SYN-ACK retry gaps %v ms, want one at %v-1100", r.Stack, g, lo)
+			if len(g) != 1 || g[0] < lo || g[0] >= hi {
+				t.Errorf("%s synack-loss: SYN-ACK retry gaps %v ms, want one, at %v ms or later, before %v", r.Stack, g, lo, hi)
 			}
 		case "tail-loss":
+			// One probe (tcpwheel, ~3 ms) or one RTO (gVisor, ~200 ms) on an
+			// idle machine. The bound is no window: a late loop adds tens of
+			// milliseconds, while 1.5 s is what waiting through three
+			// backed-off RTOs (200+400+800 ms) takes.
 			if v := r.Metrics["recovery_ms"]; v <= 0 || v > 1500 {
 				t.Errorf("%s tail-loss: recovery %v ms", r.Stack, v)
 			}
