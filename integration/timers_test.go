@@ -34,9 +34,9 @@ import (
 //     (a packet read before the stack handled it, or a clock reading before
 //     the call that armed it);
 //   - not a step late: an upper bound only where it catches a real bug (a
-//     timer that ran a backed-off or otherwise wrong duration), and then short
-//     of the next step (twice the expected duration for a timer that backs off
-//     by doubling), which no late loop reaches;
+//     timer that ran a backed-off or otherwise wrong duration), and then just
+//     short of the next step (nextStep: twice the expected duration for a
+//     timer that backs off by doubling), which no late loop reaches;
 //   - ratios of gaps (the backoff), with bounds that a late loop cannot push
 //     a correct stack across (see TestRTO/backoff).
 
@@ -85,8 +85,8 @@ func TestSYNACKRetransmit(t *testing.T) {
 	// Late by a whole initial RTO would be the timer's second, backed-off
 	// expiry (2 s), not this one's: the first retransmission missed or the
 	// RTO doubled before it.
-	if gap >= 2*want {
-		t.Errorf("SYN-ACK retransmitted %s after the first, want %v (late is a loaded machine, but not by a whole backoff step: %v)", ms(gap), want, 2*want)
+	if gap >= nextStep(want) {
+		t.Errorf("SYN-ACK retransmitted %s after the first, want %v (late on a loaded machine, but short of the next backoff step: %s)", ms(gap), want, ms(nextStep(want)))
 	}
 	if sa[1].Seg.Seq != sa[0].Seg.Seq || sa[1].Seg.Ack != sa[0].Seg.Ack {
 		t.Errorf("retransmitted SYN-ACK seq/ack %d/%d, first %d/%d; want the same", sa[1].Seg.Seq, sa[1].Seg.Ack, sa[0].Seg.Seq, sa[0].Seg.Ack)
@@ -105,6 +105,14 @@ func TestSYNACKRetransmit(t *testing.T) {
 		t.Fatalf("read %q, %v; want hello", buf, err)
 	}
 }
+
+// nextStep bounds the gap between two stamped transmissions whose timer should
+// have run d: short of the next backoff step, 2*d, by a tenth of d. A stamp
+// comes a little after the instant its timer started from, so the gap of a
+// timer that wrongly ran 2*d can come out a hair under 2*d (1999.96 ms for
+// a doubled 1 s SYN-ACK timer): the tenth catches it, while a correct timer
+// must be nine tenths of d late to reach the bound.
+func nextStep(d time.Duration) time.Duration { return 2*d - d/10 }
 
 // connectedPair dials from the stack to a kernel listener and returns both
 // ends. rcvbuf, if positive, is the kernel socket's SO_RCVBUF.
@@ -229,8 +237,8 @@ func TestRTO(t *testing.T) {
 		// The RTO doubles only after it expired: a resend as late as twice
 		// the reported RTO is one that waited a backed-off timer (or missed
 		// the first expiry), not one that a busy loop delayed.
-		if gap >= 2*rto {
-			t.Errorf("tail resent %s after its loss, want the RTO %s (late on a loaded machine, but short of a backed-off %s)", ms(gap), ms(rto), ms(2*rto))
+		if gap >= nextStep(rto) {
+			t.Errorf("tail resent %s after its loss, want the RTO %s (late on a loaded machine, but short of a backed-off one: %s)", ms(gap), ms(rto), ms(nextStep(rto)))
 		}
 	})
 
@@ -258,11 +266,11 @@ func TestRTO(t *testing.T) {
 		}
 		// Each gap short of the next backoff step: the first retransmission
 		// before a doubled RTO, the second before a quadrupled one.
-		if gap1 >= 2*rto {
-			t.Errorf("first retransmission %s after the loss, want the RTO %s (short of a backed-off %s)", ms(gap1), ms(rto), ms(2*rto))
+		if gap1 >= nextStep(rto) {
+			t.Errorf("first retransmission %s after the loss, want the RTO %s (short of a backed-off one: %s)", ms(gap1), ms(rto), ms(nextStep(rto)))
 		}
-		if gap2 >= 4*rto {
-			t.Errorf("second retransmission %s after the first, want 2*RTO = %s (short of a twice backed-off %s)", ms(gap2), ms(2*rto), ms(4*rto))
+		if gap2 >= nextStep(2*rto) {
+			t.Errorf("second retransmission %s after the first, want 2*RTO = %s (short of a twice backed-off one: %s)", ms(gap2), ms(2*rto), ms(nextStep(2*rto)))
 		}
 		// The backoff ratio, gap2/gap1 = 2 on an idle machine. Each
 		// retransmission's timer runs from the instant the segment actually
