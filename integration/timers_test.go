@@ -366,7 +366,10 @@ func TestKeepalive(t *testing.T) {
 		// Never early; and in its own slot: a probe as late as the next
 		// one's instant would be one that waited a wrong interval (idle
 		// instead of the interval, say), which a busy loop does not do.
-		if at < want || at >= want+interval {
+		if at < want {
+			t.Errorf("probe %d at %s: earlier than %s", i+1, ms(at), ms(want))
+		}
+		if at >= want+interval {
 			t.Errorf("probe %d at %s, want %s (late on a loaded machine, but before the next probe's %s)", i+1, ms(at), ms(want), ms(want+interval))
 		}
 	}
@@ -377,7 +380,10 @@ func TestKeepalive(t *testing.T) {
 	if !rst.Seg.has(header.TCPFlagRst) || rst.Seg.Seq != recs[0].Seg.Seq+1 {
 		t.Errorf("after the probes: flags %v seq %d; want a RST with seq %d (SND.NXT)", rst.Seg.Flags, rst.Seg.Seq, recs[0].Seg.Seq+1)
 	}
-	if rstAt < wantRST || rstAt >= wantRST+interval {
+	if rstAt < wantRST {
+		t.Errorf("RST at %s: earlier than %s", ms(rstAt), ms(wantRST))
+	}
+	if rstAt >= wantRST+interval {
 		t.Errorf("RST at %s, want %s (late on a loaded machine, but short of one more interval: %s)", ms(rstAt), ms(wantRST), ms(wantRST+interval))
 	}
 	if info := c.Info(); info.KeepaliveProbes != count || info.State != tcp.StateClosed {
