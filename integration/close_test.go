@@ -39,25 +39,33 @@ func TestClose(t *testing.T) {
 		}
 		before := time.Now()
 		k.Close() // the kernel's FIN: the stack goes FIN-WAIT-2 -> TIME-WAIT
-		if !waitUntil(time.Second, func() bool { return c.Info().State == tcp.StateTimeWait }) {
+		if !waitUntil(5*time.Second, func() bool { return c.Info().State == tcp.StateTimeWait }) {
 			t.Fatalf("state %v after both FINs, want TIME-WAIT", c.Info().State)
 		}
 		if n := e.Stack.Stats().Connections; n != 1 {
 			t.Errorf("in TIME-WAIT the stack's table holds %d connections, want 1", n)
 		}
+		// The wait is long enough to tell a TIME-WAIT of the configured
+		// length from one of the default 60 s; how long it took is then
+		// judged below.
 		var left time.Duration
-		if !waitUntil(timeWait+2*time.Second, func() bool {
+		if !waitUntil(timeWait+10*time.Second, func() bool {
 			left = time.Since(before)
 			return e.Stack.Stats().Connections == 0
 		}) {
 			t.Fatalf("connection still in the table %v after the kernel's FIN (state %v)", time.Since(before), c.Info().State)
 		}
 		t.Logf("left the table %s after the kernel closed (TIME-WAIT %v)", ms(left), timeWait)
+		// Never early (before was read before the kernel's FIN left, and
+		// left when the poll saw the table empty, both on the safe side).
 		if left < timeWait {
 			t.Errorf("left TIME-WAIT %s after the kernel's FIN, earlier than %v", ms(left), timeWait)
 		}
-		if left > timeWait+lateSlack()+50*time.Millisecond {
-			t.Errorf("left TIME-WAIT %s after the kernel's FIN, want about %v", ms(left), timeWait)
+		// Late on a loaded machine, both the timer and this poll, but short
+		// of twice the configured length: a timer that ran twice or for
+		// the wrong duration, not a late one.
+		if left >= 2*timeWait {
+			t.Errorf("left TIME-WAIT %s after the kernel's FIN, want %v (short of twice that: %v)", ms(left), timeWait, 2*timeWait)
 		}
 		e.checkNoResets(t)
 	})
@@ -166,7 +174,9 @@ func TestICMPEcho(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
 		before := e.Stack.Stats().EchoReplies
-		out, err := e.command(ctx, "ping", "-c", "3", "-W", "1", "-i", "0.2", e.StackAddr.String()).CombinedOutput()
+		// -W: how long ping waits for each reply before counting it lost;
+		// generous, since a loaded machine may delay the stack's loop.
+		out, err := e.command(ctx, "ping", "-c", "3", "-W", "5", "-i", "0.2", e.StackAddr.String()).CombinedOutput()
 		if err != nil {
 			t.Fatalf("ping: %v\n%s", err, out)
 		}
@@ -198,7 +208,7 @@ func TestICMPEcho(t *testing.T) {
 			if _, err := pc.WriteTo(msg, dst); err != nil {
 				t.Fatalf("send echo %d: %v", seq, err)
 			}
-			if err := readEchoReply(pc, body, time.Now().Add(time.Second)); err != nil {
+			if err := readEchoReply(pc, body, time.Now().Add(5*time.Second)); err != nil {
 				t.Fatalf("echo %d: %v", seq, err)
 			}
 			t.Logf("echo %d answered in %v", seq, time.Since(start).Round(time.Microsecond))
@@ -238,15 +248,19 @@ func readEchoReply(pc *icmp.PacketConn, want *icmp.Echo, deadline time.Time) err
 // kernel's connect fails at once with ECONNREFUSED.
 func TestClosedPort(t *testing.T) {
 	e := newEnv(t, envOptions{Subnet: 15})
+	syns := e.watch(impair.Ingress, func(s segInfo) bool { return s.TCP && s.has(header.TCPFlagSyn) })
 	start := time.Now()
-	_, err := e.kernelDial(9, 3*time.Second)
+	_, err := e.kernelDial(9, 10*time.Second)
 	elapsed := time.Since(start)
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("connect to a closed port: %v; want ECONNREFUSED", err)
 	}
 	t.Logf("refused in %v", elapsed.Round(time.Microsecond))
-	if elapsed > 500*time.Millisecond {
-		t.Errorf("refused after %v; want at once", elapsed)
+	// At once means the kernel's first SYN got the RST: had the stack let it
+	// go unanswered, the kernel would have sent it again after its 1 s RTO
+	// (and been refused then). Counted on the wire, not on the clock.
+	if n := len(syns.records()); n != 1 {
+		t.Errorf("the stack received %d SYNs before the kernel gave up; want 1, answered at once", n)
 	}
 	st := e.Stack.Stats()
 	if st.ResetsSent != 1 || st.Drops.NoListener != 1 {

@@ -36,15 +36,6 @@ const (
 	netnsDir   = "/run/netns"
 )
 
-// lateSlack is how late a timer may be seen to fire, on the packet's way out,
-// on a loaded two-core machine. Early is never accepted.
-func lateSlack() time.Duration {
-	if raceEnabled {
-		return 40 * time.Millisecond
-	}
-	return 20 * time.Millisecond
-}
-
 // TestMain removes the leftovers of killed runs first, and checks, after all
 // the tests, that no namespace of this process is left behind, even from a
 // test that failed (see testbed.Main): the harness's (twi), the replay

@@ -40,6 +40,18 @@ func replayCheckFile(t *testing.T, path string, tol time.Duration) {
 // once: that is the stack's fault whatever the timing of the recording.
 func replayFile(t *testing.T, path string, tol time.Duration) error {
 	t.Helper()
+	_, _, res := replayRun(t, path, tol)
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// replayRun replays the capture at path with its script, tol as
+// replay.Options.Tolerance, and returns the session, the script and the
+// result.
+func replayRun(t *testing.T, path string, tol time.Duration) (*replay.Session, *replay.Script, *replay.Result) {
+	t.Helper()
 	sess, sc, err := replay.Open(path, netip.Addr{})
 	if err != nil {
 		t.Fatal(err)
@@ -54,8 +66,5 @@ func replayFile(t *testing.T, path string, tol time.Duration) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := res.Err(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
+	return sess, sc, res
 }
