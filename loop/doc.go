@@ -53,7 +53,7 @@
 //
 // The input is bounded so that a flood cannot starve the timers: the loop calls
 // each readable descriptor's callback once per turn, and the callback reads a
-// bounded batch (package stack reads at most 256 packets; level-triggered
+// bounded batch (package stack reads at most 64 packets; level-triggered
 // readiness brings it back next turn for the rest). Posted functions are those
 // taken at the turn's start; what they post runs next turn.
 //

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"math/bits"
 	"testing"
 	"time"
 
@@ -79,4 +80,12 @@ func TestInputBatchesReaderPath(t *testing.T) {
 		t.Fatalf("input path %q, want %q", st.InputPath, inputReader)
 	}
 	checkBatches(t, st, n)
+}
+
+// TestInputSizeBuckets: one bucket per power of two up to maxReadBatch, so
+// that the largest batch lands in the last bucket.
+func TestInputSizeBuckets(t *testing.T) {
+	if want := bits.Len(uint(maxReadBatch)); inputSizeBuckets != want {
+		t.Errorf("inputSizeBuckets = %d, want bits.Len(maxReadBatch) = %d", inputSizeBuckets, want)
+	}
 }

@@ -28,11 +28,11 @@
 // Packets reach the loop by one of two paths, which Stats.InputPath names. When
 // the device is a tun.Pollable (a TUN, also through the wrappers tun/impair,
 // tun/pcaptap and the comparison's watcher, which forward it), the loop
-// watches its descriptor and reads up to 256 packets per turn itself, into
+// watches its descriptor and reads up to 64 packets per turn itself, into
 // one buffer of its own, with no handoff: the direct path. Otherwise (an
 // in-memory pipe) a reader goroutine blocks in the device's ReadPacket and
 // posts what it reads to the loop: the reader path, which also hands the loop
-// at most 256 packets per turn. Stats.Input counts the batches. NewManual runs
+// at most 64 packets per turn. Stats.Input counts the batches. NewManual runs
 // the stack on a loop.Manual instead, driven by its caller, who injects the
 // packets (Inject, or Wake for a late wake that finds packets waiting): for
 // tests and pcap replay (package replay).

@@ -189,8 +189,13 @@ func newStack(cfg Config) (*Stack, error) {
 // path, so that a flood cannot starve the timers, whose expiry follows the
 // input in each turn (package loop, "Order of work"). A burst larger than this
 // waits in the device (or the reader's queue) for the next turn, a few µs
-// later.
-const maxReadBatch = 256
+// later (our TUN's kernel queue holds 10000 packets, see tun/netns). It also
+// lets the application's calls, posted at the start of each turn, in between
+// batches: with 256 packets (370 KB) per turn a download's Reads came too
+// seldom, the 256 KB receive window closed, and a lost window update stalled
+// the sender for its persist timer; 20 MB down at 5% loss took a median of
+// 1.34 s over 15 runs against 0.48 s with 64.
+const maxReadBatch = 64
 
 // startPolling sets up the direct path if the device allows it: the loop's
 // epoll watches the device's descriptor and readReady reads the packets on the

@@ -66,7 +66,7 @@ type Stats struct {
 }
 
 // InputStats counts the batches in which packets reach TCP: a batch is what
-// one turn of the loop handles, at most 256 packets (the direct path's reads
+// one turn of the loop handles, at most 64 packets (the direct path's reads
 // of the device, or the reader path's drain of its queue; a manual stack's
 // packets are not counted). Full batches left packets waiting for the next
 // turn: a burst that the device's queue had to hold.
@@ -76,13 +76,13 @@ type InputStats struct {
 	Full    uint64 // batches of the maximum size
 	Max     int    // the largest batch
 	// Sizes counts batches by size, in powers of two: Sizes[i] counts batches
-	// of 2^i to 2^(i+1)-1 packets (Sizes[8]: 256, the maximum).
+	// of 2^i to 2^(i+1)-1 packets (Sizes[6]: 64, the maximum).
 	Sizes [inputSizeBuckets]uint64
 }
 
 // inputSizeBuckets is bits.Len(maxReadBatch): one bucket per power of two up
 // to the maximum batch.
-const inputSizeBuckets = 9
+const inputSizeBuckets = 7
 
 // add counts a batch of n packets.
 func (in *InputStats) add(n int) {

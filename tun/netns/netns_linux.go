@@ -183,7 +183,7 @@ type NamespaceConfig struct {
 // DefaultTxQueueLen is a link's txqueuelen unless NamespaceConfig says
 // otherwise: twenty times a TUN's default of 500, so that a burst of
 // thousands of SYNs or ACKs waits in the kernel while the stack's loop is
-// busy (it reads at most 256 packets per turn) instead of being dropped.
+// busy (it reads at most 64 packets per turn) instead of being dropped.
 // The link is ours, in a namespace of ours: the host's links are untouched.
 const DefaultTxQueueLen = 10000
 
