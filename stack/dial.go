@@ -88,7 +88,7 @@ func (s *Stack) startDial(local uint16, remote netip.AddrPort) (*Conn, error) {
 			derr = fmt.Errorf("%v: address already in use", id)
 			return
 		}
-		ep, err := tcp.Dial(s.wheel, s.out(), id, s.cfg.TCP)
+		ep, err := tcp.Dial(tcp.OnWheel(s.wheel), s.out(), id, s.cfg.TCP)
 		if err != nil {
 			derr = mapErr(err)
 			return

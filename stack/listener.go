@@ -73,7 +73,7 @@ func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 			lerr = fmt.Errorf("port %d: address already in use", p)
 			return
 		}
-		tl, err := tcp.NewListener(s.wheel, s.out(), tcp.ListenerConfig{
+		tl, err := tcp.NewListener(tcp.OnWheel(s.wheel), s.out(), tcp.ListenerConfig{
 			Backlog:  s.cfg.Backlog,
 			Endpoint: s.cfg.TCP,
 			Accept:   l.accept,

@@ -39,12 +39,12 @@ func benchTransfer(b *testing.B, payload []byte, drop func(from, n int, seg *Seg
 	}
 	l := &link{clk: clk, w: w, delay: 5 * time.Millisecond, drop: drop}
 	cfg := Config{ISN: func(ID, time.Duration) seqnum.Value { return 1 }}
-	ln, err := NewListener(w, linkOut{l, 1}, ListenerConfig{Endpoint: cfg, Accept: func(ep *Endpoint) bool { l.server = ep; return true }})
+	ln, err := NewListener(OnWheel(w), linkOut{l, 1}, ListenerConfig{Endpoint: cfg, Accept: func(ep *Endpoint) bool { l.server = ep; return true }})
 	if err != nil {
 		b.Fatal(err)
 	}
 	l.ln = ln
-	if l.client, err = Dial(w, linkOut{l, 0}, testID, cfg); err != nil {
+	if l.client, err = Dial(OnWheel(w), linkOut{l, 0}, testID, cfg); err != nil {
 		b.Fatal(err)
 	}
 	buf := make([]byte, 70000)
@@ -82,7 +82,7 @@ func BenchmarkSynFlood(b *testing.B) {
 		b.Fatal(err)
 	}
 	var last Segment
-	ln, err := NewListener(w, OutputFunc(func(_ ID, s *Segment) { last = *s }), ListenerConfig{Backlog: 16})
+	ln, err := NewListener(OnWheel(w), OutputFunc(func(_ ID, s *Segment) { last = *s }), ListenerConfig{Backlog: 16})
 	if err != nil {
 		b.Fatal(err)
 	}

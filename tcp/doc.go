@@ -1,7 +1,9 @@
 // Package tcp is a TCP (RFC 9293) core that is free of I/O: parsed segments go
 // in through [Endpoint.HandleSegment] and [Listener.HandleSegment], segments to
-// send come out through an [Output], and time comes from the event loop's
-// [timer.Wheel], which [Dial] and [NewListener] take.
+// send come out through an [Output], and time comes from the event loop
+// through the small [Timers] interface (now, the send instant, start and stop
+// of the timer.Entry values an endpoint embeds), which [Dial] and
+// [NewListener] take; [OnWheel] adapts a *timer.Wheel.
 //
 // # Layout
 //
@@ -36,7 +38,7 @@
 //   - rtt.go: the RFC 6298 estimator.
 //   - timers.go: the endpoint's timers as an array indexed by timerKind, with
 //     one stopAll; their expiry functions (delayed ACK, keepalive, persist,
-//     TIME-WAIT/FIN-WAIT-2, user timeout); loopTimers and wheelTimers.
+//     TIME-WAIT/FIN-WAIT-2, user timeout); Timers and OnWheel.
 //   - listen.go: the Listener (LISTEN, RFC 9293 3.10.7.2), its half-open
 //     endpoints (at most Backlog; fewer SYN-ACK retries while the table is
 //     under pressure), and TIME-WAIT reuse (RFC 6191; the test is
@@ -49,17 +51,16 @@
 //
 // # Time
 //
-// The endpoint reads no clock. It sees time only through loopTimers, the
+// The endpoint reads no clock. It sees time only through [Timers], the
 // loop's wheel: Now, the instant the loop handed in with its last Advance,
 // for everything (timestamps, RTT samples, RACK's xmit_ts, relative timers);
 // and SendTime, the instant a segment handed to the Output now leaves, from
 // which its retransmission timer runs, so that a resend leaves a full RTO
 // after the segment it repeats even when the packet that let the segment out
-// was handled some time after the last Advance. wheelTimers adapts the
-// *timer.Wheel that Dial and NewListener take: its SendTime is the wheel's
+// was handled some time after the last Advance. [Dial] and [NewListener]
+// take a Timers; [OnWheel] adapts a *timer.Wheel: its SendTime is the wheel's
 // own clock read at the send, never before the wheel's Now. (timer.Wheel has
-// no such method; an adapter in tcp/ keeps timer/ unchanged and Dial's
-// signature with it.)
+// no such method: the wheel reads no clock of its own accord.)
 //
 // Every TCP timer is an entry on the wheel, embedded in its owner:
 //

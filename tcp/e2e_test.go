@@ -74,12 +74,12 @@ func (l *link) open(t *testing.T, lcfg ListenerConfig, ccfg Config) *Endpoint {
 	if lcfg.Accept == nil {
 		lcfg.Accept = func(ep *Endpoint) bool { l.server = ep; return true }
 	}
-	ln, err := NewListener(l.w, linkOut{l, 1}, lcfg)
+	ln, err := NewListener(OnWheel(l.w), linkOut{l, 1}, lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.ln = ln
-	c, err := Dial(l.w, linkOut{l, 0}, testID, ccfg)
+	c, err := Dial(OnWheel(l.w), linkOut{l, 0}, testID, ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 type Endpoint struct {
 	id     ID
 	cfg    Config
-	w      loopTimers // the loop's wheel and its time
+	w      Timers // the loop's wheel and its time
 	out    Output
 	notify func(Event)
 	evs    Event // events not yet delivered
@@ -50,12 +50,12 @@ type Endpoint struct {
 // Dial starts an active open (RFC 9293 3.5): it sends a SYN for id and returns
 // the endpoint in SYN-SENT. The outcome is an EventEstablished, or an
 // EventError with ErrConnectionRefused or ErrTimeout.
-func Dial(w *timer.Wheel, out Output, id ID, cfg Config) (*Endpoint, error) {
+func Dial(w Timers, out Output, id ID, cfg Config) (*Endpoint, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	e := newEndpoint(wheelTimers{w}, out, id, cfg, cfg.ISN(id, w.Now()))
+	e := newEndpoint(w, out, id, cfg, cfg.ISN(id, w.Now()))
 	e.state = StateSynSent
 	e.sendSYN()
 	e.flush()
@@ -67,7 +67,7 @@ func Dial(w *timer.Wheel, out Output, id ID, cfg Config) (*Endpoint, error) {
 
 // newEndpoint returns an endpoint for id in CLOSED whose initial send
 // sequence number is iss.
-func newEndpoint(w loopTimers, out Output, id ID, cfg Config, iss seqnum.Value) *Endpoint {
+func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *Endpoint {
 	e := &Endpoint{id: id, cfg: cfg, w: w, out: out}
 	e.rtt = newRTTEstimator(cfg.InitialRTO, cfg.MinRTO, cfg.MaxRTO, w.Tick())
 	e.snd = newSender(iss)

@@ -40,7 +40,7 @@ func Example() {
 		// A fixed initial sequence number, for the printout.
 		return tcp.Config{ISN: func(tcp.ID, time.Duration) seqnum.Value { return isn }}
 	}
-	n.ln, err = tcp.NewListener(w, n.output("server"), tcp.ListenerConfig{
+	n.ln, err = tcp.NewListener(tcp.OnWheel(w), n.output("server"), tcp.ListenerConfig{
 		Endpoint: cfg(5000),
 		Accept:   func(ep *tcp.Endpoint) bool { n.server = ep; return true },
 	})
@@ -48,7 +48,7 @@ func Example() {
 		panic(err)
 	}
 	id := tcp.ID{Local: netip.MustParseAddrPort("198.18.0.1:40000"), Remote: netip.MustParseAddrPort("198.18.0.2:80")}
-	n.client, err = tcp.Dial(w, n.output("client"), id, cfg(1000)) // sends the SYN
+	n.client, err = tcp.Dial(tcp.OnWheel(w), n.output("client"), id, cfg(1000)) // sends the SYN
 	if err != nil {
 		panic(err)
 	}

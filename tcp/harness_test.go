@@ -348,7 +348,7 @@ func (h *harness) peerSynAck() Segment {
 // dial makes an active open and returns at SYN-SENT with the SYN taken.
 func (h *harness) dial(cfg Config) Segment {
 	h.t.Helper()
-	ep, err := Dial(h.w, h.out, testID, cfg)
+	ep, err := Dial(OnWheel(h.w), h.out, testID, cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}

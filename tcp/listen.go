@@ -3,7 +3,6 @@ package tcp
 import (
 	"time"
 
-	"github.com/tcpwheel/tcpwheel/timer"
 	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
@@ -108,7 +107,7 @@ type ListenerStats struct {
 // that a flood of spoofed SYNs costs a bounded table and legitimate
 // handshakes still complete.
 type Listener struct {
-	w       loopTimers
+	w       Timers
 	out     Output
 	cfg     ListenerConfig
 	epCfg   Config
@@ -123,7 +122,7 @@ type Listener struct {
 }
 
 // NewListener returns a listener whose endpoints use w and out.
-func NewListener(w *timer.Wheel, out Output, cfg ListenerConfig) (*Listener, error) {
+func NewListener(w Timers, out Output, cfg ListenerConfig) (*Listener, error) {
 	if err := cfg.Endpoint.Validate(); err != nil {
 		return nil, err
 	}
@@ -135,7 +134,7 @@ func NewListener(w *timer.Wheel, out Output, cfg ListenerConfig) (*Listener, err
 	} else if cfg.SynAckRetries < 0 {
 		cfg.SynAckRetries = 0
 	}
-	return &Listener{w: wheelTimers{w}, out: out, cfg: cfg, epCfg: cfg.Endpoint.withDefaults(), half: make(map[ID]*Endpoint), cookies: newSynCookies()}, nil
+	return &Listener{w: w, out: out, cfg: cfg, epCfg: cfg.Endpoint.withDefaults(), half: make(map[ID]*Endpoint), cookies: newSynCookies()}, nil
 }
 
 // HalfOpen returns the number of connections in SYN-RECEIVED.

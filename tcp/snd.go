@@ -263,7 +263,7 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 	e.rack.xmits++
 	s.order = e.rack.xmits
 	s.lost = false       // RFC 8985 6.1: Segment.lost = FALSE
-	at := e.w.SendTime() // the instant the segment is sent: the RTO runs from here (loopTimers)
+	at := e.w.SendTime() // the instant the segment is sent: the RTO runs from here (Timers)
 	e.send(&seg)
 	if e.state == StateClosed { // the wheel failed us inside send
 		return

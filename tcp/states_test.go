@@ -18,7 +18,7 @@ func TestSynSent(t *testing.T) {
 		h.dial(testConfig())
 		// checked again explicitly
 		h2 := newHarness(t)
-		ep, _ := Dial(h2.w, h2.out, testID, testConfig())
+		ep, _ := Dial(OnWheel(h2.w), h2.out, testID, testConfig())
 		_ = ep
 		h2.expect(flagsAre(FlagSYN), seqIs(testISS), mssIs(1460), wsIs(3), sackPermIs(true), tsIs(true), tsEcrIs(0), windowIs(65535))
 	})
@@ -157,7 +157,7 @@ func listen(t *testing.T, cfg ListenerConfig) *harness {
 	if cfg.Accept == nil {
 		cfg.Accept = func(ep *Endpoint) bool { h.ep = ep; ep.SetNotify(h.notify); return true }
 	}
-	ln, err := NewListener(h.w, h.out, cfg)
+	ln, err := NewListener(OnWheel(h.w), h.out, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

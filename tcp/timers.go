@@ -51,7 +51,7 @@ import (
 // segment's RTO entry expires as it always did. An RTO stops both RACK-TLP
 // timers and ends the probe episode.
 
-// loopTimers is all an endpoint asks of the event loop's time: the loop's
+// Timers is all an endpoint asks of the event loop's time: the loop's
 // "now", the tick, and START_TIMER/STOP_TIMER for the timer.Entry values the
 // endpoint embeds (DESIGN.md, timer/). The endpoint reads no clock: both of
 // its instants come from here.
@@ -65,9 +65,10 @@ import (
 //     time after the loop's last Advance (seen on the wire: a SYN-ACK resent
 //     999.994 ms after the first).
 //
-// The loop owns the wheel and its clock; wheelTimers adapts a *timer.Wheel,
-// which is what Dial and NewListener take.
-type loopTimers interface {
+// The loop owns the wheel and its clock; OnWheel adapts a *timer.Wheel whose
+// clock is the loop's. Dial and NewListener take a Timers, so a loop that
+// knows better when a segment leaves can say so itself.
+type Timers interface {
 	Now() time.Duration
 	SendTime() time.Duration
 	Tick() time.Duration
@@ -76,9 +77,13 @@ type loopTimers interface {
 	Stop(e *timer.Entry) bool
 }
 
-var _ loopTimers = wheelTimers{}
+var _ Timers = wheelTimers{}
 
-// wheelTimers is a *timer.Wheel as the endpoint's loopTimers. Its SendTime is
+// OnWheel returns w as an endpoint's Timers: Now, Tick, Start, StartAt and
+// Stop are the wheel's; SendTime reads the wheel's clock (see wheelTimers).
+func OnWheel(w *timer.Wheel) Timers { return wheelTimers{w} }
+
+// wheelTimers is a *timer.Wheel as the endpoint's Timers. Its SendTime is
 // the wheel's clock as it reads now, not before the wheel's Now (a clock
 // behind its wheel never moves a deadline earlier). The clock is read before
 // the segment goes to the Output, not after, so that the RTO does not also

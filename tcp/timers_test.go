@@ -203,7 +203,7 @@ func TestDelayedACK(t *testing.T) {
 	t.Run("Config.DelayedACK above 200ms is refused", func(t *testing.T) {
 		cfg := testConfig()
 		cfg.DelayedACK = 300 * time.Millisecond
-		if _, err := Dial(newHarness(t).w, &capture{}, testID, cfg); !errors.Is(err, ErrInvalidConfig) {
+		if _, err := Dial(OnWheel(newHarness(t).w), &capture{}, testID, cfg); !errors.Is(err, ErrInvalidConfig) {
 			t.Fatalf("got %v, want ErrInvalidConfig", err)
 		}
 	})
