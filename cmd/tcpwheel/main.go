@@ -5,7 +5,8 @@
 //	tcpwheel replay   replay a pcap against the stack on a manual clock and compare
 //	tcpwheel version  print the version
 //
-// Bad flags or an unknown command exit with status 2.
+// -h (on its own or after any command) prints the usage and exits 0; bad flags or
+// an unknown command exit with status 2.
 package main
 
 import (
@@ -22,17 +23,22 @@ const version = "0.1.0-dev"
 var errUsage = errors.New("usage")
 
 func main() {
-	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	os.Exit(exitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+}
+
+// exitCode reports err on stderr and returns the process's exit status: 0 for
+// success and for -h (the usage was asked for and printed), 2 for a usage
+// error, 1 for anything else.
+func exitCode(err error, stderr io.Writer) int {
 	switch {
-	case err == nil:
-	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "tcpwheel:", err)
-		}
-		os.Exit(2)
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "tcpwheel:", err)
+		return 2
 	default:
-		fmt.Fprintln(os.Stderr, "tcpwheel:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "tcpwheel:", err)
+		return 1
 	}
 }
 
@@ -44,6 +50,8 @@ commands:
   compare   run the same loss and timer scenarios on tcpwheel, gVisor and gVisor on the wheel
   replay    replay a pcap against the stack on a manual clock and compare
   version   print the version
+
+"tcpwheel <command> -h" describes a command and its flags.
 `)
 }
 
@@ -54,8 +62,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "version":
-		fmt.Fprintln(stdout, "tcpwheel", version)
-		return nil
+		return cmdVersion(args[1:], stdout, stderr)
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
 	case "compare":
@@ -69,4 +76,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 		usage(stderr)
 		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 	}
+}
+
+// cmdVersion prints the version; it takes no flags but -h.
+func cmdVersion(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tcpwheel version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, "usage: tcpwheel version\n\nPrints the version of tcpwheel.") }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: version: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	fmt.Fprintln(stdout, "tcpwheel", version)
+	return nil
 }

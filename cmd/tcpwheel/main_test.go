@@ -2,41 +2,37 @@ package main
 
 import (
 	"bytes"
-	"errors"
-	"os"
 	"strings"
 	"testing"
-
-	"github.com/tcpwheel/tcpwheel/internal/testbed"
 )
 
-// TestMain fails the run if `tcpwheel run`'s test left its namespace behind.
-func TestMain(m *testing.M) { os.Exit(testbed.Main(m, "twrun")) }
-
-func TestCommands(t *testing.T) {
+// TestExitCodes: -h exits 0 at the top and after every command, and prints
+// that command's usage; bad flags and unknown commands exit 2; version prints
+// the version and takes no arguments.
+func TestExitCodes(t *testing.T) {
 	for _, tc := range []struct {
-		args      []string
-		usageErr  bool
-		wantOut   string
-		wantError bool
+		args []string
+		code int
+		out  string // in stdout or stderr
 	}{
-		{args: nil, usageErr: true, wantError: true},
-		{args: []string{"bogus"}, usageErr: true, wantError: true},
-		{args: []string{"version"}, wantOut: "tcpwheel " + version},
-		{args: []string{"help"}, wantOut: "usage: tcpwheel"},
+		{[]string{"-h"}, 0, "tcpwheel <command> -h"},
+		{[]string{"run", "-h"}, 0, "-netns"},
+		{[]string{"replay", "-h"}, 0, "replay"},
+		{[]string{"compare", "-h"}, 0, "tail-loss"},
+		{[]string{"version", "-h"}, 0, "usage: tcpwheel version"},
+		{[]string{"version"}, 0, "tcpwheel " + version},
+		{[]string{"version", "extra"}, 2, "unexpected argument"},
+		{[]string{"run", "-bogus"}, 2, "bogus"},
+		{[]string{"bogus"}, 2, "unknown command"},
+		{nil, 2, "no command given"},
 	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			var out, errOut bytes.Buffer
-			err := run(tc.args, &out, &errOut)
-			if (err != nil) != tc.wantError {
-				t.Fatalf("run(%q) error = %v, want error %v", tc.args, err, tc.wantError)
-			}
-			if got := errors.Is(err, errUsage); got != tc.usageErr {
-				t.Fatalf("run(%q) error %v: usage error %v, want %v", tc.args, err, got, tc.usageErr)
-			}
-			if !strings.Contains(out.String(), tc.wantOut) {
-				t.Fatalf("run(%q) printed %q, want it to contain %q", tc.args, out.String(), tc.wantOut)
-			}
-		})
+		var out, errOut bytes.Buffer
+		code := exitCode(run(tc.args, &out, &errOut), &errOut)
+		if code != tc.code {
+			t.Errorf("tcpwheel %s: exit %d, want %d (stderr %q)", strings.Join(tc.args, " "), code, tc.code, errOut.String())
+		}
+		if all := out.String() + errOut.String(); !strings.Contains(all, tc.out) {
+			t.Errorf("tcpwheel %s: output %q lacks %q", strings.Join(tc.args, " "), all, tc.out)
+		}
 	}
 }
