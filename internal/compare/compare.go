@@ -294,6 +294,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	rep := &report{Config: reportConfigOf(cfg), Started: time.Now().UTC()}
 	total := len(cases) * cfg.Runs * len(cfg.Stacks)
 	done := 0
+	start := time.Now()
 	prog := newProgress(stderr, cfg.Quiet)
 	defer prog.end()
 	for _, c := range cases {
@@ -306,7 +307,8 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 					return fmt.Errorf("compare: interrupted after %d of %d runs; nothing left behind", done, total)
 				}
 				done++
-				prog.show(fmt.Sprintf("[%d/%d] %s %s run %d/%d", done, total, c.name, name, r+1, cfg.Runs))
+				prog.show(progressLine(done, total, time.Since(start),
+					fmt.Sprintf("%s %s run %d/%d", c.name, name, r+1, cfg.Runs)))
 				res := runOne(ctx, cfg, c, name, r)
 				rep.Runs = append(rep.Runs, res)
 				if res.Error != "" {
@@ -342,6 +344,26 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 
 // progress is the line that says what runs now: rewritten in place on a
 // terminal, one line per run otherwise.
+// progressLine is the progress line of run done (from 1) of total, which
+// starts elapsed after the first: what runs, the time so far and, from the
+// second run on, an estimate of what is left at the mean pace of the runs
+// done (runs differ: a bulk transfer at 5% loss takes seconds, a tail loss
+// milliseconds, so the estimate is rough).
+func progressLine(done, total int, elapsed time.Duration, what string) string {
+	line := fmt.Sprintf("[%d/%d] %s (%s elapsed", done, total, what, clock(elapsed))
+	if done > 1 {
+		left := elapsed / time.Duration(done-1) * time.Duration(total-done+1)
+		line += ", ~" + clock(left) + " left"
+	}
+	return line + ")"
+}
+
+// clock formats d as m:ss.
+func clock(d time.Duration) string {
+	s := int(d.Round(time.Second) / time.Second)
+	return fmt.Sprintf("%d:%02d", s/60, s%60)
+}
+
 type progress struct {
 	w     io.Writer
 	quiet bool

@@ -324,3 +324,22 @@ func TestRunEnvDirectPath(t *testing.T) {
 		})
 	}
 }
+
+// TestProgressLine: the first run shows the time so far; later ones add an
+// estimate of what is left at the mean pace of the runs done.
+func TestProgressLine(t *testing.T) {
+	for _, tc := range []struct {
+		done, total int
+		elapsed     time.Duration
+		want        string
+	}{
+		{1, 10, 0, "[1/10] x (0:00 elapsed)"},
+		{2, 10, 30 * time.Second, "[2/10] x (0:30 elapsed, ~4:30 left)"},
+		{10, 10, 90 * time.Second, "[10/10] x (1:30 elapsed, ~0:10 left)"},
+		{61, 121, time.Hour, "[61/121] x (60:00 elapsed, ~61:00 left)"},
+	} {
+		if got := progressLine(tc.done, tc.total, tc.elapsed, "x"); got != tc.want {
+			t.Errorf("progressLine(%d, %d, %v) = %q, want %q", tc.done, tc.total, tc.elapsed, got, tc.want)
+		}
+	}
+}
