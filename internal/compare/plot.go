@@ -29,15 +29,24 @@ var stackColors = map[string]color.RGBA{
 // RTO retransmissions of every case), and the median transfer time of each case
 // that has one, per stack. The format follows path's extension (.svg or .png).
 func (rep *report) writePlot(path string, stacks []string) error {
-	cdf, err := rep.slackCDF(stacks)
+	cdf, cdfData, err := rep.slackCDF(stacks)
 	if err != nil {
 		return err
 	}
-	bars, err := rep.transferBars(stacks)
+	bars, barsData, err := rep.transferBars(stacks)
 	if err != nil {
 		return err
 	}
-	const w, h = 28 * vg.Centimeter, 11 * vg.Centimeter
+	// A panel with no data (a run of scenarios without retransmissions, or
+	// without transfers) is left out; with neither, the slack panel says so.
+	var panels []*plot.Plot
+	if cdfData || !barsData {
+		panels = append(panels, cdf)
+	}
+	if barsData {
+		panels = append(panels, bars)
+	}
+	w, h := vg.Length(len(panels))*14*vg.Centimeter, 11*vg.Centimeter
 	var c draw.Canvas
 	var save func() error
 	switch strings.ToLower(filepath.Ext(path)) {
@@ -52,11 +61,11 @@ func (rep *report) writePlot(path string, stacks []string) error {
 	default:
 		return fmt.Errorf("plot %s: the name must end in .svg or .png", path)
 	}
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
-	plots := [][]*plot.Plot{{cdf, bars}}
-	canvases := plot.Align(plots, tiles, c)
-	cdf.Draw(canvases[0][0])
-	bars.Draw(canvases[0][1])
+	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Centimeter, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
+	canvases := plot.Align([][]*plot.Plot{panels}, tiles, c)
+	for i, p := range panels {
+		p.Draw(canvases[0][i])
+	}
 	return save()
 }
 
@@ -72,9 +81,11 @@ func writeTo(path string, write func(w io.Writer) (int64, error)) error {
 	return f.Close()
 }
 
-func (rep *report) slackCDF(stacks []string) (*plot.Plot, error) {
+// slackCDF is the CDF of quiet RTOs' slack per stack, and whether any stack
+// had one.
+func (rep *report) slackCDF(stacks []string) (*plot.Plot, bool, error) {
 	p := plot.New()
-	p.Title.Text = "RTO slack: retransmission gap - RTO (quiet RTOs)"
+	p.Title.Text = "RTO slack: retransmission gap - RTO (quiet RTOs; left is better)"
 	p.X.Label.Text = "slack (ms)"
 	p.Y.Label.Text = "fraction of retransmissions"
 	p.Y.Min, p.Y.Max = 0, 1
@@ -94,7 +105,7 @@ func (rep *report) slackCDF(stacks []string) (*plot.Plot, error) {
 		}
 		l, err := plotter.NewLine(pts)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		l.Color = stackColors[st]
 		l.Width = vg.Points(1.5)
@@ -105,12 +116,14 @@ func (rep *report) slackCDF(stacks []string) (*plot.Plot, error) {
 		p.Title.Text += ": no data"
 	}
 	p.Add(plotter.NewGrid())
-	return p, nil
+	return p, some, nil
 }
 
-func (rep *report) transferBars(stacks []string) (*plot.Plot, error) {
+// transferBars is the median transfer time per case and stack, and whether
+// any case had one.
+func (rep *report) transferBars(stacks []string) (*plot.Plot, bool, error) {
 	p := plot.New()
-	p.Title.Text = "transfer time per case (median)"
+	p.Title.Text = "transfer time per case (median; lower is better)"
 	p.Y.Label.Text = "ms (log scale)"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
@@ -123,7 +136,7 @@ func (rep *report) transferBars(stacks []string) (*plot.Plot, error) {
 	if len(cases) == 0 {
 		p.Title.Text += ": no data"
 		p.Y.Scale, p.Y.Tick.Marker = plot.LinearScale{}, plot.DefaultTicks{}
-		return p, nil
+		return p, false, nil
 	}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	shapes := []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}}
@@ -140,7 +153,7 @@ func (rep *report) transferBars(stacks []string) (*plot.Plot, error) {
 		}
 		sc, err := plotter.NewScatter(pts)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		sc.GlyphStyle.Color = stackColors[st]
 		sc.GlyphStyle.Radius = vg.Points(4)
@@ -157,5 +170,5 @@ func (rep *report) transferBars(stacks []string) (*plot.Plot, error) {
 	p.NominalX(cases...)
 	p.X.Tick.Label.Rotation = 0.5
 	p.X.Tick.Label.XAlign = draw.XRight
-	return p, nil
+	return p, true, nil
 }
