@@ -23,6 +23,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"version"}, 0, "tcpwheel " + version},
 		{[]string{"version", "extra"}, 2, "unexpected argument"},
 		{[]string{"run", "-bogus"}, 2, "bogus"},
+		// Paths are checked before any namespace is made (no root needed here).
+		{[]string{"run", "-pcap", "/nonexistent-dir/x.pcap"}, 2, "-pcap"},
+		{[]string{"compare", "-json", "/nonexistent-dir/x.json"}, 2, "-json"},
 		{[]string{"bogus"}, 2, "unknown command"},
 		{nil, 2, "no command given"},
 	} {

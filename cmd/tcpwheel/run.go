@@ -111,6 +111,11 @@ func (cfg *runConfig) parse(fs *flag.FlagSet, addr, peer string) error {
 	case cfg.stats < 0:
 		return fmt.Errorf("-stats %v is negative", cfg.stats)
 	}
+	if cfg.pcap != "" { // before any namespace is made
+		if err := testbed.CheckWritable(cfg.pcap); err != nil {
+			return fmt.Errorf("-pcap %q: %v", cfg.pcap, err)
+		}
+	}
 	return nil
 }
 

@@ -164,7 +164,7 @@ func (c *Config) checkOutputs() error {
 		if out.path == "" {
 			continue
 		}
-		if err := checkWritable(out.path); err != nil {
+		if err := testbed.CheckWritable(out.path); err != nil {
 			return fmt.Errorf("%s %q: %v", out.flag, out.path, err)
 		}
 	}
@@ -172,7 +172,7 @@ func (c *Config) checkOutputs() error {
 		if st, err := os.Stat(c.PcapDir); err != nil || !st.IsDir() {
 			return fmt.Errorf("-pcap %q: not an existing directory", c.PcapDir)
 		}
-		if err := checkWritable(filepath.Join(c.PcapDir, "probe")); err != nil {
+		if err := testbed.CheckWritable(filepath.Join(c.PcapDir, "probe")); err != nil {
 			return fmt.Errorf("-pcap %q: %v", c.PcapDir, err)
 		}
 	}
@@ -260,29 +260,6 @@ func ParsePercentages(s string) ([]float64, error) {
 		rates = append(rates, p/100)
 	}
 	return rates, nil
-}
-
-// checkWritable makes sure a file can be created at path, without leaving
-// anything behind: the directory must exist, and path must not be a directory.
-func checkWritable(path string) error {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return errors.New("is a directory")
-	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("directory %s: %w", dir, errors.Unwrap(err))
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
-	}
-	f, err := os.CreateTemp(dir, ".tcpwheel-compare-*")
-	if err != nil {
-		return fmt.Errorf("cannot create files in %s: %w", dir, errors.Unwrap(err))
-	}
-	name := f.Name()
-	f.Close()
-	return os.Remove(name)
 }
 
 // Run runs every case of cfg (which Validate accepted) for every stack,
