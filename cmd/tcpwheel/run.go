@@ -130,6 +130,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	// The namespaces of earlier runs that were killed before they could
 	// clean up; a failure here never stops this run.
 	netns.RemoveLeftovers()
+	// A closed stdout (tcpwheel run | head -1) must not kill the process with
+	// SIGPIPE before it has taken its namespace down: a write then fails with
+	// EPIPE instead, and the deferred cleanup runs.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if cfg.duration > 0 {

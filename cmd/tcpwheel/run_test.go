@@ -241,3 +241,30 @@ func TestStatsLineDrops(t *testing.T) {
 		}
 	}
 }
+
+// TestRunClosedStdout: `tcpwheel run | head -c 1` closes the pipe after the
+// first byte; the process must still take its namespace down (it used to die
+// of SIGPIPE while printing, before its cleanup ran), and exit on its own.
+func TestRunClosedStdout(t *testing.T) {
+	testbed.RequireRoot(t)
+	bin := filepath.Join(t.TempDir(), "tcpwheel")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ns := tun.UniqueName("twrun")
+	t.Cleanup(func() { exec.Command("ip", "netns", "delete", ns).Run() })
+	cmd := exec.Command("sh", "-c", bin+" run -netns "+ns+" -tun "+tun.UniqueName("twr")+" -duration 3s -stats 100ms | head -c 1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tcpwheel run | head -c 1: %v\n%s", err, out)
+	}
+	// The pipeline ends when tcpwheel does (head exits at once): by now it
+	// has cleaned up, or never will.
+	list, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(list), ns) {
+		t.Errorf("namespace %s left behind after its stdout closed:\n%s", ns, list)
+	}
+}
