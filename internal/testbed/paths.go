@@ -30,4 +30,3 @@ func CheckWritable(path string) error {
 	f.Close()
 	return os.Remove(name)
 }
-
