@@ -67,9 +67,9 @@ const legacyLeftoverAge = 10 * time.Minute
 
 // RemoveLeftovers deletes the namespaces Attach created for processes that
 // died without Close (killed, or a test binary that hit its timeout), and
-// returns their names. A namespace is a leftover when its name is one this
-// project uses ("tw..." from tun.UniqueName, or "tcpwheel"), its loopback
-// carries Attach's marker, it holds no link but the loopback (the TUN link
+// returns their names. A namespace is a leftover, whatever its name (a
+// custom `tcpwheel run -netns NAME` too), when its loopback carries Attach's
+// marker, it holds no link but the loopback (the TUN link
 // of a live Attachment lives in it; a dead process's went with its
 // descriptor), and the process the marker names no longer runs (for a
 // marker that names none, the namespace is over ten minutes old). Any other
@@ -91,9 +91,6 @@ func RemoveLeftovers() ([]string, error) {
 	var errs []error
 	for _, de := range entries {
 		name := de.Name()
-		if !strings.HasPrefix(name, "tw") && name != "tcpwheel" {
-			continue
-		}
 		gone, err := removeIfLeftover(name)
 		if err != nil {
 			errs = append(errs, err)

@@ -639,6 +639,7 @@ func TestAttachReleasesDescriptors(t *testing.T) {
 // is called, never as a side effect of Attach.
 func TestRemoveLeftovers(t *testing.T) {
 	requireRoot(t)
+	var mkNamed func(name, token string, withLink bool) string
 	deadPID := 0
 	for range 5 { // the pid of a process that has exited, and not been reused yet
 		dead := exec.Command("true")
@@ -655,7 +656,10 @@ func TestRemoveLeftovers(t *testing.T) {
 	}
 	mk := func(token string, withLink bool) string {
 		t.Helper()
-		name := tun.UniqueName("twt")
+		return mkNamed(tun.UniqueName("twt"), token, withLink)
+	}
+	mkNamed = func(name, token string, withLink bool) string {
+		t.Helper()
 		t.Cleanup(func() {
 			path := filepath.Join(netnsDir, name)
 			unix.Unmount(path, unix.MNT_DETACH)
@@ -685,6 +689,10 @@ func TestRemoveLeftovers(t *testing.T) {
 	inUse := mk(ownerToken(deadPID), true)
 	foreign := mk("someone else's", false)
 	legacy := mk(ownerPrefix+randomToken(), false) // no pid, and young
+	// A name of the user's choosing (tcpwheel run -netns NAME): the marker
+	// decides, not the name.
+	custom := mkNamed("custom-"+tun.UniqueName("twt"), ownerToken(deadPID), false)
+	customForeign := mkNamed("custom-"+tun.UniqueName("twt"), "someone else's", false)
 
 	// Attach leaves leftovers under other names alone: removing them is
 	// RemoveLeftovers' job, called explicitly.
@@ -695,13 +703,15 @@ func TestRemoveLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RemoveLeftovers: %v", err)
 	}
-	if !slices.Contains(removed, leftover) {
-		t.Errorf("removed %v: want %s (dead owner, only lo) among them", removed, leftover)
+	for _, gone := range []string{leftover, custom} {
+		if !slices.Contains(removed, gone) {
+			t.Errorf("removed %v: want %s (dead owner, only lo) among them", removed, gone)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(netnsDir, leftover)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("leftover %s still mounted: %v", leftover, err)
 	}
-	for _, kept := range []string{live, inUse, foreign, legacy} {
+	for _, kept := range []string{live, inUse, foreign, legacy, customForeign} {
 		if slices.Contains(removed, kept) {
 			t.Errorf("removed %s, which is not a leftover", kept)
 		}
