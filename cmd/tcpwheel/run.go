@@ -353,8 +353,10 @@ func httpHandler(s *stack.Stack) http.Handler {
 		fmt.Fprintf(w, "You reached it at %s from %s, over a TUN device; the Linux kernel is your end.\n\n", r.Host, r.RemoteAddr)
 		fmt.Fprintln(w, "  GET /bytes/N   streams N bytes (N up to 2^40)")
 		fmt.Fprintln(w, "  GET /stats     the stack's counters")
+		fmt.Fprintln(w, "  GET /metrics   the same, as Prometheus metrics (GET /debug/vars: as JSON)")
 		fmt.Fprintln(w, "  port 7 echoes, port 9 discards")
 	})
+	metricsHandlers(mux, s)
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, statsReport(s))
