@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -47,6 +48,10 @@ type Config struct {
 	// that says why and matches unix.EPERM: whoever asked for it should know
 	// that they do not have it. NewManual ignores it.
 	RealTime int
+	// Logger receives the stack's events: connections that end in an error
+	// (reset, timed out, aborted) at info, and every packet dropped, with its
+	// reason, at debug (see log.go). Nil discards them.
+	Logger *slog.Logger
 }
 
 // ErrConfig is wrapped by New for an invalid Config.
@@ -55,10 +60,14 @@ var ErrConfig = errors.New("stack: invalid config")
 // Stack is a running userspace TCP/IP stack. Its methods are safe for concurrent
 // use.
 type Stack struct {
-	cfg   Config
-	dev   tun.Device
-	run   loop.Runner  // the loop the stack runs on: a *loop.Loop, or NewManual's *loop.Manual
-	wheel *timer.Wheel // run's
+	cfg Config
+	log *slog.Logger // Config.Logger, or one that discards
+	// logDrops: the logger takes debug records, so each packet's drops are
+	// looked for (handleLogged); read on the loop only.
+	logDrops bool
+	dev      tun.Device
+	run      loop.Runner  // the loop the stack runs on: a *loop.Loop, or NewManual's *loop.Manual
+	wheel    *timer.Wheel // run's
 	// subnetBroadcast is cfg.Prefix's broadcast address, a martian source;
 	// the zero Addr without one.
 	subnetBroadcast netip.Addr
@@ -182,6 +191,7 @@ func newStack(cfg Config) (*Stack, error) {
 		rng:             rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
+	s.setLogger(cfg.Logger)
 	return s, nil
 }
 
@@ -275,6 +285,10 @@ func (s *Stack) readReady() {
 // runs the rest (see package loop, "Order of work").
 func (s *Stack) handlePacketNow(pkt []byte) {
 	s.wheel.MoveNow(s.wheel.Clock().Now())
+	if s.logDrops {
+		s.handleLogged(pkt)
+		return
+	}
 	s.handlePacket(pkt)
 }
 
@@ -450,4 +464,5 @@ func (s *Stack) forget(c *Conn) {
 	delete(s.conns, c.id)
 	s.releasePort(c.id.Local.Port())
 	addCounters(&s.closedTCP, c.ep.Info().Counters)
+	s.logClosed(c)
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -39,6 +40,8 @@ type runConfig struct {
 	stats    time.Duration
 	pcap     string
 	rt       bool
+	verbose  bool
+	logger   *slog.Logger // with verbose: to standard error (cmdRun)
 }
 
 // rtPriority is the SCHED_FIFO priority `tcpwheel run -rt` gives the loop's
@@ -63,6 +66,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.DurationVar(&cfg.duration, "duration", 0, "run this long, then exit (0: until SIGINT or SIGTERM)")
 	fs.DurationVar(&cfg.stats, "stats", 0, "print a one-line counters summary at this interval (0: never)")
 	fs.StringVar(&cfg.pcap, "pcap", "", "write a pcap of every packet the stack sends and receives to this file")
+	fs.BoolVar(&cfg.verbose, "v", false, "log to standard error: connections that end in an error, and every dropped packet with its reason")
 	fs.BoolVar(&cfg.rt, "rt", false, "run the stack's loop thread at real-time priority (SCHED_FIFO "+strconv.Itoa(rtPriority)+"); fails where not permitted")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tcpwheel run [flags]\n\nBrings the stack up on a TUN device whose kernel side lives in its own network\nnamespace, and serves echo (7), discard (9) and HTTP (80).\n\nflags:")
@@ -141,6 +145,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, cfg.duration)
 		defer cancel()
 	}
+	if cfg.verbose {
+		cfg.logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	return serve(ctx, cfg, stdout)
 }
 
@@ -163,6 +170,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 		}
 	}()
 	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Prefix: cfg.peer.Masked(), Tick: cfg.tick}
+	scfg.Logger = cfg.logger
 	if cfg.rt {
 		scfg.RealTime = rtPriority
 	}
