@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -242,29 +244,91 @@ func TestStatsLineDrops(t *testing.T) {
 	}
 }
 
-// TestRunClosedStdout: `tcpwheel run | head -c 1` closes the pipe after the
-// first byte; the process must still take its namespace down (it used to die
-// of SIGPIPE while printing, before its cleanup ran), and exit on its own.
-func TestRunClosedStdout(t *testing.T) {
+// TestRunStops: however `tcpwheel run` stops, its namespace goes: its
+// stdout closed (`| head -c 1`: it used to die of SIGPIPE while printing,
+// before its cleanup ran), SIGTERM, SIGINT; and after SIGKILL, which no
+// process can clean up after, the next run removes the leftover.
+func TestRunStops(t *testing.T) {
 	testbed.RequireRoot(t)
 	bin := filepath.Join(t.TempDir(), "tcpwheel")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	ns := tun.UniqueName("twrun")
-	t.Cleanup(func() { exec.Command("ip", "netns", "delete", ns).Run() })
-	cmd := exec.Command("sh", "-c", bin+" run -netns "+ns+" -tun "+tun.UniqueName("twr")+" -duration 3s -stats 100ms | head -c 1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("tcpwheel run | head -c 1: %v\n%s", err, out)
+	exists := func(ns string) bool {
+		list, err := exec.Command("ip", "netns", "list").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(list), "\n") {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == ns {
+				return true
+			}
+		}
+		return false
 	}
-	// The pipeline ends when tcpwheel does (head exits at once): by now it
-	// has cleaned up, or never will.
-	list, err := exec.Command("ip", "netns", "list").Output()
-	if err != nil {
-		t.Fatal(err)
+	fresh := func() string {
+		ns := tun.UniqueName("twrun")
+		t.Cleanup(func() { exec.Command("ip", "netns", "delete", ns).Run() })
+		return ns
 	}
-	if strings.Contains(string(list), ns) {
-		t.Errorf("namespace %s left behind after its stdout closed:\n%s", ns, list)
+	// start runs tcpwheel in ns and waits for its ready line.
+	start := func(ns string) *exec.Cmd {
+		t.Helper()
+		cmd := exec.Command(bin, "run", "-netns", ns, "-tun", tun.UniqueName("twr"), "-duration", "30s")
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if !strings.Contains(line, "ready") {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no ready line: %q, %v", line, err)
+		}
+		go io.Copy(io.Discard, stdout)
+		return cmd
 	}
+
+	t.Run("closed stdout", func(t *testing.T) {
+		ns := fresh()
+		out, err := exec.Command("sh", "-c", bin+" run -netns "+ns+" -tun "+tun.UniqueName("twr")+" -duration 3s -stats 100ms | head -c 1").CombinedOutput()
+		if err != nil {
+			t.Fatalf("tcpwheel run | head -c 1: %v\n%s", err, out)
+		}
+		// sh waits for tcpwheel too: it has cleaned up by now, or never will.
+		if exists(ns) {
+			t.Errorf("namespace %s left behind after its stdout closed", ns)
+		}
+	})
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			ns := fresh()
+			cmd := start(ns)
+			cmd.Process.Signal(sig)
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("exit after %v: %v", sig, err)
+			}
+			if exists(ns) {
+				t.Errorf("namespace %s left behind after %v", ns, sig)
+			}
+		})
+	}
+	t.Run("SIGKILL, then the next run", func(t *testing.T) {
+		ns := fresh()
+		cmd := start(ns)
+		cmd.Process.Kill()
+		cmd.Wait()
+		if !exists(ns) {
+			t.Fatalf("namespace %s gone after SIGKILL: nothing left to test", ns)
+		}
+		next := start(fresh())
+		next.Process.Signal(syscall.SIGTERM)
+		next.Wait()
+		if exists(ns) {
+			t.Errorf("the next run left the killed run's namespace %s", ns)
+		}
+	})
 }
