@@ -37,12 +37,20 @@ import (
 // Stack names.
 const (
 	stackTcpwheel    = "tcpwheel"
+	stackTcpwheelRT  = "tcpwheel-rt" // tcpwheel with its loop under SCHED_FIFO (stack.Config.RealTime)
 	stackGVisor      = "gvisor"
 	stackGVisorWheel = "gvisor-wheel"
 )
 
 // allStacks are the stacks, in the order they are reported.
-var allStacks = []string{stackTcpwheel, stackGVisor, stackGVisorWheel}
+var allStacks = []string{stackTcpwheel, stackTcpwheelRT, stackGVisor, stackGVisorWheel}
+
+// defaultStacks are the stacks compared when -stacks is not given: tcpwheel-rt
+// only when asked for (with -load, to see what real-time priority buys).
+var defaultStacks = []string{stackTcpwheel, stackGVisor, stackGVisorWheel}
+
+// rtPriority is tcpwheel-rt's SCHED_FIFO priority, as `tcpwheel run -rt`'s.
+const rtPriority = 10
 
 // Stacks returns the names of the stacks that can be compared.
 func Stacks() []string { return slices.Clone(allStacks) }
@@ -87,7 +95,7 @@ func DefaultHog() []string { return []string{"sh", "-c", "while :; do :; done"} 
 // DefaultConfig returns the defaults of `tcpwheel compare`.
 func DefaultConfig() Config {
 	return Config{
-		Stacks:     Stacks(),
+		Stacks:     slices.Clone(defaultStacks),
 		Scenarios:  Scenarios(),
 		Runs:       3,
 		Seed:       1,

@@ -37,14 +37,14 @@ func TestQuantileAndSummary(t *testing.T) {
 			t.Errorf("quantile(1..10, %v) = %v, want %v", q, got, want)
 		}
 	}
-	rep := &report{Config: reportConfig{Stacks: allStacks}}
-	for i, st := range allStacks {
+	rep := &report{Config: reportConfig{Stacks: defaultStacks}}
+	for i, st := range defaultStacks {
 		rep.Runs = append(rep.Runs, &runResult{Stack: st, Case: "tail-loss", Metrics: map[string]float64{
 			"recovery_ms": float64(10 * (i + 1)), "retx_fast": 0,
 		}, Samples: map[string][]float64{"rto_slack_ms": {0.1 * float64(i+1)}}})
 	}
 	rep.Runs = append(rep.Runs, &runResult{Stack: stackTcpwheel, Case: "tail-loss", Error: "boom", Metrics: map[string]float64{"recovery_ms": 1e6}})
-	rep.summarize(allStacks, []compareCase{{name: "tail-loss", scenario: "tail-loss"}})
+	rep.summarize(defaultStacks, []compareCase{{name: "tail-loss", scenario: "tail-loss"}})
 	r, ok := rep.row("tail-loss", "recovery_ms", stackGVisorWheel)
 	if !ok || r.Median != 30 || r.VsGVisor == nil || *r.VsGVisor != 1.5 {
 		t.Errorf("gvisor-wheel recovery row %+v: want median 30, 1.5x gvisor", r)

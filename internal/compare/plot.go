@@ -21,6 +21,7 @@ import (
 // stackColors keeps a stack's colour the same in both panels.
 var stackColors = map[string]color.RGBA{
 	stackTcpwheel:    {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	stackTcpwheelRT:  {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 	stackGVisor:      {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
 	stackGVisorWheel: {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 }

@@ -55,8 +55,12 @@ type stackUnderTest interface {
 // addr; its Dial connects to the kernel at kernel.
 func newStackUnderTest(name string, dev tun.Device, addr, kernel netip.Addr) (stackUnderTest, error) {
 	switch name {
-	case stackTcpwheel:
-		s, err := stack.New(stack.Config{Device: dev, Addr: addr})
+	case stackTcpwheel, stackTcpwheelRT:
+		cfg := stack.Config{Device: dev, Addr: addr}
+		if name == stackTcpwheelRT {
+			cfg.RealTime = rtPriority
+		}
+		s, err := stack.New(cfg)
 		if err != nil {
 			dev.Close()
 			return nil, err
