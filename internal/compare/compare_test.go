@@ -343,3 +343,27 @@ func TestProgressLine(t *testing.T) {
 		}
 	}
 }
+
+// TestGoalsOfRunScenariosOnly: a run of tail-loss alone judges the goals it
+// has figures for; the bulk, keepalive, many-conns and synflood goals, which
+// only gVisor's baseline would "meet", are left out.
+func TestGoalsOfRunScenariosOnly(t *testing.T) {
+	rep := &report{Config: reportConfig{Stacks: defaultStacks}}
+	for i, st := range defaultStacks {
+		rep.Runs = append(rep.Runs, &runResult{Stack: st, Case: "tail-loss", Metrics: map[string]float64{"recovery_ms": float64(i + 1)},
+			Samples: map[string][]float64{"rto_slack_ms": {0.01}}})
+	}
+	rep.summarize(defaultStacks, []compareCase{{name: "tail-loss", scenario: "tail-loss"}})
+	var names []string
+	for _, g := range rep.Goals {
+		names = append(names, g.Name)
+		for _, absent := range []string{"bulk", "keepalive", "many-conns", "synflood"} {
+			if strings.Contains(g.Name, absent) {
+				t.Errorf("goal %q judged for a run without %s", g.Name, absent)
+			}
+		}
+	}
+	if len(names) == 0 || !strings.Contains(names[0], "tail-loss") {
+		t.Errorf("goals %q: want the tail-loss goal first", names)
+	}
+}
