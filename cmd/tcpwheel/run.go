@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/metrics"
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/timer"
@@ -364,7 +365,7 @@ func httpHandler(s *stack.Stack) http.Handler {
 		fmt.Fprintln(w, "  GET /metrics   the same, as Prometheus metrics (GET /debug/vars: as JSON)")
 		fmt.Fprintln(w, "  port 7 echoes, port 9 discards")
 	})
-	metricsHandlers(mux, s)
+	metrics.Handle(mux, s)
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, statsReport(s))

@@ -277,6 +277,20 @@ func reportConfigOf(cfg Config) reportConfig {
 	return rc
 }
 
+// judgeGoal judges one goal for each stack, and reports whether any stack had
+// a figure for it (the baseline's own "met" is not one).
+func judgeGoal(name, source string, stacks []string, judge func(st string) (any, bool, bool)) (goal, bool) {
+	g := goal{Name: name, Source: source, Result: map[string]bool{}, Value: map[string]any{}}
+	measured := false
+	for _, st := range stacks {
+		if v, met, ok := judge(st); ok {
+			g.Result[st], g.Value[st] = met, v
+			measured = measured || v != "the baseline"
+		}
+	}
+	return g, measured
+}
+
 // report is everything `tcpwheel compare` found.
 type report struct {
 	Config   reportConfig `json:"config"`
@@ -396,17 +410,8 @@ const (
 func (rep *report) judge(stacks []string) []goal {
 	var gs []goal
 	add := func(name, source string, judge func(st string) (any, bool, bool)) {
-		g := goal{Name: name, Source: source, Result: map[string]bool{}, Value: map[string]any{}}
-		measured := false // a figure, not only the baseline's own "met"
-		for _, st := range stacks {
-			v, met, ok := judge(st)
-			if ok {
-				g.Result[st], g.Value[st] = met, v
-				measured = measured || v != "the baseline"
-			}
-		}
-		if measured { // a goal of scenarios that did not run is left out
-			gs = append(gs, g)
+		if g, measured := judgeGoal(name, source, stacks, judge); measured {
+			gs = append(gs, g) // a goal of scenarios that did not run is left out
 		}
 	}
 	add(fmt.Sprintf("tail-loss recovery median <= %g ms", goalTailLossMS), "issue", func(st string) (any, bool, bool) {

@@ -1,4 +1,4 @@
-package main
+package metrics
 
 import (
 	"encoding/json"
@@ -46,7 +46,9 @@ func TestMetricsEndpoints(t *testing.T) {
 	if err := s.Inject(pkt); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpHandler(s.Stack))
+	mux := http.NewServeMux()
+	Handle(mux, s.Stack)
+	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	get := func(path string) string {
 		t.Helper()

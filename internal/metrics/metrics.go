@@ -1,4 +1,7 @@
-package main
+// Package metrics exports a stack's counters (stack.Stats) over HTTP: as
+// Prometheus metrics, named after their field in Stats and found by
+// reflection, and as expvar-style JSON. `tcpwheel run` serves both.
+package metrics
 
 import (
 	"encoding/json"
@@ -97,10 +100,10 @@ func snake(s string) string {
 	return b.String()
 }
 
-// metricsHandlers serves the stack's counters as Prometheus text (/metrics)
-// and as expvar-style JSON (/debug/vars, {"tcpwheel": Stats}), on a registry
-// of its own (no process-wide state).
-func metricsHandlers(mux *http.ServeMux, s *stack.Stack) {
+// Handle serves the stack's counters on mux as Prometheus text (GET /metrics)
+// and as expvar-style JSON (GET /debug/vars, {"tcpwheel": Stats}), on a
+// registry of its own (no process-wide state).
+func Handle(mux *http.ServeMux, s *stack.Stack) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(statsCollector{s})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
