@@ -193,10 +193,15 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 	}
 	fmt.Fprintf(stdout, "tcpwheel ready: stack %v on %s, kernel side %v in network namespace %q (tick %v, loss %g%s)\n",
 		cfg.addr, cfg.link, cfg.peer, cfg.netns, cfg.tick, cfg.loss, rt)
-	fmt.Fprintf(stdout, "  try: sudo ip netns exec %s curl http://%v/\n", cfg.netns, cfg.addr)
-	fmt.Fprintf(stdout, "       sudo ip netns exec %s curl -o /dev/null http://%v/bytes/100000000\n", cfg.netns, cfg.addr)
-	fmt.Fprintf(stdout, "       sudo ip netns exec %s ping -c 3 %v\n", cfg.netns, cfg.addr)
-	fmt.Fprintf(stdout, "       echo hello | sudo ip netns exec %s nc -q1 %v 7\n", cfg.netns, cfg.addr)
+	// The hints say sudo to whoever came through sudo; a root shell needs none.
+	sudo := ""
+	if os.Getenv("SUDO_USER") != "" {
+		sudo = "sudo "
+	}
+	fmt.Fprintf(stdout, "  try: %sip netns exec %s curl http://%v/\n", sudo, cfg.netns, cfg.addr)
+	fmt.Fprintf(stdout, "       %sip netns exec %s curl -o /dev/null http://%v/bytes/100000000\n", sudo, cfg.netns, cfg.addr)
+	fmt.Fprintf(stdout, "       %sip netns exec %s ping -c 3 %v\n", sudo, cfg.netns, cfg.addr)
+	fmt.Fprintf(stdout, "       echo hello | %sip netns exec %s nc -q1 %v 7\n", sudo, cfg.netns, cfg.addr)
 	if cfg.pcap != "" {
 		fmt.Fprintf(stdout, "  capturing to %s (read it with: tcpdump -nr %s)\n", cfg.pcap, cfg.pcap)
 	}
