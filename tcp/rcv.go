@@ -155,7 +155,15 @@ func (r *receiver) nearlyClosed(seq seqnum.Value) bool {
 }
 
 // windowUpdateDue reports whether the right edge can move by at least
-// min(RecvBuffer/2, MSS) (RFC 1122 4.2.3.3): worth a window update.
+// min(RecvBuffer/2, MSS) (RFC 1122 4.2.3.3): worth a window update. Read asks
+// after every call that took data, so each Read that frees that much sends
+// an update, and one that is lost is followed by another as the reader keeps
+// reading. This is more often than Linux, whose tcp_cleanup_rbuf
+// (net/ipv4/tcp.c) sends one only when the window it can now advertise is
+// at least twice what remains of the last one (its __tcp_select_window
+// offering nothing below an MSS once less than half the buffer is free, so
+// that from a nearly closed window the first update is one of at least an
+// MSS, as here): every update Linux sends on a Read, this sends too.
 func (r *receiver) windowUpdateDue() bool {
 	edge := r.nxt.Add(seqnum.Size(min(r.space(), 0xffff<<r.ws)))
 	return r.adv.LessThan(edge) && int(r.adv.Size(edge)) >= r.sws

@@ -33,6 +33,24 @@ func TestWindow(t *testing.T) {
 		h.ep.Read(make([]byte, 8192))
 		h.expect(flagsAre(FlagACK), windowIs(8192)) // window update
 	})
+	t.Run("each Read that frees an MSS sends an update, so a lost one is followed by another", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.RecvBuffer = 8 << 10 // shift 0
+		h := established(t, cfg)
+		for range 5 {
+			h.sendData(data(1448))
+		}
+		h.expect(ackIs(peerISS + 1 + 2*1448))
+		h.expect(ackIs(peerISS + 1 + 4*1448))
+		h.expectAt(40*time.Millisecond, ackIs(peerISS+1+5*1448), windowIs(952))
+		buf := make([]byte, 2000)
+		for _, w := range []uint16{2952, 4952, 6952} { // Linux would send only the first (tcp_cleanup_rbuf: the window must double)
+			h.ep.Read(buf)
+			h.expect(flagsAre(FlagACK), ackIs(peerISS+1+5*1448), windowIs(w))
+		}
+		h.ep.Read(buf) // the last 1240 bytes: too small a step (RFC 9293 3.8.6.2.2)
+		h.expectNone()
+	})
 	t.Run("zero window: data beyond it is not taken", func(t *testing.T) {
 		h := zeroWindow(t)
 		h.sendData(data(10))
