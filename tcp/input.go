@@ -398,6 +398,7 @@ func (e *Endpoint) processText(seg *Segment) {
 		return
 	}
 	n, filled, fin := e.rcv.deliver(data, fin)
+	probe := e.rcv.nearlyClosed(seq) // RFC 9293 3.8.6.1: a probe of a window below one MSS
 	e.stats.BytesReceived += uint64(n)
 	if len(data) > 0 {
 		e.event(EventReadable)
@@ -407,7 +408,7 @@ func (e *Endpoint) processText(seg *Segment) {
 		e.processFIN()
 		return
 	}
-	e.ackReceived(filled)
+	e.ackReceived(filled || probe)
 }
 
 // ignoreText counts the text of a segment that came after the peer's FIN
@@ -419,10 +420,12 @@ func (e *Endpoint) ignoreText(seg *Segment) {
 }
 
 // ackReceived ACKs in-order text (RFC 5681 4.2): at once when it filled a
-// hole, for at least every second full-sized segment, or with delayed ACKs
-// off; else after the delayed-ACK timeout (RFC 1122 4.2.3.2).
-func (e *Endpoint) ackReceived(filled bool) {
-	if filled || e.rcv.unacked >= 2*e.rcv.mss || e.cfg.DelayedACK < 0 {
+// hole or came into a window the peer may know as below one MSS (now: see
+// receiver.nearlyClosed), for at least every second full-sized segment, or
+// with delayed ACKs off; else after the delayed-ACK timeout (RFC 1122
+// 4.2.3.2).
+func (e *Endpoint) ackReceived(now bool) {
+	if now || e.rcv.unacked >= 2*e.rcv.mss || e.cfg.DelayedACK < 0 {
 		e.sendAck()
 		return
 	}

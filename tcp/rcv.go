@@ -26,6 +26,12 @@ type receiver struct {
 	unacked  int  // in-order bytes received since the last ACK
 	size     int  // Config.RecvBuffer
 	sws      int  // the smallest step of the right edge: min(RecvBuffer/2, MSS)
+	// smallEdge is the right edge of the last window smaller than one MSS
+	// that we advertised, while small is set: until data beyond it arrives,
+	// the peer may know no larger window (the update that opened it may have
+	// been lost), so what it sends there is a probe (see nearlyClosed).
+	smallEdge seqnum.Value
+	small     bool
 }
 
 func newReceiver(cfg Config, ws uint8) receiver {
@@ -121,11 +127,43 @@ func (r *receiver) windowField() uint16 {
 	if adv := r.nxt.Add(seqnum.Size(field << r.ws)); r.adv.LessThan(adv) {
 		r.adv = adv
 	}
+	if field<<r.ws < r.mss {
+		r.small, r.smallEdge = true, r.nxt.Add(seqnum.Size(field<<r.ws))
+	}
 	return uint16(field)
 }
 
+// nearlyClosed reports whether in-order text at seq arrives into a window the
+// peer may still know as smaller than one MSS: one we advertised below an
+// MSS, with no data beyond its edge since. Such a segment is a window probe
+// (RFC 9293 3.8.6.1), or the first data after a window update, and is ACKed
+// at once, so that the ACK carries the window the probe asks for even when
+// the update that opened it was lost. (Linux ends up there by other routes:
+// a segment into a zero window enters quickack mode in tcp_data_queue, and
+// data after a silence longer than the RTO does in tcp_event_data_recv, "Too
+// long gap. Apparently sender failed to restart window".) Once RCV.NXT passes
+// the small window's edge, the peer has seen a larger one: the mark is
+// cleared.
+func (r *receiver) nearlyClosed(seq seqnum.Value) bool {
+	if !r.small {
+		return false
+	}
+	if r.smallEdge.LessThan(r.nxt) {
+		r.small = false
+	}
+	return seq.LessThanEq(r.smallEdge)
+}
+
 // windowUpdateDue reports whether the right edge can move by at least
-// min(RecvBuffer/2, MSS) (RFC 1122 4.2.3.3): worth a window update.
+// min(RecvBuffer/2, MSS) (RFC 1122 4.2.3.3): worth a window update. Read asks
+// after every call that took data, so each Read that frees that much sends
+// an update, and one that is lost is followed by another as the reader keeps
+// reading. This is more often than Linux, whose tcp_cleanup_rbuf
+// (net/ipv4/tcp.c) sends one only when the window it can now advertise is
+// at least twice what remains of the last one (its __tcp_select_window
+// offering nothing below an MSS once less than half the buffer is free, so
+// that from a nearly closed window the first update is one of at least an
+// MSS, as here): every update Linux sends on a Read, this sends too.
 func (r *receiver) windowUpdateDue() bool {
 	edge := r.nxt.Add(seqnum.Size(min(r.space(), 0xffff<<r.ws)))
 	return r.adv.LessThan(edge) && int(r.adv.Size(edge)) >= r.sws

@@ -33,17 +33,63 @@ func TestWindow(t *testing.T) {
 		h.ep.Read(make([]byte, 8192))
 		h.expect(flagsAre(FlagACK), windowIs(8192)) // window update
 	})
-	t.Run("zero window: data beyond it is not taken", func(t *testing.T) {
+	t.Run("each Read that frees an MSS sends an update, so a lost one is followed by another", func(t *testing.T) {
 		cfg := testConfig()
-		cfg.RecvBuffer = 2000
+		cfg.RecvBuffer = 8 << 10 // shift 0
 		h := established(t, cfg)
-		h.sendData(data(2000))
-		h.expectAt(40*time.Millisecond, ackIs(peerISS+2001), windowIs(0))
+		for range 5 {
+			h.sendData(data(1448))
+		}
+		h.expect(ackIs(peerISS + 1 + 2*1448))
+		h.expect(ackIs(peerISS + 1 + 4*1448))
+		h.expectAt(40*time.Millisecond, ackIs(peerISS+1+5*1448), windowIs(952))
+		buf := make([]byte, 2000)
+		for _, w := range []uint16{2952, 4952, 6952} { // Linux would send only the first (tcp_cleanup_rbuf: the window must double)
+			h.ep.Read(buf)
+			h.expect(flagsAre(FlagACK), ackIs(peerISS+1+5*1448), windowIs(w))
+		}
+		h.ep.Read(buf) // the last 1240 bytes: too small a step (RFC 9293 3.8.6.2.2)
+		h.expectNone()
+	})
+	t.Run("zero window: data beyond it is not taken", func(t *testing.T) {
+		h := zeroWindow(t)
 		h.sendData(data(10))
 		h.expect(ackIs(peerISS+2001), windowIs(0))
 		if h.ep.Readable() != 2000 {
 			t.Fatalf("Readable: got %d, want 2000", h.ep.Readable())
 		}
+	})
+	t.Run("a probe of a window below one MSS is ACKed at once, after a lost update", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.RecvBuffer = 3000 // shift 0
+		h := established(t, cfg)
+		h.sendData(data(1448))
+		h.sendData(data(1448))
+		h.expect(ackIs(peerISS+1+2896), windowIs(104)) // below one MSS: the peer stops
+		if n, _ := h.ep.Read(make([]byte, 4096)); n != 2896 {
+			t.Fatalf("Read: got %d, want 2896", n)
+		}
+		h.expect(flagsAre(FlagACK), ackIs(peerISS+1+2896), windowIs(3000)) // the update, lost
+		h.advance(200 * time.Millisecond)                                  // the peer's persist timer
+		h.sendData(data(104))                                              // its probe fills the window it knows
+		h.expect(ackIs(peerISS+1+3000), windowIs(2896))                    // at once, not after 40 ms
+		h.expectNone()
+		h.ep.Read(make([]byte, 4096))
+		h.expectNone()         // 104 bytes: too small a step for an update (RFC 9293 3.8.6.2.2)
+		h.sendData(data(1448)) // the first segment beyond the small window's edge
+		h.expect(ackIs(peerISS+1+3000+1448), windowIs(1448))
+		h.sendData(data(100)) // the peer has seen a larger window: delayed ACKs again
+		at := h.now() + 40*time.Millisecond
+		h.expectAt(at, ackIs(peerISS+1+3000+1548), windowIs(1348))
+	})
+	t.Run("a probe beyond a zero window whose update was lost is ACKed at once", func(t *testing.T) {
+		h := zeroWindow(t)
+		h.ep.Read(make([]byte, 2000))
+		h.expect(flagsAre(FlagACK), ackIs(peerISS+2001), windowIs(2000)) // lost
+		h.advance(200 * time.Millisecond)
+		h.sendData(data(1)) // a one-byte probe (BSD, gVisor); Linux's is an old byte, ACKed at once anyway
+		h.expect(ackIs(peerISS+2002), windowIs(1999))
+		h.expectNone()
 	})
 	t.Run("Writable after the ACK frees the send buffer", func(t *testing.T) {
 		cfg := testConfig()
@@ -84,4 +130,16 @@ func TestWindow(t *testing.T) {
 		h.send(s)
 		h.expect(flagsAre(FlagACK))
 	})
+}
+
+// zeroWindow returns a harness whose endpoint, with a 2000-byte receive
+// buffer, took 2000 bytes and advertised a zero window in their delayed ACK.
+func zeroWindow(t *testing.T) *harness {
+	t.Helper()
+	cfg := testConfig()
+	cfg.RecvBuffer = 2000
+	h := established(t, cfg)
+	h.sendData(data(2000))
+	h.expectAt(40*time.Millisecond, ackIs(peerISS+2001), windowIs(0))
+	return h
 }
