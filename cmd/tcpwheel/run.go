@@ -39,7 +39,15 @@ type runConfig struct {
 	stats    time.Duration
 	pcap     string
 	rt       bool
+	backlog  int
 }
+
+// defaultRunBacklog is run's listener backlog (stack.Config.Backlog: half-open
+// connections and the accept queue, each): Linux's default somaxconn. The
+// stack's default, tcp.DefaultBacklog (128), made ab -c 19900 lose thousands
+// of completed handshakes at the accept queue (listen.AcceptQueue), each
+// client then resending its ACK or request until there was room.
+const defaultRunBacklog = 4096
 
 // rtPriority is the SCHED_FIFO priority `tcpwheel run -rt` gives the loop's
 // thread: above every normally scheduled task (the CPU hogs of a busy
@@ -63,6 +71,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.DurationVar(&cfg.duration, "duration", 0, "run this long, then exit (0: until SIGINT or SIGTERM)")
 	fs.DurationVar(&cfg.stats, "stats", 0, "print a one-line counters summary at this interval (0: never)")
 	fs.StringVar(&cfg.pcap, "pcap", "", "write a pcap of every packet the stack sends and receives to this file")
+	fs.IntVar(&cfg.backlog, "backlog", defaultRunBacklog, "each listener's limit of half-open connections, and of connections waiting for accept")
 	fs.BoolVar(&cfg.rt, "rt", false, "run the stack's loop thread at real-time priority (SCHED_FIFO "+strconv.Itoa(rtPriority)+"); fails where not permitted")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tcpwheel run [flags]\n\nBrings the stack up on a TUN device whose kernel side lives in its own network\nnamespace, and serves echo (7), discard (9) and HTTP (80).\n\nflags:")
@@ -110,6 +119,8 @@ func (cfg *runConfig) parse(fs *flag.FlagSet, addr, peer string) error {
 		return fmt.Errorf("-duration %v is negative", cfg.duration)
 	case cfg.stats < 0:
 		return fmt.Errorf("-stats %v is negative", cfg.stats)
+	case cfg.backlog < 1:
+		return fmt.Errorf("-backlog %d is not positive", cfg.backlog)
 	}
 	return nil
 }
@@ -153,7 +164,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 			err = fmt.Errorf("run: cleaning up: %w", cerr)
 		}
 	}()
-	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Prefix: cfg.peer.Masked(), Tick: cfg.tick}
+	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog}
 	if cfg.rt {
 		scfg.RealTime = rtPriority
 	}
