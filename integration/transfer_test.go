@@ -18,8 +18,10 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 
+	"github.com/tcpwheel/tcpwheel/loop"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tun/impair"
+	"github.com/tcpwheel/tcpwheel/tun/netns"
 )
 
 // Sizes of the transfers. Under -race the stack is several times slower; the
@@ -204,7 +206,6 @@ func TestConcurrentConnections(t *testing.T) {
 	e := newEnv(t, envOptions{Subnet: 4, Backlog: 2 * conns})
 	echoServer(t, e.listen(t, 7))
 	_, _, _, per := sizes()
-
 	var connected, wg sync.WaitGroup
 	connected.Add(conns)
 	allConnected := make(chan struct{})
@@ -246,8 +247,31 @@ func TestConcurrentConnections(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	st := e.Stack.Stats()
-	t.Logf("%d connections dialed in %v; %d KB echoed on each, all done in %v; %d segments retransmitted (the TUN queue drops under the burst)",
-		conns, dialTime.Round(time.Millisecond), per>>10, elapsed.Round(time.Millisecond), st.TCP.SegsRetransmitted)
+	t.Logf("%d connections dialed in %v; %d KB echoed on each, all done in %v",
+		conns, dialTime.Round(time.Millisecond), per>>10, elapsed.Round(time.Millisecond))
+	t.Logf("stack: %d segments out, %d retransmitted (%d RTO events, %d TLPs, %d fast/RACK); %d device write errors; %d turns held their expiry for input, %d full input batches of %d",
+		st.SegmentsOut, st.TCP.SegsRetransmitted, st.TCP.RTOEvents, st.TCP.TLPProbes, st.TCP.FastRetransmits, st.Drops.DeviceWrite, st.Wheel.DeferredExpiries, st.Input.Full, st.Input.Batches)
+	if kc, err := e.Bed.KernelCounters(); err == nil {
+		t.Logf("kernel: %d segments in, %d out, %d retransmitted; %d duplicates of ours seen (TCPDSACKOldSent); link drops %d in, %d out",
+			kc["Tcp.InSegs"], kc["Tcp.OutSegs"], kc["Tcp.RetransSegs"], kc["TcpExt.TCPDSACKOldSent"], kc["link.rx_dropped"], kc["link.tx_dropped"])
+	}
+	// The link is lossless and the TUN's queue holds the whole burst, so a
+	// retransmission is spurious: a timer that fired while the ACK that
+	// stops it waited in the queue behind the burst (issue 11). The loop
+	// holds expiry back until the queue is drained; what is left is the odd
+	// tail-loss probe that races the kernel's delayed ACK.
+	// The bound on held expiries must cover a full TUN queue, or a burst
+	// that fills it would still see timers fire behind it.
+	if covered := st.Input.Max * loop.MaxDeferredTurns; st.Input.Max == 64 && covered < netns.DefaultTxQueueLen {
+		t.Errorf("the loop holds expiry for %d batches of %d packets, %d, less than the TUN queue's %d",
+			loop.MaxDeferredTurns, st.Input.Max, covered, netns.DefaultTxQueueLen)
+	}
+	if st.Drops.DeviceWrite != 0 {
+		t.Errorf("%d packets the device failed to write", st.Drops.DeviceWrite)
+	}
+	if st.TCP.SegsRetransmitted*100 >= st.SegmentsOut {
+		t.Errorf("%d of %d segments retransmitted on a lossless link, want under 1%%", st.TCP.SegsRetransmitted, st.SegmentsOut)
+	}
 	e.checkNoResets(t)
 	if st.PacketsIn != st.SegmentsIn {
 		t.Errorf("stack counted %d packets in but %d segments, with drops %+v", st.PacketsIn, st.SegmentsIn, st.Drops)

@@ -57,6 +57,19 @@
 // readiness brings it back next turn for the rest). Posted functions are those
 // taken at the turn's start; what they post runs next turn.
 //
+// A batch does not end the input, though: a burst deeper than one batch (200
+// connections' data queued in the TUN at once) would otherwise have its
+// timers fire between batches while the ACKs that stop them still wait behind
+// it. A callback therefore reports whether it left input behind (it stopped at
+// its bound); while one does and timers are due, the turn skips step 3 and the
+// next turn, right away, runs the posted functions and the next batch. The
+// expiry waits for the input to drain, or for MaxDeferredTurns turns in a row
+// (16384 packets for package stack, more than its TUN's queue holds), after
+// which it runs whatever is still waiting: a flood delays the timers by that
+// many batches at most and cannot starve them. On a lossless link, 200
+// clients' echo of 64 KB each (integration's TestConcurrentConnections) went
+// from 1,436-3,845 spurious retransmissions out of ~18,000 segments to 0-1.
+//
 // Then the loop sleeps until the wheel's next deadline, a Post, or a readable
 // descriptor; if something is due already it goes round again at once. The
 // order lives in one place, the loop's turn method.

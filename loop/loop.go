@@ -43,6 +43,9 @@ type Loop struct {
 	p     poller   // platform sleep; but wake may be called under mu, onLoop anywhere
 	batch []func() // posted functions being run, swapped with queue
 	due   []func() // shared mode: functions of the entries collected by expire, being run
+	// held counts the turns in a row whose expiry was held back, with timers
+	// due, because the input was not drained (at most MaxDeferredTurns).
+	held int
 
 	mu       sync.Mutex
 	queue    []func() // guarded by mu: posted functions the loop has not taken yet
@@ -53,6 +56,7 @@ type Loop struct {
 	spin     atomic.Int64  // SetSpin's window, ns
 	wakeups  atomic.Uint64 // blocking waits ended by an event (timer, wake-up, readable fd)
 	loops    atomic.Uint64 // loop iterations, sleeping or not: tests check that nothing spins
+	deferred atomic.Uint64 // turns whose expiry waited for the rest of the input (held)
 	closeErr error         // written by the loop before it closes done
 }
 
@@ -157,6 +161,11 @@ func (l *Loop) Close() error {
 	return l.closeErr
 }
 
+// DeferredExpiries returns the number of turns that held back the expiry of
+// due timers because a watched descriptor's callback had left input behind
+// (see Watch and the package doc, "Order of work").
+func (l *Loop) DeferredExpiries() uint64 { return l.deferred.Load() }
+
 // Wakeups returns the number of times the loop's goroutine has woken from a
 // blocking sleep: for a timer, a Post, or a readable file descriptor. It does not
 // grow while the loop is idle.
@@ -213,23 +222,44 @@ func (l *Loop) run(started chan<- error) {
 //     such a move of Now; if a timer is due the descriptors are polled again
 //     first, so that what arrived since the wake, or while the posted
 //     functions ran, is seen;
-//  3. expiry: advance the wheel to now and run the due entries.
+//  3. expiry: advance the wheel to now and run the due entries; unless a
+//     callback left input behind while timers are due, in which case the
+//     expiry waits for the next turn, at most MaxDeferredTurns turns in a row.
 //
 // It reports whether Close had been called when the posted functions were
 // taken: then every function posted before Close has run. The order of work is
 // this function's alone.
 func (l *Loop) turn() (closing bool) {
 	closing = l.runPosted()
+	due := false
 	if l.shared == nil && l.p.watching() {
-		if next, ok := l.w.NextDeadline(); ok && next <= l.clock.Now() {
+		next, ok := l.w.NextDeadline()
+		if due = ok && next <= l.clock.Now(); due {
 			l.p.poll() // a timer is due: look again for input that came first
 		}
 		l.w.MoveNow(l.clock.Now())
 	}
-	l.p.runReady()
+	if more := l.p.runReady(); more && due && l.held < MaxDeferredTurns {
+		// Input that arrived before the timers came due may still wait
+		// behind this batch: take it first, next turn (right away: a due
+		// timer keeps the loop from sleeping).
+		l.held++
+		l.deferred.Add(1)
+		return closing
+	}
+	l.held = 0
 	l.expire()
 	return closing
 }
+
+// MaxDeferredTurns bounds how many turns in a row the loop holds back the
+// expiry of due timers while watched descriptors still hold input (their
+// callbacks report more): a flood that never lets the input drain delays the
+// timers by at most this many batches of it, and cannot starve them. Package
+// stack reads 64 packets per batch, so 256 turns cover 16384 packets, more
+// than its TUN's kernel queue holds (10000): every packet waiting when a timer
+// came due is handled before it fires.
+const MaxDeferredTurns = 256
 
 // expire is EXPIRY_PROCESSING.
 func (l *Loop) expire() {

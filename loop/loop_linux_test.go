@@ -54,12 +54,12 @@ func TestLoopWatch(t *testing.T) {
 	got := make(chan string, 10)
 	var e timer.Entry
 	e.Init(func() { got <- "timer" })
-	onReadable := func() {
+	onReadable := func() bool {
 		buf := make([]byte, 64)
 		for {
 			n, err := unix.Read(p[0], buf)
 			if n <= 0 || err != nil {
-				return
+				return false
 			}
 			got <- string(buf[:n])
 			// Timers work from fd callbacks, as they will from the TCP stack's.
@@ -167,7 +167,7 @@ func TestPollerSpinEndsOnReadableFD(t *testing.T) {
 	}
 	defer unix.Close(fds[0])
 	defer unix.Close(fds[1])
-	if err := p.addReader(fds[0], func() {}); err != nil {
+	if err := p.addReader(fds[0], func() bool { return false }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := unix.Write(fds[1], []byte{1}); err != nil {
@@ -242,9 +242,10 @@ func TestLoopOrderOfWork(t *testing.T) {
 	}
 	var e timer.Entry
 	e.Init(func() { note("expiry") })
-	if err := l.Watch(p[0], func() {
+	if err := l.Watch(p[0], func() bool {
 		drainFD(p[0])
 		note("readable")
+		return false
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -290,13 +291,14 @@ func TestLoopInputStopsDueTimer(t *testing.T) {
 	handled := make(chan time.Duration, 1)
 	var e timer.Entry
 	e.Init(func() { fired <- struct{}{} })
-	if err := l.Watch(p[0], func() {
+	if err := l.Watch(p[0], func() bool {
 		drainFD(p[0])
 		stopped := w.Stop(&e)
 		if !stopped {
 			t.Error("the timer was no longer pending when the input was handled")
 		}
 		handled <- w.Now()
+		return false
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -408,5 +410,85 @@ func TestLoopSetRealTime(t *testing.T) {
 	l.Close()
 	if err := l.SetRealTime(10); !errors.Is(err, timer.ErrClosed) {
 		t.Errorf("SetRealTime after Close: %v, want timer.ErrClosed", err)
+	}
+}
+
+// TestLoopDefersExpiryWhileInputRemains: a due timer waits while the watched
+// descriptor's callback reports that it left input behind (a bounded batch,
+// here one byte per turn), so that the input waiting when the timer came due
+// is all handled before it fires; the next turn with nothing left fires it.
+func TestLoopDefersExpiryWhileInputRemains(t *testing.T) {
+	l, w, _ := newTestLoop(t, timer.DefaultTick)
+	p := testPipe(t)
+	const bytes = 10
+	var read int // the loop's alone
+	fired := make(chan int, 1)
+	var e timer.Entry
+	e.Init(func() { fired <- read })
+	if err := l.Watch(p[0], func() bool {
+		var b [1]byte
+		if n, err := unix.Read(p[0], b[:]); n <= 0 || err != nil {
+			return false
+		}
+		read++
+		return true // one byte per turn: maybe more behind it
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Post(func() {
+		// Due at once, with the input already waiting.
+		if err := w.StartAt(&e, 0); err != nil {
+			t.Error(err)
+		}
+		if _, err := unix.Write(p[1], make([]byte, bytes)); err != nil {
+			t.Error(err)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := recvWithin(t, fired); got != bytes {
+		t.Errorf("the due timer fired after %d of the %d bytes waiting; want after all of them", got, bytes)
+	}
+	if d := l.DeferredExpiries(); d < bytes {
+		t.Errorf("DeferredExpiries %d, want at least %d", d, bytes)
+	}
+	if err := l.Unwatch(p[0]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLoopDeferredExpiryIsBounded: input that never drains (a callback that
+// always reports more, on a descriptor that stays readable) holds a due timer
+// back for MaxDeferredTurns turns, no more: a flood cannot starve the timers.
+func TestLoopDeferredExpiryIsBounded(t *testing.T) {
+	l, w, _ := newTestLoop(t, timer.DefaultTick)
+	p := testPipe(t)
+	if _, err := unix.Write(p[1], []byte{1}); err != nil { // readable for good
+		t.Fatal(err)
+	}
+	calls := 0 // the loop's alone
+	fired := make(chan int, 1)
+	var e timer.Entry
+	e.Init(func() { fired <- calls })
+	watch := func() bool {
+		calls++
+		return true
+	}
+	postWait(t, l, func() {
+		calls = 0
+		if err := w.StartAt(&e, 0); err != nil {
+			t.Error(err)
+		}
+		if err := l.Watch(p[0], watch); err != nil {
+			t.Error(err)
+		}
+	})
+	// The turn that finds it due and the MaxDeferredTurns that hold it back
+	// each call the callback; the last of them also fires the timer.
+	if got := recvWithin(t, fired); got != MaxDeferredTurns+1 {
+		t.Errorf("the timer fired after %d batches of endless input; want %d (MaxDeferredTurns+1)", got, MaxDeferredTurns+1)
+	}
+	if err := l.Unwatch(p[0]); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -72,7 +72,7 @@ func (m *Manual) Post(f func()) error {
 }
 
 // Watch fails with ErrManual: a manual loop polls nothing.
-func (m *Manual) Watch(int, func()) error { return ErrManual }
+func (m *Manual) Watch(int, func() bool) error { return ErrManual }
 
 // Unwatch fails with ErrManual.
 func (m *Manual) Unwatch(int) error { return ErrManual }

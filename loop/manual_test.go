@@ -49,7 +49,7 @@ func TestManualPostRunsOnCaller(t *testing.T) {
 	if err := m.Post(nil); !errors.Is(err, timer.ErrNoFunc) {
 		t.Errorf("Post(nil): %v, want timer.ErrNoFunc", err)
 	}
-	if err := m.Watch(0, func() {}); !errors.Is(err, ErrManual) {
+	if err := m.Watch(0, func() bool { return false }); !errors.Is(err, ErrManual) {
 		t.Errorf("Watch: %v, want ErrManual", err)
 	}
 	if err := m.Unwatch(0); !errors.Is(err, ErrManual) {

@@ -26,8 +26,8 @@ type poller struct {
 	// The loop goroutine's alone.
 	armed   int64 // CLOCK_MONOTONIC ns the timerfd fires at; 0 when disarmed
 	events  [16]unix.EpollEvent
-	readers map[int32]func() // Watch callbacks by fd
-	ready   []int32          // readable reader fds reported by the last epoll_wait
+	readers map[int32]func() bool // Watch callbacks by fd
+	ready   []int32               // readable reader fds reported by the last epoll_wait
 }
 
 func (p *poller) open() error {
@@ -189,14 +189,15 @@ func (p *poller) epoll(timeout int) int {
 }
 
 // runReady calls the callbacks of the fds found readable, unless they were
-// removed meanwhile.
-func (p *poller) runReady() {
+// removed meanwhile, and reports whether any of them left input behind.
+func (p *poller) runReady() (more bool) {
 	for _, fd := range p.ready {
-		if f := p.readers[fd]; f != nil {
-			f()
+		if f := p.readers[fd]; f != nil && f() {
+			more = true
 		}
 	}
 	p.ready = p.ready[:0]
+	return more
 }
 
 func (p *poller) close() error {
@@ -262,11 +263,15 @@ func (l *Loop) ThreadID() int { return l.p.tid }
 // onReadable on its goroutine, first in a turn: before the posted functions and
 // before the expiry of due timers (input before expiry; see the package doc).
 // Readiness is level-triggered, so onReadable may read a bounded batch and leave
-// the rest: it is called again on each turn of the loop while data remains, and
-// the timers due meanwhile fire between the batches. Watching an fd again replaces its function. The fd
-// stays the caller's: Unwatch it before closing it. Watch may be called from any
-// goroutine, the loop's included; it fails with timer.ErrClosed after Close.
-func (l *Loop) Watch(fd int, onReadable func()) error {
+// the rest: it is called again on each turn of the loop while data remains.
+// It reports whether it did leave some (it stopped at its bound, not because
+// fd had nothing more): the loop then holds back the expiry of the timers due
+// meanwhile until the input is drained, for at most MaxDeferredTurns turns in
+// a row (see the package doc, "Order of work"). Watching an fd again replaces
+// its function. The fd stays the caller's: Unwatch it before closing it.
+// Watch may be called from any goroutine, the loop's included; it fails with
+// timer.ErrClosed after Close.
+func (l *Loop) Watch(fd int, onReadable func() (more bool)) error {
 	if onReadable == nil {
 		return timer.ErrNoFunc
 	}
@@ -296,7 +301,7 @@ func (l *Loop) onLoopDo(f func() error) error {
 	return <-errc
 }
 
-func (p *poller) addReader(fd int, f func()) error {
+func (p *poller) addReader(fd int, f func() bool) error {
 	if fd < 0 || fd > math.MaxInt32 || fd == p.epfd || fd == p.tfd || fd == p.efd {
 		return fmt.Errorf("loop: fd %d cannot be watched", fd)
 	}
@@ -307,7 +312,7 @@ func (p *poller) addReader(fd int, f func()) error {
 		}
 	}
 	if p.readers == nil {
-		p.readers = make(map[int32]func())
+		p.readers = make(map[int32]func() bool)
 	}
 	p.readers[int32(fd)] = f
 	return nil

@@ -76,7 +76,7 @@ func (p *poller) watching() bool { return false }
 
 func (p *poller) poll() {}
 
-func (p *poller) runReady() {}
+func (p *poller) runReady() bool { return false }
 
 func (p *poller) close() error {
 	if p.t != nil {
@@ -89,7 +89,7 @@ func (p *poller) close() error {
 var errNoWatch = errors.New("loop: Watch needs Linux's epoll")
 
 // Watch is Linux-only: here it fails.
-func (l *Loop) Watch(fd int, onReadable func()) error { return errNoWatch }
+func (l *Loop) Watch(fd int, onReadable func() bool) error { return errNoWatch }
 
 // Unwatch is Linux-only: here it fails.
 func (l *Loop) Unwatch(fd int) error { return errNoWatch }

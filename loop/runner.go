@@ -12,7 +12,10 @@ type Runner interface {
 	// with timer.ErrClosed after Close, and timer.ErrNoFunc for a nil f.
 	Post(f func()) error
 	// Watch calls onReadable on the loop whenever fd is readable.
-	Watch(fd int, onReadable func()) error
+	// onReadable reports whether it left input in fd (it read a bounded
+	// batch and stopped with more to read): expiry then waits for the rest
+	// (see the package doc, "Order of work").
+	Watch(fd int, onReadable func() (more bool)) error
 	// Unwatch undoes Watch: onReadable is not called after it returns.
 	Unwatch(fd int) error
 	// Close stops the loop; afterwards Post fails.

@@ -241,10 +241,14 @@ func (s *Stack) stopPolling() {
 // readReady runs on the loop when the device's descriptor is readable: it reads
 // and handles up to maxReadBatch packets, each in the loop's own buffer (the
 // tcp package copies what it keeps). Readiness is level-triggered, so packets
-// left over are read on the next round of the loop.
-func (s *Stack) readReady() {
+// left over are read on the next round of the loop. It reports whether it
+// stopped at maxReadBatch, with packets possibly left in the device: the loop
+// then holds back the expiry of the timers due until they are read (the ACKs
+// that make them moot may be among them), for at most loop.MaxDeferredTurns
+// batches, more packets than the TUN's queue holds.
+func (s *Stack) readReady() (more bool) {
 	if s.poll == nil {
-		return
+		return false
 	}
 	read := 0
 	defer func() { s.inputStats.add(read) }()
@@ -253,7 +257,7 @@ func (s *Stack) readReady() {
 		if err != nil {
 			switch {
 			case errors.Is(err, tun.ErrWouldBlock):
-				return
+				return false
 			case errors.Is(err, io.ErrShortBuffer):
 				read++
 				s.counters.Drops.Truncated++
@@ -268,11 +272,12 @@ func (s *Stack) readReady() {
 				s.readerWG.Add(1)
 				go s.reader()
 			}
-			return
+			return false
 		}
 		read++
 		s.handlePacketNow(s.ibuf[:n])
 	}
+	return true
 }
 
 // handlePacketNow moves the wheel's Now to the clock and handles pkt: timers

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"reflect"
 
+	"github.com/tcpwheel/tcpwheel/loop"
 	"github.com/tcpwheel/tcpwheel/tcp"
 )
 
@@ -100,11 +101,15 @@ func (in *InputStats) add(n int) {
 
 // WheelStats is what the stack's timing wheel reports.
 type WheelStats struct {
-	Pending          int
-	Fired, Stopped   uint64
-	Cascaded         uint64
-	Wakeups          uint64 // the loop's (loop.Loop.Wakeups); 0 on a manual loop
-	LateP50, LateP99 int64  // nanoseconds: lateness of fired timers, upper bounds
+	Pending        int
+	Fired, Stopped uint64
+	Cascaded       uint64
+	Wakeups        uint64 // the loop's (loop.Loop.Wakeups); 0 on a manual loop
+	// DeferredExpiries counts the loop's turns that held back the expiry of
+	// due timers because the device still held packets after a full batch
+	// (loop.Loop.DeferredExpiries); 0 on a manual loop.
+	DeferredExpiries uint64
+	LateP50, LateP99 int64 // nanoseconds: lateness of fired timers, upper bounds
 	LateMax          int64
 }
 
@@ -134,8 +139,9 @@ func (s *Stack) Stats() Stats {
 	}) != nil {
 		return st
 	}
-	if l, ok := s.run.(interface{ Wakeups() uint64 }); ok { // a manual loop has none
+	if l, ok := s.run.(*loop.Loop); ok { // a manual loop has neither
 		st.Wheel.Wakeups = l.Wakeups()
+		st.Wheel.DeferredExpiries = l.DeferredExpiries()
 	}
 	return st
 }

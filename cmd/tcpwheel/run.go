@@ -43,7 +43,15 @@ type runConfig struct {
 	rt       bool
 	verbose  bool
 	logger   *slog.Logger // with verbose: to standard error (cmdRun)
+	backlog  int
 }
+
+// defaultRunBacklog is run's listener backlog (stack.Config.Backlog: half-open
+// connections and the accept queue, each): Linux's default somaxconn. The
+// stack's default, tcp.DefaultBacklog (128), made ab -c 19900 lose thousands
+// of completed handshakes at the accept queue (listen.AcceptQueue), each
+// client then resending its ACK or request until there was room.
+const defaultRunBacklog = 4096
 
 // rtPriority is the SCHED_FIFO priority `tcpwheel run -rt` gives the loop's
 // thread: above every normally scheduled task (the CPU hogs of a busy
@@ -68,6 +76,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.DurationVar(&cfg.stats, "stats", 0, "print a one-line counters summary at this interval (0: never)")
 	fs.StringVar(&cfg.pcap, "pcap", "", "write a pcap of every packet the stack sends and receives to this file")
 	fs.BoolVar(&cfg.verbose, "v", false, "log to standard error: connections that end in an error, and every dropped packet with its reason")
+	fs.IntVar(&cfg.backlog, "backlog", defaultRunBacklog, "each listener's limit of half-open connections, and of connections waiting for accept")
 	fs.BoolVar(&cfg.rt, "rt", false, "run the stack's loop thread at real-time priority (SCHED_FIFO "+strconv.Itoa(rtPriority)+"); fails where not permitted")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tcpwheel run [flags]\n\nBrings the stack up on a TUN device whose kernel side lives in its own network\nnamespace, and serves echo (7), discard (9) and HTTP (80).\n\nflags:")
@@ -115,8 +124,15 @@ func (cfg *runConfig) parse(fs *flag.FlagSet, addr, peer string) error {
 		return fmt.Errorf("-duration %v is negative", cfg.duration)
 	case cfg.stats < 0:
 		return fmt.Errorf("-stats %v is negative", cfg.stats)
+	case cfg.backlog < 1:
+		return fmt.Errorf("-backlog %d is not positive", cfg.backlog)
 	}
-	if cfg.pcap != "" { // before any namespace is made
+	return cfg.checkPaths()
+}
+
+// checkPaths checks the files run will write, before any namespace is made.
+func (cfg *runConfig) checkPaths() error {
+	if cfg.pcap != "" {
 		if err := testbed.CheckWritable(cfg.pcap); err != nil {
 			return fmt.Errorf("-pcap %q: %v", cfg.pcap, err)
 		}
@@ -170,7 +186,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 			err = fmt.Errorf("run: cleaning up: %w", cerr)
 		}
 	}()
-	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Prefix: cfg.peer.Masked(), Tick: cfg.tick}
+	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog}
 	scfg.Logger = cfg.logger
 	if cfg.rt {
 		scfg.RealTime = rtPriority
