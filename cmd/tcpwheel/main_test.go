@@ -2,9 +2,22 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 )
+
+// asTcpwheel, set in its environment, makes the test binary run as tcpwheel
+// itself (its arguments are tcpwheel's), so that tests can run the command
+// without building it.
+const asTcpwheel = "TCPWHEEL_TEST_AS_COMMAND"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asTcpwheel) == "1" {
+		os.Exit(exitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 // TestExitCodes: -h exits 0 at the top and after every command, and prints
 // that command's usage; bad flags and unknown commands exit 2; version prints

@@ -250,10 +250,13 @@ func TestStatsLineDrops(t *testing.T) {
 // process can clean up after, the next run removes the leftover.
 func TestRunStops(t *testing.T) {
 	testbed.RequireRoot(t)
-	bin := filepath.Join(t.TempDir(), "tcpwheel")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	// The test binary is tcpwheel too (TestMain): no build beside the
+	// other packages' tests.
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Setenv(asTcpwheel, "1")
 	exists := func(ns string) bool {
 		list, err := exec.Command("ip", "netns", "list").Output()
 		if err != nil {
