@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -12,11 +13,30 @@ import (
 // without building it.
 const asTcpwheel = "TCPWHEEL_TEST_AS_COMMAND"
 
+// panicOnReady, set in its environment as well, makes that tcpwheel panic
+// while it prints its ready line: a panic inside run, after the namespace is
+// made, whose deferred cleanup must still take the namespace down.
+const panicOnReady = "TCPWHEEL_TEST_PANIC_ON_READY"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(asTcpwheel) == "1" {
-		os.Exit(exitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+		var stdout io.Writer = os.Stdout
+		if os.Getenv(panicOnReady) == "1" {
+			stdout = panicWriter{os.Stdout}
+		}
+		os.Exit(exitCode(run(os.Args[1:], stdout, os.Stderr), os.Stderr))
 	}
 	os.Exit(m.Run())
+}
+
+// panicWriter panics when it is handed the ready line.
+type panicWriter struct{ w io.Writer }
+
+func (p panicWriter) Write(b []byte) (int, error) {
+	if bytes.Contains(b, []byte("ready")) {
+		panic("test: panic on the ready line")
+	}
+	return p.w.Write(b)
 }
 
 // TestExitCodes: -h exits 0 at the top and after every command, and prints

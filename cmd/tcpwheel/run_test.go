@@ -246,7 +246,7 @@ func TestStatsLineDrops(t *testing.T) {
 
 // TestRunStops: however `tcpwheel run` stops, its namespace goes: its
 // stdout closed (`| head -c 1`: it used to die of SIGPIPE while printing,
-// before its cleanup ran), SIGTERM, SIGINT; and after SIGKILL, which no
+// before its cleanup ran), SIGTERM, SIGINT, a panic inside run; and after SIGKILL, which no
 // process can clean up after, the next run removes the leftover.
 func TestRunStops(t *testing.T) {
 	testbed.RequireRoot(t)
@@ -319,6 +319,18 @@ func TestRunStops(t *testing.T) {
 			}
 		})
 	}
+	t.Run("panic", func(t *testing.T) {
+		ns := fresh()
+		cmd := exec.Command(bin, "run", "-netns", ns, "-tun", tun.UniqueName("twr"), "-duration", "30s")
+		cmd.Env = append(os.Environ(), panicOnReady+"=1")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "panic on the ready line") {
+			t.Fatalf("want a panic: %v\n%s", err, out)
+		}
+		if exists(ns) {
+			t.Errorf("namespace %s left behind after a panic", ns)
+		}
+	})
 	t.Run("SIGKILL, then the next run", func(t *testing.T) {
 		ns := fresh()
 		cmd := start(ns)
