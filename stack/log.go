@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"reflect"
+	"strings"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -23,26 +24,67 @@ func (s *Stack) setLogger(l *slog.Logger) {
 }
 
 // handleLogged handles pkt as handlePacket does, then logs at debug each drop
-// reason that the packet counted (the Drops field's name), with its addresses
-// where the header has them.
+// reason that the packet counted, with its addresses where the header has
+// them: the stack's (a Drops field, "stack.NotForUs"), and those of the TCP
+// connection or listener the segment went to ("tcp.DropsOutOfWindow",
+// "listen.DropsBacklog").
 func (s *Stack) handleLogged(pkt []byte) {
-	before := s.counters.Drops
 	var src, dst netip.Addr
+	var c *Conn
+	var l *Listener
 	if len(pkt) >= header.IPv4MinimumSize && pkt[0]>>4 == 4 {
 		ip := header.IPv4(pkt)
 		src, dst = netip.AddrFrom4(ip.SourceAddress().As4()), netip.AddrFrom4(ip.DestinationAddress().As4())
+		c, l = s.tcpTarget(ip, src, dst)
+	}
+	drops := s.counters.Drops
+	var conn tcp.Counters
+	var listen tcp.ListenerStats
+	if c != nil {
+		conn = c.ep.Info().Counters
+	}
+	if l != nil {
+		listen = l.tl.Stats()
 	}
 	s.handlePacket(pkt)
-	after := s.counters.Drops
-	if after == before {
-		return
+	reasons := changedFields("stack.", reflect.ValueOf(drops), reflect.ValueOf(s.counters.Drops), nil)
+	if c != nil {
+		reasons = changedFields("tcp.", reflect.ValueOf(conn), reflect.ValueOf(c.ep.Info().Counters), reasons)
 	}
-	b, a := reflect.ValueOf(before), reflect.ValueOf(after)
-	for i := range a.NumField() {
-		if a.Field(i).Uint() != b.Field(i).Uint() {
-			s.log.Debug("packet dropped", "reason", a.Type().Field(i).Name, "src", src, "dst", dst, "len", len(pkt))
+	if l != nil {
+		reasons = changedFields("listen.", reflect.ValueOf(listen), reflect.ValueOf(l.tl.Stats()), reasons)
+	}
+	for _, r := range reasons {
+		s.log.Debug("packet dropped", "reason", r, "src", src, "dst", dst, "len", len(pkt))
+	}
+}
+
+// tcpTarget is the connection and the listener a TCP segment in ip would
+// reach, if any (the demultiplexer's lookup, without its checks).
+func (s *Stack) tcpTarget(ip header.IPv4, src, dst netip.Addr) (*Conn, *Listener) {
+	hl := int(ip.HeaderLength())
+	if ip.Protocol() != protoTCP || hl < header.IPv4MinimumSize || len(ip) < hl+header.TCPMinimumSize {
+		return nil, nil
+	}
+	t := header.TCP(ip[hl:])
+	id := tcp.ID{Local: netip.AddrPortFrom(dst, t.DestinationPort()), Remote: netip.AddrPortFrom(src, t.SourcePort())}
+	return s.conns[id], s.listeners[t.DestinationPort()]
+}
+
+// changedFields appends prefix+name of every uint64 field whose name is a drop
+// reason (any field of stack.Drops; the Drops* fields of the TCP counters)
+// and that differs between before and after.
+func changedFields(prefix string, before, after reflect.Value, out []string) []string {
+	for i := range after.NumField() {
+		f := after.Type().Field(i)
+		if f.Type.Kind() != reflect.Uint64 || (prefix != "stack." && !strings.HasPrefix(f.Name, "Drops")) {
+			continue
+		}
+		if after.Field(i).Uint() != before.Field(i).Uint() {
+			out = append(out, prefix+f.Name)
 		}
 	}
+	return out
 }
 
 // logClosed logs, at info, a connection that ended in an error: reset by the

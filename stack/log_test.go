@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 )
@@ -53,11 +54,40 @@ func TestLogDrops(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Close()
-		got := strings.Contains(out.String(), "packet dropped") && strings.Contains(out.String(), "reason=MartianMulticast") &&
+		got := strings.Contains(out.String(), "packet dropped") && strings.Contains(out.String(), "reason=stack.MartianMulticast") &&
 			strings.Contains(out.String(), "src=224.0.0.1")
 		if got != tc.want {
 			t.Errorf("logger at %v: drop logged %v, want %v; log:\n%s", tc.level, got, tc.want, out.String())
 		}
+	}
+}
+
+// TestLogTCPDrops: a drop inside TCP is logged with the listener's (or the
+// connection's) counter: a SYN+FIN to a listening port is listen.DropsBadFlags.
+func TestLogTCPDrops(t *testing.T) {
+	var out lockedBuffer
+	local, peer := netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.18.0.1")
+	dev, _ := tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500})
+	logger := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := NewManual(Config{Device: dev, Addr: local, Clock: timer.NewManualClock(0), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Listen("tcp", ":80"); err != nil {
+		t.Fatal(err)
+	}
+	seg := tcp.Segment{SrcPort: 40000, DstPort: 80, Seq: 1000, Flags: tcp.FlagSYN | tcp.FlagFIN, Window: 65535}
+	b := make([]byte, seg.EncodedLen())
+	if _, err := seg.Encode(b); err != nil {
+		t.Fatal(err)
+	}
+	tcp.SetChecksum(peer, local, b)
+	if err := s.Inject(ipv4Packet(peer, local, protoTCP, b)); err != nil {
+		t.Fatal(err)
+	}
+	if log := out.String(); !strings.Contains(log, "reason=listen.DropsBadFlags") || !strings.Contains(log, "src=198.18.0.1") {
+		t.Errorf("no debug record of the SYN+FIN's drop; log:\n%s", log)
 	}
 }
 

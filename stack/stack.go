@@ -50,7 +50,8 @@ type Config struct {
 	RealTime int
 	// Logger receives the stack's events: connections that end in an error
 	// (reset, timed out, aborted) at info, and every packet dropped, with its
-	// reason, at debug (see log.go). Nil discards them.
+	// reason (the stack's, the connection's or the listener's counter), at
+	// debug (see log.go). Nil discards them.
 	Logger *slog.Logger
 }
 
