@@ -5,8 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
-	"reflect"
-	"strings"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -24,10 +22,9 @@ func (s *Stack) setLogger(l *slog.Logger) {
 }
 
 // handleLogged handles pkt as handlePacket does, then logs at debug each drop
-// reason that the packet counted, with its addresses where the header has
-// them: the stack's (a Drops field, "stack.NotForUs"), and those of the TCP
-// connection or listener the segment went to ("tcp.DropsOutOfWindow",
-// "listen.DropsBacklog").
+// counter that the packet moved (see DropCount for the names), with its
+// addresses where the header has them: the stack's, and those of the TCP
+// connection or listener the segment went to.
 func (s *Stack) handleLogged(pkt []byte) {
 	var src, dst netip.Addr
 	var c *Conn
@@ -37,25 +34,23 @@ func (s *Stack) handleLogged(pkt []byte) {
 		src, dst = netip.AddrFrom4(ip.SourceAddress().As4()), netip.AddrFrom4(ip.DestinationAddress().As4())
 		c, l = s.tcpTarget(ip, src, dst)
 	}
-	drops := s.counters.Drops
-	var conn tcp.Counters
-	var listen tcp.ListenerStats
-	if c != nil {
-		conn = c.ep.Info().Counters
+	counts := func() []DropCount {
+		var conn tcp.Counters
+		var listen tcp.ListenerStats
+		if c != nil {
+			conn = c.ep.Info().Counters
+		}
+		if l != nil {
+			listen = l.tl.Stats()
+		}
+		return dropCounts(s.counters.Drops, conn, listen, nil)
 	}
-	if l != nil {
-		listen = l.tl.Stats()
-	}
+	before := counts()
 	s.handlePacket(pkt)
-	reasons := changedFields("stack.", reflect.ValueOf(drops), reflect.ValueOf(s.counters.Drops), nil)
-	if c != nil {
-		reasons = changedFields("tcp.", reflect.ValueOf(conn), reflect.ValueOf(c.ep.Info().Counters), reasons)
-	}
-	if l != nil {
-		reasons = changedFields("listen.", reflect.ValueOf(listen), reflect.ValueOf(l.tl.Stats()), reasons)
-	}
-	for _, r := range reasons {
-		s.log.Debug("packet dropped", "reason", r, "src", src, "dst", dst, "len", len(pkt))
+	for i, r := range counts() {
+		if r.N != before[i].N {
+			s.log.Debug("packet dropped", "reason", r.Name, "src", src, "dst", dst, "len", len(pkt))
+		}
 	}
 }
 
@@ -69,22 +64,6 @@ func (s *Stack) tcpTarget(ip header.IPv4, src, dst netip.Addr) (*Conn, *Listener
 	t := header.TCP(ip[hl:])
 	id := tcp.ID{Local: netip.AddrPortFrom(dst, t.DestinationPort()), Remote: netip.AddrPortFrom(src, t.SourcePort())}
 	return s.conns[id], s.listeners[t.DestinationPort()]
-}
-
-// changedFields appends prefix+name of every uint64 field whose name is a drop
-// reason (any field of stack.Drops; the Drops* fields of the TCP counters)
-// and that differs between before and after.
-func changedFields(prefix string, before, after reflect.Value, out []string) []string {
-	for i := range after.NumField() {
-		f := after.Type().Field(i)
-		if f.Type.Kind() != reflect.Uint64 || (prefix != "stack." && !strings.HasPrefix(f.Name, "Drops")) {
-			continue
-		}
-		if after.Field(i).Uint() != before.Field(i).Uint() {
-			out = append(out, prefix+f.Name)
-		}
-	}
-	return out
 }
 
 // logClosed logs, at info, a connection that ended in an error: reset by the

@@ -63,7 +63,7 @@ func TestLogDrops(t *testing.T) {
 }
 
 // TestLogTCPDrops: a drop inside TCP is logged with the listener's (or the
-// connection's) counter: a SYN+FIN to a listening port is listen.DropsBadFlags.
+// connection's) counter: a SYN+FIN to a listening port is listen.BadFlags.
 func TestLogTCPDrops(t *testing.T) {
 	var out lockedBuffer
 	local, peer := netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.18.0.1")
@@ -86,7 +86,7 @@ func TestLogTCPDrops(t *testing.T) {
 	if err := s.Inject(ipv4Packet(peer, local, protoTCP, b)); err != nil {
 		t.Fatal(err)
 	}
-	if log := out.String(); !strings.Contains(log, "reason=listen.DropsBadFlags") || !strings.Contains(log, "src=198.18.0.1") {
+	if log := out.String(); !strings.Contains(log, "reason=listen.BadFlags") || !strings.Contains(log, "src=198.18.0.1") {
 		t.Errorf("no debug record of the SYN+FIN's drop; log:\n%s", log)
 	}
 }

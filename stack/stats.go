@@ -3,6 +3,7 @@ package stack
 import (
 	"math/bits"
 	"reflect"
+	"strings"
 
 	"github.com/tcpwheel/tcpwheel/loop"
 	"github.com/tcpwheel/tcpwheel/tcp"
@@ -156,4 +157,35 @@ func addCounters[T any](a *T, b T) {
 			f.SetUint(f.Uint() + bv.Field(i).Uint())
 		}
 	}
+}
+
+// DropCount is one drop counter, named by where it is counted: "stack." for
+// the stack's own (IPv4, demultiplexing, the device: the fields of Drops),
+// "tcp." for the connections' and "listen." for the listeners' (the Drops*
+// fields of tcp.Counters and tcp.ListenerStats, without that prefix).
+type DropCount struct {
+	Name string
+	N    uint64
+}
+
+// DropCounts lists every drop counter of st, in a fixed order. The counters
+// are found by reflection, so that a new one is listed without being named
+// here.
+func (st Stats) DropCounts() []DropCount { return dropCounts(st.Drops, st.TCP, st.Listen, nil) }
+
+// dropCounts appends the drop counters of the stack's d, a connection's (or
+// all connections') c and a listener's (or all listeners') l to out.
+func dropCounts(d Drops, c tcp.Counters, l tcp.ListenerStats, out []DropCount) []DropCount {
+	add := func(prefix string, v reflect.Value, only string) {
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if name, ok := strings.CutPrefix(f.Name, only); ok && f.Type.Kind() == reflect.Uint64 {
+				out = append(out, DropCount{prefix + name, v.Field(i).Uint()})
+			}
+		}
+	}
+	add("stack.", reflect.ValueOf(d), "")
+	add("tcp.", reflect.ValueOf(c), "Drops")
+	add("listen.", reflect.ValueOf(l), "Drops")
+	return out
 }

@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -246,8 +245,8 @@ func statsLine(s *stack.Stack) string {
 	t := st.TCP
 	var drops strings.Builder
 	total := uint64(0)
-	for _, r := range dropReasons(st) {
-		if r.n == 0 {
+	for _, r := range st.DropCounts() {
+		if r.N == 0 {
 			continue
 		}
 		if total == 0 {
@@ -255,8 +254,8 @@ func statsLine(s *stack.Stack) string {
 		} else {
 			drops.WriteString(", ")
 		}
-		total += r.n
-		fmt.Fprintf(&drops, "%s %d", r.name, r.n)
+		total += r.N
+		fmt.Fprintf(&drops, "%s %d", r.Name, r.N)
 	}
 	if total > 0 {
 		drops.WriteString(")")
@@ -276,42 +275,14 @@ func statsReport(s *stack.Stack) string {
 	b.WriteString(statsLine(s))
 	b.WriteString("\n\ndrops by reason:\n")
 	st := s.Stats()
-	for _, r := range dropReasons(st) {
-		fmt.Fprintf(&b, "  %-24s %d\n", r.name, r.n)
+	for _, r := range st.DropCounts() {
+		fmt.Fprintf(&b, "  %-24s %d\n", r.Name, r.N)
 	}
 	fmt.Fprintf(&b, "\ninput batches (%s path) by size:\n", st.InputPath)
 	for i, n := range st.Input.Sizes {
 		fmt.Fprintf(&b, "  %4d-%-4d %d\n", 1<<i, 1<<(i+1)-1, n)
 	}
 	return b.String()
-}
-
-// dropReason is one drop counter, named by where it is counted: "stack." for
-// the stack's (IPv4, demultiplexing, the device), "tcp." for the connections',
-// "listen." for the listeners'.
-type dropReason struct {
-	name string
-	n    uint64
-}
-
-// dropReasons lists every drop counter of st: all of stack.Drops, and the
-// fields of tcp.Counters and tcp.ListenerStats named Drops*. They are found by
-// reflection, so that a new counter is shown without being listed here.
-func dropReasons(st stack.Stats) []dropReason {
-	var out []dropReason
-	add := func(prefix string, v reflect.Value, only string) {
-		for i := range v.NumField() {
-			f := v.Type().Field(i)
-			name, ok := strings.CutPrefix(f.Name, only)
-			if ok && f.Type.Kind() == reflect.Uint64 {
-				out = append(out, dropReason{prefix + name, v.Field(i).Uint()})
-			}
-		}
-	}
-	add("stack.", reflect.ValueOf(st.Drops), "")
-	add("tcp.", reflect.ValueOf(st.TCP), "Drops")
-	add("listen.", reflect.ValueOf(st.Listen), "Drops")
-	return out
 }
 
 // services are the servers `tcpwheel run` offers.
