@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,10 @@ type Loop struct {
 	p     poller   // platform sleep; but wake may be called under mu, onLoop anywhere
 	batch []func() // posted functions being run, swapped with queue
 	due   []func() // shared mode: functions of the entries collected by expire, being run
+	// onExpire, if set, is told of each expiry that has a timer due, before
+	// it runs: the wheel's Now before it and the instant it advances to
+	// (a flight recorder's hook, SetExpireHook). Loop goroutine only.
+	onExpire func(before, now time.Duration)
 	// held counts the turns in a row whose expiry was held back, with timers
 	// due, because the input was not drained (at most MaxDeferredTurns).
 	held int
@@ -84,6 +89,22 @@ func newLoop(w *timer.Wheel, shared *Shared) (*Loop, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// ErrShared is returned by SetExpireHook on a loop of a Shared wheel, whose
+// expiry runs under the Shared's lock.
+var ErrShared = errors.New("loop: not for a loop on a Shared wheel")
+
+// SetExpireHook has f told, on the loop's goroutine, of every expiry that
+// has a timer due, just before it runs: the wheel's Now before it and the
+// instant the wheel advances to (Wheel.Advance(now)). A flight recorder
+// (package stack/record) needs both to run the expiry again exactly. nil
+// removes the hook. Not for a loop on a Shared wheel (ErrShared).
+func (l *Loop) SetExpireHook(f func(before, now time.Duration)) error {
+	if l.shared != nil {
+		return ErrShared
+	}
+	return l.Post(func() { l.onExpire = f })
 }
 
 // DefaultSpin is a new Loop's spin window (see SetSpin). With it the default
@@ -265,6 +286,11 @@ const MaxDeferredTurns = 256
 func (l *Loop) expire() {
 	now := l.clock.Now()
 	if l.shared == nil {
+		if l.onExpire != nil {
+			if d, ok := l.w.NextDeadline(); ok && d <= now {
+				l.onExpire(l.w.Now(), now)
+			}
+		}
 		l.w.Advance(now)
 		return
 	}

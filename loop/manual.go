@@ -27,8 +27,9 @@ type Manual struct {
 	w     *timer.Wheel
 	clock *timer.ManualClock
 
-	mu     sync.Mutex
-	closed bool // guarded by mu
+	mu       sync.Mutex
+	closed   bool                            // guarded by mu
+	onExpire func(before, now time.Duration) // guarded by mu (SetExpireHook)
 }
 
 var _ Runner = (*Manual)(nil)
@@ -100,10 +101,10 @@ func (m *Manual) AdvanceTo(now time.Duration) error {
 				break
 			}
 			m.clock.Set(d)
-			m.w.Advance(d)
+			m.advance(d)
 		}
 		m.clock.Set(now)
-		m.w.Advance(m.clock.Now())
+		m.advance(m.clock.Now())
 	})
 }
 
@@ -124,8 +125,25 @@ func (m *Manual) Wake(now time.Duration, input func()) error {
 		if input != nil {
 			input()
 		}
-		m.w.Advance(m.clock.Now())
+		m.advance(m.clock.Now())
 	})
+}
+
+// advance is EXPIRY_PROCESSING, with the expire hook told first when a timer
+// is due. It runs with mu held.
+func (m *Manual) advance(now time.Duration) {
+	if m.onExpire != nil {
+		if d, ok := m.w.NextDeadline(); ok && d <= now {
+			m.onExpire(m.w.Now(), now)
+		}
+	}
+	m.w.Advance(now)
+}
+
+// SetExpireHook is Loop.SetExpireHook: f is told of every expiry that has a
+// timer due, before it runs.
+func (m *Manual) SetExpireHook(f func(before, now time.Duration)) error {
+	return m.Post(func() { m.onExpire = f })
 }
 
 // NextDeadline returns the instant at which the wheel next has work, and false

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/stack/record"
 	"github.com/tcpwheel/tcpwheel/tcp"
 )
 
@@ -145,10 +146,10 @@ func (c *Conn) readOnce(p []byte) (int, error) {
 	if c.s.do(func() {
 		if avail := c.ep.Readable(); avail > len(p) && len(p) > 0 && len(p) < readAhead {
 			bp = c.s.getAhead(min(avail, readAhead))
-			n, err = c.ep.Read(*bp)
+			n, err = c.read(*bp)
 			return
 		}
-		n, err = c.ep.Read(p)
+		n, err = c.read(p)
 	}) != nil {
 		err = net.ErrClosed
 	}
@@ -197,7 +198,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		}
 		var n int
 		var err error
-		if c.s.do(func() { n, err = c.ep.Write(p[total:]) }) != nil {
+		if c.s.do(func() { n, err = c.write(p[total:]) }) != nil {
 			return total, c.opErr("write", net.ErrClosed)
 		}
 		total += n
@@ -257,13 +258,7 @@ func (c *Conn) Close() error {
 		unread := c.dropAhead() // data read ahead but never returned is unread
 		c.rmu.Unlock()
 		var cerr error
-		if c.s.do(func() {
-			if unread {
-				c.ep.Abort() // as Close does with unread data in the endpoint
-				return
-			}
-			cerr = c.ep.Close()
-		}) != nil {
+		if c.s.do(func() { cerr = c.close(unread) }) != nil {
 			return
 		}
 		if cerr != nil && !errors.Is(cerr, tcp.ErrClosed) {
@@ -282,7 +277,7 @@ func (c *Conn) CloseWrite() error {
 		return c.opErr("close", net.ErrClosed)
 	}
 	var err error
-	if c.s.do(func() { err = c.ep.CloseWrite() }) != nil {
+	if c.s.do(func() { err = c.closeWrite() }) != nil {
 		return c.opErr("close", net.ErrClosed)
 	}
 	if err != nil {
@@ -293,7 +288,7 @@ func (c *Conn) CloseWrite() error {
 
 // Abort resets the connection at once (SO_LINGER 0).
 func (c *Conn) Abort() error {
-	if c.s.do(func() { c.ep.Abort() }) != nil {
+	if c.s.do(c.abort) != nil {
 		return c.opErr("close", net.ErrClosed)
 	}
 	return nil
@@ -351,8 +346,57 @@ func (c *Conn) setKeepAlive(cfg net.KeepAliveConfig) error {
 	if c.isClosed() {
 		return c.opErr("set", net.ErrClosed)
 	}
-	if c.s.do(func() { c.ep.SetKeepAlive(cfg.Enable, cfg.Idle, cfg.Interval, cfg.Count) }) != nil {
+	if c.s.do(func() { c.keepAlive(cfg) }) != nil {
 		return c.opErr("set", net.ErrClosed)
 	}
 	return nil
+}
+
+// The application's calls on the loop: each is recorded (flight.go) before
+// it runs, so that the events it causes follow it, and a Playback makes the
+// same calls.
+
+func (c *Conn) read(p []byte) (int, error) {
+	c.event(record.Read, int64(len(p)))
+	return c.ep.Read(p)
+}
+
+func (c *Conn) write(p []byte) (int, error) {
+	c.event(record.Write, int64(len(p)))
+	return c.ep.Write(p)
+}
+
+// close is Close's part on the loop: unread data makes it a reset, as on
+// Linux.
+func (c *Conn) close(unread bool) error {
+	if unread {
+		c.event(record.Close, 1)
+		c.ep.Abort()
+		return nil
+	}
+	c.event(record.Close, 0)
+	return c.ep.Close()
+}
+
+func (c *Conn) closeWrite() error {
+	c.event(record.CloseWrite, 0)
+	return c.ep.CloseWrite()
+}
+
+func (c *Conn) abort() {
+	c.event(record.Abort, 0)
+	c.ep.Abort()
+}
+
+func (c *Conn) keepAlive(cfg net.KeepAliveConfig) {
+	if c.s.rec != nil {
+		c.s.hasSendAt = false
+		on := int64(0)
+		if cfg.Enable {
+			on = 1
+		}
+		c.s.rec.Event(&record.Event{Kind: record.KeepAlive, T: c.s.wheel.Now(), Local: c.id.Local, Remote: c.id.Remote,
+			N: on, Args: []int64{int64(cfg.Idle), int64(cfg.Interval), int64(cfg.Count)}})
+	}
+	c.ep.SetKeepAlive(cfg.Enable, cfg.Idle, cfg.Interval, cfg.Count)
 }

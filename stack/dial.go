@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/tcpwheel/tcpwheel/stack/record"
 	"github.com/tcpwheel/tcpwheel/tcp"
 )
 
@@ -51,7 +52,7 @@ func (s *Stack) DialTCP(ctx context.Context, network, address string) (*Conn, er
 	select {
 	case <-c.settled:
 	case <-ctx.Done():
-		s.do(func() { c.ep.Abort() })
+		s.do(func() { c.event(record.Abort, 0); c.ep.Abort() })
 		return nil, fail(raddr, ctx.Err())
 	case <-s.done:
 		return nil, fail(raddr, net.ErrClosed)
@@ -83,21 +84,25 @@ func (s *Stack) startDial(local uint16, remote netip.AddrPort) (*Conn, error) {
 				return
 			}
 		}
-		id := tcp.ID{Local: netip.AddrPortFrom(s.cfg.Addr, p), Remote: remote}
-		if s.conns[id] != nil {
-			derr = fmt.Errorf("%v: address already in use", id)
-			return
-		}
-		ep, err := tcp.Dial(tcp.OnWheel(s.wheel), s.out(), id, s.cfg.TCP)
-		if err != nil {
-			derr = mapErr(err)
-			return
-		}
-		c = newConn(s, ep)
-		s.register(c)
-		ep.SetNotify(c.notify)
+		c, derr = s.dial(tcp.ID{Local: netip.AddrPortFrom(s.cfg.Addr, p), Remote: remote})
 	}) != nil {
 		return nil, net.ErrClosed
 	}
 	return c, derr
+}
+
+// dial is startDial's part on the loop, once the port is chosen.
+func (s *Stack) dial(id tcp.ID) (*Conn, error) {
+	if s.conns[id] != nil {
+		return nil, fmt.Errorf("%v: address already in use", id)
+	}
+	s.note(record.Dial, id, 0)
+	ep, err := tcp.Dial(s.timers(), s.out(), id, s.cfg.TCP)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	c := newConn(s, ep)
+	s.register(c)
+	ep.SetNotify(c.notify)
+	return c, nil
 }

@@ -197,6 +197,9 @@ func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
 		DstAddr:     tcpip.AddrFrom4(dst.As4()),
 	})
 	ip.SetChecksum(^ip.CalculateChecksum())
+	if s.rec != nil {
+		s.recordOut(pkt)
+	}
 	if err := s.dev.WritePacket(pkt); err != nil {
 		s.counters.DeviceErrors++
 		s.counters.Drops.DeviceWrite++

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/tcpwheel/tcpwheel/stack/record"
 	"github.com/tcpwheel/tcpwheel/tcp"
 )
 
@@ -58,7 +59,7 @@ func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 	if err != nil {
 		return nil, fail(fmt.Errorf("bad port %q", portStr))
 	}
-	l := &Listener{s: s, acceptq: make(chan *Conn, s.cfg.Backlog), closed: make(chan struct{})}
+	l := s.newListener()
 	var lerr error
 	if s.do(func() {
 		p := uint16(port)
@@ -73,22 +74,7 @@ func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 			lerr = fmt.Errorf("port %d: address already in use", p)
 			return
 		}
-		tl, err := tcp.NewListener(tcp.OnWheel(s.wheel), s.out(), tcp.ListenerConfig{
-			Backlog:  s.cfg.Backlog,
-			Endpoint: s.cfg.TCP,
-			Accept:   l.accept,
-			QueueFull: func() bool {
-				return len(l.acceptq) == cap(l.acceptq)
-			},
-		})
-		if err != nil {
-			lerr = err
-			return
-		}
-		l.tl, l.port = tl, p
-		l.addr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(s.cfg.Addr, p))
-		s.listeners[p] = l
-		s.usePort(p)
+		lerr = s.listen(l, p, tcp.NewCookieKey())
 	}) != nil {
 		return nil, fail(net.ErrClosed)
 	}
@@ -102,9 +88,14 @@ func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 // connection and queues it for Accept, or refuses it when the queue is full.
 func (l *Listener) accept(ep *tcp.Endpoint) bool {
 	c := newConn(l.s, ep)
-	select {
-	case l.acceptq <- c:
-	default:
+	if !l.s.flag(record.Accepted, c.id, 0, func() bool {
+		select {
+		case l.acceptq <- c:
+			return true
+		default:
+			return false
+		}
+	}) {
 		return false
 	}
 	c.settledDone = true
@@ -143,24 +134,54 @@ func (l *Listener) Close() error {
 	l.closeOnce.Do(func() {
 		err = nil
 		close(l.closed)
-		l.s.do(func() {
-			l.tl.Close()
-			if l.s.listeners[l.port] == l {
-				delete(l.s.listeners, l.port)
-				l.s.releasePort(l.port)
-			}
-			for {
-				select {
-				case c := <-l.acceptq:
-					c.ep.Abort()
-				default:
-					return
-				}
-			}
-		})
+		l.s.do(l.closeLoop)
 	})
 	return err
 }
 
 // Addr implements net.Listener.
 func (l *Listener) Addr() net.Addr { return l.addr }
+
+// listen opens l on port p, with the SYN-cookie key key. It runs on the loop.
+func (s *Stack) listen(l *Listener, p uint16, key []byte) error {
+	tl, err := tcp.NewListener(s.timers(), s.out(), tcp.ListenerConfig{
+		Backlog:   s.cfg.Backlog,
+		Endpoint:  s.cfg.TCP,
+		CookieKey: key,
+		Accept:    l.accept,
+		QueueFull: func() bool {
+			return s.flag(record.QueueFull, noConn, p, func() bool { return len(l.acceptq) == cap(l.acceptq) })
+		},
+	})
+	if err != nil {
+		return err
+	}
+	s.notePort(record.Listen, p, key)
+	l.tl, l.port = tl, p
+	l.addr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(s.cfg.Addr, p))
+	s.listeners[p] = l
+	s.usePort(p)
+	return nil
+}
+
+func (s *Stack) newListener() *Listener {
+	return &Listener{s: s, acceptq: make(chan *Conn, s.cfg.Backlog), closed: make(chan struct{})}
+}
+
+// closeLoop is Close's part on the loop.
+func (l *Listener) closeLoop() {
+	l.s.notePort(record.ListenClose, l.port, nil)
+	l.tl.Close()
+	if l.s.listeners[l.port] == l {
+		delete(l.s.listeners, l.port)
+		l.s.releasePort(l.port)
+	}
+	for {
+		select {
+		case c := <-l.acceptq:
+			c.ep.Abort()
+		default:
+			return
+		}
+	}
+}

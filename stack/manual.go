@@ -36,16 +36,30 @@ func NewManual(cfg Config) (*Manual, error) {
 	if _, ok := cfg.Clock.(*timer.ManualClock); !ok {
 		return nil, fmt.Errorf("%w: NewManual needs a *timer.ManualClock as Clock", ErrConfig)
 	}
-	s, err := newStack(cfg)
+	s, m, err := newManualStack(cfg)
 	if err != nil {
 		return nil, err
 	}
+	if s.recw != nil {
+		if err := m.SetExpireHook(s.onExpire); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	return &Manual{Stack: s, m: m}, nil
+}
+
+// newManualStack is a stack on a manual loop of its own.
+func newManualStack(cfg Config) (*Stack, *loop.Manual, error) {
+	s, err := newStack(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	m, err := loop.NewManual(s.wheel)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s.run, s.input = m, inputManual
-	return &Manual{Stack: s, m: m}, nil
+	return s, m, nil
 }
 
 // Inject hands the stack one IPv4 packet as if the device had read it, at the
@@ -68,6 +82,9 @@ func (m *Manual) Wake(now time.Duration, pkts ...[]byte) error {
 	err := m.m.Wake(now, func() {
 		for _, pkt := range pkts {
 			m.handlePacketNow(pkt)
+		}
+		if len(pkts) > 0 {
+			m.endBatch()
 		}
 	})
 	if err != nil {
@@ -125,7 +142,7 @@ func (l *Listener) TryAccept() (*Conn, bool) {
 func (c *Conn) TryWrite(p []byte) (int, error) {
 	var n int
 	var err error
-	if c.s.do(func() { n, err = c.ep.Write(p) }) != nil {
+	if c.s.do(func() { n, err = c.write(p) }) != nil {
 		return 0, c.opErr("write", net.ErrClosed)
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/loop"
+	"github.com/tcpwheel/tcpwheel/stack/record"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
@@ -53,6 +54,15 @@ type Config struct {
 	// reason (the stack's, the connection's or the listener's counter), at
 	// debug (see log.go). Nil discards them.
 	Logger *slog.Logger
+	// Record, if set, receives a flight recording of the stack (package
+	// stack/record): a pcapng file of every packet it handles and sends,
+	// with what a replay needs to run it again exactly (the loop's expiries
+	// and batches, the application's calls, the ISNs). tcpdump and Wireshark
+	// read it; `tcpwheel replay` and package stack/replay replay it. It is
+	// written on the loop, through a 1 MiB buffer; Close flushes it (not
+	// closing Record). A write error ends the recording, not the stack:
+	// RecordErr reports it.
+	Record io.Writer
 }
 
 // ErrConfig is wrapped by New for an invalid Config.
@@ -105,6 +115,13 @@ type Stack struct {
 	inputStats InputStats
 	closedTCP  tcp.Counters // counters of endpoints that are gone
 	input      string       // the input path, for Stats: inputDirect, inputReader or inputManual
+
+	// The flight recorder (flight.go). Loop only.
+	rec       sink           // nil: not recording
+	recw      *record.Writer // Config.Record's writer, or nil
+	play      source         // a Playback's recording, or nil
+	sendAt    time.Duration  // the last SendTime read, for the next packet out
+	hasSendAt bool
 }
 
 // The input paths, as Stats.InputPath reports them.
@@ -134,6 +151,12 @@ func New(cfg Config) (*Stack, error) {
 		}
 	}
 	s.run = l
+	if s.recw != nil {
+		if err := l.SetExpireHook(s.onExpire); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("stack: %w", err)
+		}
+	}
 	if s.startPolling() {
 		s.input = inputDirect
 		return s, nil
@@ -193,6 +216,14 @@ func newStack(cfg Config) (*Stack, error) {
 	}
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
 	s.setLogger(cfg.Logger)
+	s.wrapISN()
+	if cfg.Record != nil {
+		rw, err := record.NewWriter(cfg.Record, s.recordHeader(time.Now()))
+		if err != nil {
+			return nil, err
+		}
+		s.rec, s.recw = rw, rw
+	}
 	return s, nil
 }
 
@@ -252,7 +283,12 @@ func (s *Stack) readReady() (more bool) {
 		return false
 	}
 	read := 0
-	defer func() { s.inputStats.add(read) }()
+	defer func() {
+		s.inputStats.add(read)
+		if read > 0 {
+			s.endBatch()
+		}
+	}()
 	for range maxReadBatch {
 		n, err := s.poll.ReadPacketNonblock(s.ibuf)
 		if err != nil {
@@ -291,11 +327,27 @@ func (s *Stack) readReady() (more bool) {
 // runs the rest (see package loop, "Order of work").
 func (s *Stack) handlePacketNow(pkt []byte) {
 	s.wheel.MoveNow(s.wheel.Clock().Now())
+	if s.rec != nil {
+		s.recordIn(pkt)
+	}
 	if s.logDrops {
 		s.handleLogged(pkt)
 		return
 	}
 	s.handlePacket(pkt)
+}
+
+// RecordErr returns the error that ended the flight recording (Config.Record),
+// if one did; after Close, including the last flush's.
+func (s *Stack) RecordErr() error {
+	if s.recw == nil {
+		return nil
+	}
+	var err error
+	if s.do(func() { err = s.recw.Err() }) != nil {
+		return s.recw.Err() // the loop is gone: no one else touches it
+	}
+	return err
 }
 
 // Addr returns the stack's IPv4 address.
@@ -306,24 +358,31 @@ func (s *Stack) Addr() netip.Addr { return s.cfg.Addr }
 // down gracefully: close them first for that.
 func (s *Stack) Close() error {
 	s.closeOnce.Do(func() {
-		s.do(func() {
-			s.closing = true
-			s.stopPolling() // before the device is closed
-			for _, c := range s.conns {
-				c.ep.Abort()
-			}
-			for _, l := range s.listeners {
-				l.tl.Close()
-			}
-		})
+		s.do(s.closeLoop)
 		close(s.done)
 		s.closeErr = s.dev.Close()
 		s.readerWG.Wait()
 		if err := s.run.Close(); err != nil && s.closeErr == nil {
 			s.closeErr = err
 		}
+		if s.recw != nil {
+			s.recw.Flush() // its error: RecordErr
+		}
 	})
 	return s.closeErr
+}
+
+// closeLoop is Close's part on the loop.
+func (s *Stack) closeLoop() {
+	s.note(record.StackClose, noConn, 0)
+	s.closing = true
+	s.stopPolling() // before the device is closed
+	for _, c := range s.conns {
+		c.ep.Abort()
+	}
+	for _, l := range s.listeners {
+		l.tl.Close()
+	}
 }
 
 // do runs f on the loop and waits for it. It reports net.ErrClosed if the stack
@@ -395,6 +454,9 @@ func (s *Stack) drainInput() {
 		pkt = pkt[:cap(pkt)]
 		s.bufs.Put(&pkt)
 	}
+	if len(q) > 0 {
+		s.endBatch()
+	}
 	if more {
 		s.post(s.drainInput)
 	}
@@ -458,6 +520,9 @@ func (s *Stack) ephemeralPort(remote netip.AddrPort) (uint16, bool) {
 
 // register makes c the endpoint for its 4-tuple.
 func (s *Stack) register(c *Conn) {
+	if s.play != nil {
+		s.play.registered(c)
+	}
 	s.conns[c.id] = c
 	s.usePort(c.id.Local.Port())
 }

@@ -179,7 +179,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.InitialCwnd = DefaultInitialCwnd
 	}
 	if cfg.ISN == nil {
-		cfg.ISN = newISN()
+		cfg.ISN = NewISN()
 	}
 	return cfg
 }
@@ -204,9 +204,10 @@ func (cfg Config) Validate() error {
 	return nil
 }
 
-// newISN returns an RFC 6528 generator: ISN = M + F(4-tuple, secret), with M a
-// timer ticking every 4 µs and F a keyed hash.
-func newISN() ISNFunc {
+// NewISN returns an RFC 6528 generator, the default Config.ISN: ISN = M +
+// F(4-tuple, secret), with M a timer ticking every 4 µs and F a keyed hash.
+// Each call draws a new secret.
+func NewISN() ISNFunc {
 	seed := maphash.MakeSeed()
 	off := rand.Uint32()
 	return func(id ID, now time.Duration) seqnum.Value {

@@ -65,9 +65,20 @@ type synCookies struct {
 	sent bool          // a cookie was ever sent
 }
 
-func newSynCookies() synCookies {
-	key := make([]byte, 32)
+// CookieKeySize is the size of a SYN-cookie key (ListenerConfig.CookieKey).
+const CookieKeySize = 32
+
+// NewCookieKey draws a SYN-cookie key from crypto/rand.
+func NewCookieKey() []byte {
+	key := make([]byte, CookieKeySize)
 	rand.Read(key) // never fails (crypto/rand, Go 1.24)
+	return key
+}
+
+func newSynCookies(key []byte) synCookies {
+	if key == nil {
+		key = NewCookieKey()
+	}
 	return synCookies{mac: hmac.New(sha256.New, key)}
 }
 

@@ -61,6 +61,10 @@ type ListenerConfig struct {
 	// the zero value is SynCookiesWhenFull. DisableSynCookies turns them off.
 	SynCookies        SynCookieMode
 	DisableSynCookies bool
+	// CookieKey keys the SYN cookies' hash (HMAC-SHA-256; CookieKeySize
+	// bytes); nil draws one from crypto/rand. A flight recording keeps it so
+	// that a replay answers with the same cookies.
+	CookieKey []byte
 	// Endpoint configures the accepted endpoints.
 	Endpoint Config
 	// Accept receives each connection when its handshake completes, before the
@@ -134,7 +138,7 @@ func NewListener(w Timers, out Output, cfg ListenerConfig) (*Listener, error) {
 	} else if cfg.SynAckRetries < 0 {
 		cfg.SynAckRetries = 0
 	}
-	return &Listener{w: w, out: out, cfg: cfg, epCfg: cfg.Endpoint.withDefaults(), half: make(map[ID]*Endpoint), cookies: newSynCookies()}, nil
+	return &Listener{w: w, out: out, cfg: cfg, epCfg: cfg.Endpoint.withDefaults(), half: make(map[ID]*Endpoint), cookies: newSynCookies(cfg.CookieKey)}, nil
 }
 
 // HalfOpen returns the number of connections in SYN-RECEIVED.

@@ -309,10 +309,31 @@ func (e *Endpoint) send(seg *Segment) {
 		}
 		if e.sackOK && seg.Flags&FlagACK != 0 && seg.Flags&FlagRST == 0 && len(e.rcv.ooo) > 0 {
 			e.rcv.sackBlocks(&seg.Options) // RFC 2018 4
+			e.fitSACK(seg)
 		}
 	}
 	e.stats.SegsOut++
 	e.out.Send(e.id, seg)
+}
+
+// fitSACK drops the SACK blocks a data segment has no room for: its payload
+// and options must fit the MSS (RFC 9293 3.7.1, RFC 6691), and a full-sized
+// segment was sized with room for the timestamps only. RFC 2018 4 asks for as
+// many blocks as fit; the first, the most recent, are kept. (Without this, a
+// retransmission while out-of-order data waited was larger than the link's
+// MTU, dropped by the stack as too big, every time: both ends of a lossy
+// connection could stall for good.)
+func (e *Endpoint) fitSACK(seg *Segment) {
+	n := len(seg.Payload)
+	if n == 0 || seg.Options.NSACK == 0 {
+		return
+	}
+	room := min(e.snd.peerMSS, e.cfg.MSS) - n
+	if seg.Options.TS {
+		room -= 12
+	}
+	// A SACK option takes 4 + 8 bytes per block, NOPs included.
+	seg.Options.NSACK = max(0, min(seg.Options.NSACK, (room-4)/8))
 }
 
 // sendAck sends a bare ACK: <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>.

@@ -143,3 +143,34 @@ func zeroWindow(t *testing.T) *harness {
 	h.expectAt(40*time.Millisecond, ackIs(peerISS+2001), windowIs(0))
 	return h
 }
+
+// A full-sized data segment sent while out-of-order data waits has no room
+// for SACK blocks: it carries none rather than outgrow the MSS (a
+// retransmission that did was dropped as too big every time, and a lossy
+// connection stalled for good).
+func TestSACKBlocksFitTheMSS(t *testing.T) {
+	h := established(t, noTLPConfig())
+	h.ep.Write(data(1448))
+	h.expect(lenIs(1448), sackIs())
+	// The peer's data with a hole: the endpoint holds it out of order.
+	h.pseq += 100
+	h.sendData(data(50))
+	h.expect(flagsAre(FlagACK), lenIs(0), sackIs(SACKBlock{Start: peerISS + 101, End: peerISS + 151}))
+	// The RTO resends the full segment: 1448 bytes and the timestamps fill
+	// the MSS of 1460, so no SACK block rides along.
+	for range 100 {
+		if len(h.out.segs) > 0 {
+			break
+		}
+		d, _ := h.w.NextDeadline()
+		h.advanceTo(d)
+	}
+	seg := h.expect(lenIs(1448), sackIs())
+	if n := seg.EncodedLen(); n > 1460+HeaderMinSize {
+		t.Fatalf("retransmission of %d bytes with options: beyond MSS 1460 + header", n)
+	}
+	// A small segment has room: it carries the block.
+	h.ep.Write(data(100))
+	h.ackUpTo(testISS + 1 + 1448)
+	h.expect(lenIs(100), sackIs(SACKBlock{Start: peerISS + 101, End: peerISS + 151}))
+}

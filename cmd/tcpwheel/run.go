@@ -73,7 +73,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the random loss")
 	fs.DurationVar(&cfg.duration, "duration", 0, "run this long, then exit (0: until SIGINT or SIGTERM)")
 	fs.DurationVar(&cfg.stats, "stats", 0, "print a one-line counters summary at this interval (0: never)")
-	fs.StringVar(&cfg.pcap, "pcap", "", "write a pcap of every packet the stack sends and receives to this file")
+	fs.StringVar(&cfg.pcap, "pcap", "", "write a flight recording (pcapng: every packet the stack handles and sends, and what `tcpwheel replay` needs to run it again exactly) to this file")
 	fs.BoolVar(&cfg.verbose, "v", false, "log to standard error: connections that end in an error, and every dropped packet with its reason")
 	fs.IntVar(&cfg.backlog, "backlog", defaultRunBacklog, "each listener's limit of half-open connections, and of connections waiting for accept")
 	fs.BoolVar(&cfg.rt, "rt", false, "run the stack's loop thread at real-time priority (SCHED_FIFO "+strconv.Itoa(rtPriority)+"); fails where not permitted")
@@ -173,9 +173,6 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 	bed, err := testbed.New(testbed.Config{
 		Namespace: cfg.netns, Link: cfg.link, Peer: cfg.peer, Stack: cfg.addr, MTU: cfg.mtu,
 		Impair: impair.Config{Seed: cfg.seed, EgressLoss: cfg.loss, IngressLoss: cfg.loss},
-		// The tap sits on the stack's side of the impairment: it shows what the
-		// stack sent, including packets the loss then dropped.
-		PcapPath: cfg.pcap,
 	})
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
@@ -190,11 +187,30 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 	if cfg.rt {
 		scfg.RealTime = rtPriority
 	}
+	if cfg.pcap != "" {
+		// A flight recording: the stack's packets as it handled and sent
+		// them (on the stack's side of the loss), and what replay needs.
+		f, err := os.Create(cfg.pcap)
+		if err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		defer func() {
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("run: -pcap: %w", cerr)
+			}
+		}()
+		scfg.Record = f
+	}
 	s, err := stack.New(scfg)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	defer s.Close()
+	defer func() {
+		s.Close()
+		if rerr := s.RecordErr(); rerr != nil && err == nil {
+			err = fmt.Errorf("run: -pcap: %w", rerr)
+		}
+	}()
 
 	srv, err := startServices(s)
 	if err != nil {
@@ -218,7 +234,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 	fmt.Fprintf(stdout, "       %sip netns exec %s ping -c 3 %v\n", sudo, cfg.netns, cfg.addr)
 	fmt.Fprintf(stdout, "       echo hello | %sip netns exec %s nc -q1 %v 7\n", sudo, cfg.netns, cfg.addr)
 	if cfg.pcap != "" {
-		fmt.Fprintf(stdout, "  capturing to %s (read it with: tcpdump -nr %s)\n", cfg.pcap, cfg.pcap)
+		fmt.Fprintf(stdout, "  recording to %s (read it with: tcpdump -nr %s; replay it with: tcpwheel replay %s)\n", cfg.pcap, cfg.pcap, cfg.pcap)
 	}
 
 	var tick <-chan time.Time

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/stack/record"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
@@ -66,7 +68,7 @@ func ParseCapture(r io.Reader) ([]Packet, error) {
 	case 0x4d3cb2a1:
 		bo, nano = binary.BigEndian, true
 	case 0x0a0d0d0a:
-		return nil, fmt.Errorf("%w: pcapng is not supported (convert it: tcpdump -r in.pcapng -w out.pcap)", ErrCapture)
+		return parsePcapng(io.MultiReader(bytes.NewReader(hdr[:]), r))
 	default:
 		return nil, fmt.Errorf("%w: not a pcap file (magic %#08x)", ErrCapture, magic)
 	}
@@ -111,6 +113,38 @@ func ParseCapture(r io.Reader) ([]Packet, error) {
 		p.N, p.Time = n, time.Unix(sec, frac)
 		pkts = append(pkts, p)
 	}
+}
+
+// parsePcapng reads the packets of a pcapng file that no tcpwheel recorder
+// wrote (a flight recording is for Replay, which runs it exactly).
+func parsePcapng(r io.Reader) ([]Packet, error) {
+	rec, err := record.Parse(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCapture, err)
+	}
+	if rec.Header != nil {
+		return nil, fmt.Errorf("%w: a tcpwheel flight recording: replay it whole (OpenRecording, Replay; tcpwheel replay does)", ErrCapture)
+	}
+	var pkts []Packet
+	for n, e := range rec.Packets() {
+		link := uint32(e.Port)
+		switch link {
+		case linkRaw, linkIPv4, linkEthernet, linkSLL:
+		default:
+			return nil, packetErr(n+1, "link type %d is not supported (want RAW 101, IPV4 228, Ethernet 1 or Linux SLL 113)", link)
+		}
+		ip, err := stripLink(link, e.Data)
+		if err != nil {
+			return nil, packetErr(n+1, "%v", err)
+		}
+		p, err := parseIPv4TCP(ip)
+		if err != nil {
+			return nil, packetErr(n+1, "%v", err)
+		}
+		p.N, p.Time = n+1, time.Unix(0, int64(e.T))
+		pkts = append(pkts, p)
+	}
+	return pkts, nil
 }
 
 func stripLink(link uint32, b []byte) ([]byte, error) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/stack/record"
 	"github.com/tcpwheel/tcpwheel/tcp"
 )
 
@@ -86,17 +87,7 @@ type Action struct {
 }
 
 // Duration is a time.Duration written as "200ms" in JSON.
-type Duration time.Duration
-
-// MarshalText implements encoding.TextMarshaler.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	*d = Duration(v)
-	return err
-}
+type Duration = record.Duration
 
 // ScriptPath is where the script of the capture at path lives.
 func ScriptPath(path string) string {

@@ -1,0 +1,215 @@
+package stack
+
+import (
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/stack/record"
+	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/timer"
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+)
+
+// The flight recorder: what the stack does that its packets alone do not
+// show, written beside them (Config.Record, package record), and read back by
+// a Playback. Everything the loop does depends only on
+//
+//   - the packets it handles, and when (In);
+//   - the expiries that fire timers, and when (Expire), and the batches the
+//     input came in (Batch);
+//   - the application's calls, and when (Listen, Dial, Write, Read, Close,
+//     ...), at the wheel's Now when the loop ran them;
+//   - the clock readings of segments leaving (SendTime), the ISNs (ISN), the
+//     accept queue as the application's goroutines leave it (QueueFull,
+//     Accepted), the SYN-cookie keys and the ports chosen (in Listen, Dial);
+//
+// so a Playback that does the same things in the same order, on a manual
+// clock set to the same instants, with the same readings handed back,
+// sends the same segments: the recording replays exactly by construction.
+// Each hook below records one of them when recording, and takes it from the
+// recording when playing back.
+
+// sink takes the recording: a *record.Writer, or a Playback's tee.
+type sink interface {
+	Event(e *record.Event)
+	Packet(in bool, t time.Duration, pkt []byte)
+}
+
+// source hands a Playback's stack the recorded readings.
+type source interface {
+	sendTime(now time.Duration) time.Duration
+	isn(id tcp.ID) (seqnum.Value, bool)
+	flag(k record.Kind, id tcp.ID, port uint16) (bool, bool)
+	// registered tells of a connection made, so that the application's
+	// calls on it find it even after it left the demultiplexer.
+	registered(c *Conn)
+}
+
+// note records an event of the application or the loop at the wheel's Now.
+func (s *Stack) note(k record.Kind, id tcp.ID, n int64) {
+	if s.rec == nil {
+		return
+	}
+	s.hasSendAt = false
+	s.rec.Event(&record.Event{Kind: k, T: s.wheel.Now(), Local: id.Local, Remote: id.Remote, N: n})
+}
+
+// recordHeader describes the stack for a recording.
+func (s *Stack) recordHeader(wall time.Time) record.Header {
+	c := s.cfg.TCP
+	d := func(v time.Duration) record.Duration { return record.Duration(v) }
+	return record.Header{
+		Addr: s.cfg.Addr, Prefix: s.cfg.Prefix, MTU: s.dev.MTU(), Tick: d(s.wheel.Tick()),
+		TTL: s.cfg.TTL, Backlog: s.cfg.Backlog, Origin: d(s.wheel.Now()), Wall: wall,
+		TCP: record.TCP{
+			MSS: c.MSS, SendBuffer: c.SendBuffer, RecvBuffer: c.RecvBuffer,
+			InitialRTO: d(c.InitialRTO), MinRTO: d(c.MinRTO), MaxRTO: d(c.MaxRTO),
+			SYNRetries: c.SYNRetries, Retries2: c.Retries2, UserTimeout: d(c.UserTimeout),
+			KeepAlive: c.KeepAlive, KeepIdle: d(c.KeepIdle), KeepInterval: d(c.KeepInterval),
+			KeepCount: c.KeepCount, DelayedACK: d(c.DelayedACK), TimeWait: d(c.TimeWait),
+			FinWait2: d(c.FinWait2), InitialCwnd: c.InitialCwnd,
+			DisableRACKTLP: c.DisableRACKTLP, DisableRecoveryProbe: c.DisableRecoveryProbe,
+			TLPMaxAckDelay: d(c.TLPMaxAckDelay), TLPSlack: d(c.TLPSlack),
+			DisableTimestamps: c.DisableTimestamps, DisableSACK: c.DisableSACK,
+			DisableWindowScale: c.DisableWindowScale,
+		},
+	}
+}
+
+// configFromHeader is the Config a recording's stack had (less its device
+// and clock).
+func configFromHeader(h *record.Header) Config {
+	t := h.TCP
+	d := func(v record.Duration) time.Duration { return time.Duration(v) }
+	return Config{
+		Addr: h.Addr, Prefix: h.Prefix, Tick: d(h.Tick), TTL: h.TTL, Backlog: h.Backlog,
+		TCP: tcp.Config{
+			MSS: t.MSS, SendBuffer: t.SendBuffer, RecvBuffer: t.RecvBuffer,
+			InitialRTO: d(t.InitialRTO), MinRTO: d(t.MinRTO), MaxRTO: d(t.MaxRTO),
+			SYNRetries: t.SYNRetries, Retries2: t.Retries2, UserTimeout: d(t.UserTimeout),
+			KeepAlive: t.KeepAlive, KeepIdle: d(t.KeepIdle), KeepInterval: d(t.KeepInterval),
+			KeepCount: t.KeepCount, DelayedACK: d(t.DelayedACK), TimeWait: d(t.TimeWait),
+			FinWait2: d(t.FinWait2), InitialCwnd: t.InitialCwnd,
+			DisableRACKTLP: t.DisableRACKTLP, DisableRecoveryProbe: t.DisableRecoveryProbe,
+			TLPMaxAckDelay: d(t.TLPMaxAckDelay), TLPSlack: d(t.TLPSlack),
+			DisableTimestamps: t.DisableTimestamps, DisableSACK: t.DisableSACK,
+			DisableWindowScale: t.DisableWindowScale,
+		},
+	}
+}
+
+// wrapISN makes the endpoints' ISNs go through the recorder: recorded when
+// recording, the recorded ones when playing back.
+func (s *Stack) wrapISN() {
+	gen := s.cfg.TCP.ISN
+	if gen == nil {
+		gen = tcp.NewISN()
+	}
+	s.cfg.TCP.ISN = func(id tcp.ID, now time.Duration) seqnum.Value {
+		v, ok := seqnum.Value(0), false
+		if s.play != nil {
+			v, ok = s.play.isn(id)
+		}
+		if !ok {
+			v = gen(id, now)
+		}
+		if s.rec != nil {
+			s.rec.Event(&record.Event{Kind: record.ISN, Local: id.Local, Remote: id.Remote, N: int64(uint32(v))})
+		}
+		return v
+	}
+}
+
+// flag is a fact of the application's goroutines the loop reads (whether an
+// accept queue is full, whether a connection went into it): recorded, or
+// taken from the recording.
+func (s *Stack) flag(k record.Kind, id tcp.ID, port uint16, live func() bool) bool {
+	v, ok := false, false
+	if s.play != nil {
+		v, ok = s.play.flag(k, id, port)
+	}
+	if !ok {
+		v = live()
+	}
+	if s.rec != nil {
+		n := int64(0)
+		if v {
+			n = 1
+		}
+		s.rec.Event(&record.Event{Kind: k, Local: id.Local, Remote: id.Remote, Port: port, N: n})
+	}
+	return v
+}
+
+// timers is the stack's tcp.Timers: the wheel's, with SendTime going through
+// the recorder.
+type timers struct {
+	*timer.Wheel
+	s *Stack
+}
+
+var _ tcp.Timers = timers{}
+
+func (s *Stack) timers() tcp.Timers { return timers{s.wheel, s} }
+
+// SendTime is the wheel's clock, clamped to the wheel's Now (tcp.OnWheel's),
+// recorded; or the recorded reading. The next packet out is stamped with it.
+func (t timers) SendTime() time.Duration {
+	s := t.s
+	now := t.Wheel.Now()
+	var at time.Duration
+	if s.play != nil {
+		at = s.play.sendTime(now)
+	} else {
+		at = max(t.Wheel.Clock().Now(), now)
+	}
+	if s.rec != nil {
+		s.rec.Event(&record.Event{Kind: record.SendTime, T: at})
+		s.sendAt, s.hasSendAt = at, true
+	}
+	return at
+}
+
+// recordIn records a packet the stack is about to handle, at the wheel's Now.
+func (s *Stack) recordIn(pkt []byte) {
+	s.hasSendAt = false
+	s.rec.Packet(true, s.wheel.Now(), pkt)
+}
+
+// recordOut records a packet sent: at the send time read for it, if one was,
+// else at the wheel's Now.
+func (s *Stack) recordOut(pkt []byte) {
+	t := s.wheel.Now()
+	if s.hasSendAt {
+		t, s.hasSendAt = s.sendAt, false
+	}
+	s.rec.Packet(false, t, pkt)
+}
+
+// endBatch ends a batch of input.
+func (s *Stack) endBatch() {
+	if s.rec != nil {
+		s.hasSendAt = false
+		s.rec.Event(&record.Event{Kind: record.Batch, T: s.wheel.Now()})
+	}
+}
+
+// onExpire is the loop's expiry hook while recording.
+func (s *Stack) onExpire(before, now time.Duration) {
+	s.hasSendAt = false
+	s.rec.Event(&record.Event{Kind: record.Expire, T: now, T2: before})
+}
+
+// event records an application's call on c at the wheel's Now.
+func (c *Conn) event(k record.Kind, n int64) { c.s.note(k, c.id, n) }
+
+// notePort records an event of the listener on port (Listen: with its
+// SYN-cookie key) at the wheel's Now.
+func (s *Stack) notePort(k record.Kind, port uint16, key []byte) {
+	if s.rec != nil {
+		s.hasSendAt = false
+		s.rec.Event(&record.Event{Kind: k, T: s.wheel.Now(), Port: port, Data: key})
+	}
+}
+
+// noConn is the zero tcp.ID, for events of no connection.
+var noConn tcp.ID

@@ -1,0 +1,241 @@
+package stack
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/stack/record"
+	"github.com/tcpwheel/tcpwheel/tun/impair"
+	"github.com/tcpwheel/tcpwheel/tun/tuntest"
+)
+
+// recordedPair is pair with both stacks recording, and the client's link
+// losing loss of its packets each way (seeded).
+func recordedPair(t *testing.T, loss float64) (a, b *Stack, ra, rb *bytes.Buffer) {
+	t.Helper()
+	da, db := tuntest.Pipe(1500)
+	if loss > 0 {
+		d, err := impair.Wrap(da, impair.Config{Seed: 7, EgressLoss: loss, IngressLoss: loss})
+		if err != nil {
+			t.Fatal(err)
+		}
+		da = d
+	}
+	ra, rb = new(bytes.Buffer), new(bytes.Buffer)
+	var err error
+	if a, err = New(Config{Device: da, Addr: addrA, Record: ra}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = New(Config{Device: db, Addr: addrB, Record: rb}); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, ra, rb
+}
+
+// exchange runs conns echo connections of size bytes each between a and b,
+// at once, and closes both stacks.
+func exchange(t *testing.T, a, b *Stack, conns, size int) {
+	t.Helper()
+	ln, err := b.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := a.DialContext(ctx, "tcp", "198.18.0.2:7")
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			msg := bytes.Repeat([]byte{byte('a' + i)}, size)
+			go func() { c.Write(msg); c.(*Conn).CloseWrite() }()
+			got, err := io.ReadAll(c)
+			if err != nil || !bytes.Equal(got, msg) {
+				errs <- fmt.Errorf("conn %d: echo of %d bytes: got %d, %v", i, size, len(got), err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	ln.Close()
+	time.Sleep(50 * time.Millisecond) // the last ACKs
+	a.Close()
+	b.Close()
+}
+
+// checkReplay plays rec back and wants every packet the recorded stack sent,
+// byte for byte and at its instant.
+func checkReplay(t *testing.T, name string, buf []byte) {
+	t.Helper()
+	rec, err := record.Parse(bytes.NewReader(buf))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var want []record.Event
+	for _, e := range rec.Events {
+		if e.Kind == record.Out {
+			want = append(want, e)
+		}
+	}
+	p, err := NewPlayback(rec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range p.Divergences() {
+		t.Errorf("%s: %v", name, d)
+	}
+	// Per connection: timers of two connections due in the same tick may
+	// fire in either order (the wheel's lists), which changes how their
+	// packets interleave and so the IP IDs, nothing else.
+	got := p.Sent()
+	if len(got) != len(want) {
+		t.Errorf("%s: replay sent %d packets, the recording %d", name, len(got), len(want))
+	}
+	type key struct{ a, b string }
+	split := func(evs []record.Event) map[key][]record.Event {
+		m := map[key][]record.Event{}
+		for _, e := range evs {
+			id, _, _ := parseTCP(e.Data)
+			k := key{id.Local.String(), id.Remote.String()}
+			m[k] = append(m[k], e)
+		}
+		return m
+	}
+	gm, wm := split(got), split(want)
+	for k, w := range wm {
+		g := gm[k]
+		if len(g) != len(w) {
+			t.Errorf("%s: %v: replay sent %d packets, the recording %d", name, k, len(g), len(w))
+		}
+		for i := range min(len(g), len(w)) {
+			x, y := g[i].Data, w[i].Data
+			same := len(x) == len(y) && bytes.Equal(x[:4], y[:4]) && bytes.Equal(x[6:10], y[6:10]) && bytes.Equal(x[12:], y[12:])
+			if !same || g[i].T != w[i].T {
+				t.Errorf("%s: %v: packet %d (event #%d): got %x at %v, want %x at %v", name, k, i+1, w[i].Index, x[:min(len(x), 60)], g[i].T, y[:min(len(y), 60)], w[i].T)
+				break
+			}
+		}
+	}
+	if len(want) == 0 {
+		t.Errorf("%s: the recording has no packets sent", name)
+	}
+}
+
+func TestFlightRecordingReplaysExactly(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		loss  float64
+		conns int
+		size  int
+	}{
+		{"one connection", 0, 1, 100 << 10},
+		{"five connections", 0, 5, 64 << 10},
+		{"loss 3%", 0.03, 3, 64 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b, ra, rb := recordedPair(t, tc.loss)
+			exchange(t, a, b, tc.conns, tc.size)
+			if t.Failed() {
+				if dir := os.Getenv("TCPWHEEL_KEEP_FAILED"); dir != "" {
+					os.WriteFile(dir+"/dialer.pcapng", ra.Bytes(), 0o644)
+					os.WriteFile(dir+"/listener.pcapng", rb.Bytes(), 0o644)
+				}
+			}
+			if err := a.RecordErr(); err != nil {
+				t.Fatal(err)
+			}
+			checkReplay(t, "dialer", ra.Bytes())
+			checkReplay(t, "listener", rb.Bytes())
+		})
+	}
+}
+
+// A re-recording of an unchanged replay is the recording itself, bytes and
+// all (one connection: see checkReplay on several).
+func TestFlightRerecordIsIdentical(t *testing.T) {
+	a, b, ra, rb := recordedPair(t, 0.02)
+	exchange(t, a, b, 1, 64<<10)
+	if t.Failed() {
+		if dir := os.Getenv("TCPWHEEL_KEEP_FAILED"); dir != "" {
+			os.WriteFile(dir+"/dialer.pcapng", ra.Bytes(), 0o644)
+			os.WriteFile(dir+"/listener.pcapng", rb.Bytes(), 0o644)
+		}
+		t.FailNow()
+	}
+	rec, err := record.Parse(bytes.NewReader(rb.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again bytes.Buffer
+	p, err := NewPlayback(rec, &again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again.Bytes(), rb.Bytes()) {
+		t.Fatalf("re-recording differs: %d bytes, the recording %d", again.Len(), rb.Len())
+	}
+}
+
+// TestDumpRecording prints the recording named by TCPWHEEL_DUMP: a
+// debugging aid, skipped without it.
+func TestDumpRecording(t *testing.T) {
+	path := os.Getenv("TCPWHEEL_DUMP")
+	if path == "" {
+		t.Skip("TCPWHEEL_DUMP names no recording")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := record.Parse(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rec.Events {
+		e := &rec.Events[i]
+		if e.Kind == record.In || e.Kind == record.Out {
+			id, seg, ok := parseTCP(e.Data)
+			if ok {
+				fmt.Printf("#%d %s t=%v %v->%v %v seq=%d ack=%d win=%d len=%d\n", e.Index, e.Kind, e.T, id.Local, id.Remote, seg.Flags, uint32(seg.Seq), uint32(seg.Ack), seg.Window, len(seg.Payload))
+				continue
+			}
+		}
+		fmt.Println(e.String())
+	}
+}

@@ -1,0 +1,370 @@
+package stack
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/loop"
+	"github.com/tcpwheel/tcpwheel/stack/record"
+	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/timer"
+	"github.com/tcpwheel/tcpwheel/tun"
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+)
+
+// Playback runs a flight recording (Config.Record, package stack/record)
+// again, on a stack of its own built from the recording's header, on a
+// manual loop and clock: it hands the stack the recorded packets at their
+// instants, runs the recorded expiries, batch ends and application calls at
+// theirs, and answers the stack's clock readings, ISNs and accept-queue
+// questions with the recorded ones. What the stack sends (Sent) is then what
+// it sent when recorded, segment for segment and instant for instant,
+// unless the code changed: a Divergence says where the replayed stack asked
+// for something the recording does not have at that point, and package
+// stack/replay compares the packets.
+//
+// A Playback is not safe for concurrent use.
+type Playback struct {
+	s     *Stack
+	m     *loop.Manual
+	clock *timer.ManualClock
+	ev    []record.Event
+	next  int // the next event not yet run or consumed
+	sent  []record.Event
+	div   []Divergence
+	re    *record.Writer // the re-recording, or nil
+	// The bytes each connection's application wrote, from the recorded
+	// packets (bytes never sent are zeros), and how many it has written.
+	streams map[tcp.ID][]byte
+	written map[tcp.ID]int
+	// conns are the connections the replayed stack made, by 4-tuple (the
+	// latest of each): the application may call one after it has closed.
+	conns map[tcp.ID]*Conn
+	scratch []byte
+}
+
+// Divergence is a point where the replayed stack did not do what the
+// recorded one did.
+type Divergence struct {
+	Event int // the recording's event (record.Event.Index), 0 if none
+	What  string
+}
+
+func (d Divergence) String() string {
+	if d.Event == 0 {
+		return d.What
+	}
+	return fmt.Sprintf("event #%d: %s", d.Event, d.What)
+}
+
+// NewPlayback builds the recorded stack. If rerecord is not nil, the
+// playback writes a recording of itself to it: with no divergence it holds
+// the same events as rec (a recording refreshed after a deliberate change in
+// behaviour, for replay.Test's update mode).
+func NewPlayback(rec *record.Recording, rerecord io.Writer) (*Playback, error) {
+	h := rec.Header
+	if h == nil {
+		return nil, fmt.Errorf("%w: not a tcpwheel recording (no recorder header)", ErrConfig)
+	}
+	clock := timer.NewManualClock(time.Duration(h.Origin))
+	cfg := configFromHeader(h)
+	cfg.Clock = clock
+	cfg.Device = discard{mtu: h.MTU}
+	s, m, err := newManualStack(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &Playback{s: s, m: m, clock: clock, ev: rec.Events,
+		streams: map[tcp.ID][]byte{}, written: map[tcp.ID]int{}, conns: map[tcp.ID]*Conn{}}
+	if rerecord != nil {
+		hdr := *h
+		if p.re, err = record.NewWriter(rerecord, hdr); err != nil {
+			return nil, err
+		}
+	}
+	s.rec, s.play = (*tee)(p), (*player)(p)
+	p.buildStreams()
+	return p, nil
+}
+
+// Stack returns the replayed stack (for its Stats).
+func (p *Playback) Stack() *Stack { return p.s }
+
+// Sent returns the packets the replayed stack sent so far, as Out events
+// with their send times.
+func (p *Playback) Sent() []record.Event { return p.sent }
+
+// Divergences returns what the replay found out of step with the recording.
+func (p *Playback) Divergences() []Divergence { return p.div }
+
+// Run runs every remaining event. The error is for a re-recording that could
+// not be written; what diverged is in Divergences.
+func (p *Playback) Run() error {
+	for p.next < len(p.ev) {
+		e := &p.ev[p.next]
+		p.next++
+		p.run(e)
+	}
+	if p.re != nil {
+		return p.re.Flush()
+	}
+	return nil
+}
+
+func (p *Playback) diverge(e *record.Event, format string, a ...any) {
+	idx := 0
+	if e != nil {
+		idx = e.Index
+	}
+	p.div = append(p.div, Divergence{Event: idx, What: fmt.Sprintf(format, a...)})
+}
+
+// at moves the clock and the wheel's Now to t, as the live loop had them
+// when it ran the event.
+func (p *Playback) at(t time.Duration) {
+	p.clock.Set(t)
+	p.s.wheel.MoveNow(t)
+}
+
+// run performs one event on the loop.
+func (p *Playback) run(e *record.Event) {
+	s := p.s
+	id := tcp.ID{Local: e.Local, Remote: e.Remote}
+	conn := func() *Conn {
+		c := p.conns[id]
+		if c == nil {
+			p.diverge(e, "%v on %v -> %v, a connection the replayed stack does not have", e.Kind, e.Local, e.Remote)
+		}
+		return c
+	}
+	_ = p.m.Post(func() {
+		switch e.Kind {
+		case record.Out:
+			// an expectation, for the comparison
+		case record.In:
+			p.clock.Set(e.T)
+			s.handlePacketNow(e.Data)
+		case record.Batch:
+			p.at(e.T)
+			s.endBatch()
+		case record.Expire:
+			p.s.wheel.MoveNow(e.T2)
+			p.clock.Set(e.T)
+			s.onExpire(e.T2, e.T)
+			s.wheel.Advance(e.T)
+		case record.Listen:
+			p.at(e.T)
+			if err := s.listen(s.newListener(), e.Port, e.Data); err != nil {
+				p.diverge(e, "listen on port %d: %v", e.Port, err)
+			}
+		case record.ListenClose:
+			p.at(e.T)
+			if l := s.listeners[e.Port]; l != nil {
+				l.closeLoop()
+			} else {
+				p.diverge(e, "no listener on port %d to close", e.Port)
+			}
+		case record.Dial:
+			p.at(e.T)
+			if _, err := s.dial(id); err != nil {
+				p.diverge(e, "dial %v -> %v: %v", e.Local, e.Remote, err)
+			}
+		case record.Write:
+			p.at(e.T)
+			if c := conn(); c != nil {
+				n, _ := c.write(p.bytes(id, int(e.N)))
+				p.written[id] += n
+			}
+		case record.Read:
+			p.at(e.T)
+			if c := conn(); c != nil {
+				if cap(p.scratch) < int(e.N) {
+					p.scratch = make([]byte, e.N)
+				}
+				c.read(p.scratch[:e.N])
+			}
+		case record.Close:
+			p.at(e.T)
+			if c := conn(); c != nil {
+				c.close(e.N == 1)
+			}
+		case record.CloseWrite:
+			p.at(e.T)
+			if c := conn(); c != nil {
+				c.closeWrite()
+			}
+		case record.Abort:
+			p.at(e.T)
+			if c := conn(); c != nil {
+				c.abort()
+			}
+		case record.KeepAlive:
+			p.at(e.T)
+			if c := conn(); c != nil && len(e.Args) == 3 {
+				c.keepAlive(net.KeepAliveConfig{Enable: e.N == 1, Idle: time.Duration(e.Args[0]),
+					Interval: time.Duration(e.Args[1]), Count: int(e.Args[2])})
+			}
+		case record.StackClose:
+			p.at(e.T)
+			s.closeLoop()
+		default:
+			// A reading the replayed stack did not ask for.
+			p.diverge(e, "the replayed stack did not ask for the recorded %v", e.Kind)
+		}
+	})
+}
+
+// bytes returns the next n bytes id's application wrote.
+func (p *Playback) bytes(id tcp.ID, n int) []byte {
+	if n < 0 || n > 1<<30 {
+		return nil
+	}
+	if cap(p.scratch) < n {
+		p.scratch = make([]byte, n)
+	}
+	b := p.scratch[:n]
+	clear(b)
+	if st, w := p.streams[id], p.written[id]; w < len(st) {
+		copy(b, st[w:])
+	}
+	return b
+}
+
+// buildStreams gathers each connection's outgoing bytes from the recorded
+// packets, by position after its ISN.
+func (p *Playback) buildStreams() {
+	isn := map[tcp.ID]seqnum.Value{}
+	for i := range p.ev {
+		e := &p.ev[i]
+		switch e.Kind {
+		case record.ISN:
+			isn[tcp.ID{Local: e.Local, Remote: e.Remote}] = seqnum.Value(uint32(e.N))
+		case record.Out:
+			id, seg, ok := parseTCP(e.Data)
+			if !ok || len(seg.Payload) == 0 {
+				continue
+			}
+			base, ok := isn[id]
+			if !ok {
+				continue
+			}
+			off := int(uint32(seg.Seq - base - 1))
+			if seg.Flags&tcp.FlagSYN != 0 {
+				off = 0
+			}
+			if off < 0 || off > 1<<30 {
+				continue
+			}
+			st := p.streams[id]
+			if need := off + len(seg.Payload); need > len(st) {
+				st = append(st, make([]byte, need-len(st))...)
+			}
+			copy(st[off:], seg.Payload)
+			p.streams[id] = st
+		}
+	}
+}
+
+// parseTCP returns the connection (from the sender's side) and segment of an
+// IPv4/TCP packet.
+func parseTCP(pkt []byte) (tcp.ID, tcp.Segment, bool) {
+	if len(pkt) < ipv4HeaderLen || pkt[0]>>4 != 4 || pkt[9] != protoTCP {
+		return tcp.ID{}, tcp.Segment{}, false
+	}
+	hl := int(pkt[0]&0x0f) * 4
+	total := int(pkt[2])<<8 | int(pkt[3])
+	if hl < ipv4HeaderLen || total < hl || total > len(pkt) {
+		return tcp.ID{}, tcp.Segment{}, false
+	}
+	seg, err := tcp.ParseSegment(pkt[hl:total])
+	if err != nil {
+		return tcp.ID{}, tcp.Segment{}, false
+	}
+	src, dst := netip.AddrFrom4([4]byte(pkt[12:16])), netip.AddrFrom4([4]byte(pkt[16:20]))
+	return tcp.ID{Local: netip.AddrPortFrom(src, seg.SrcPort), Remote: netip.AddrPortFrom(dst, seg.DstPort)}, seg, true
+}
+
+// tee is the Playback as its stack's recorder: the packets sent are kept for
+// the comparison, and everything goes to the re-recording if there is one.
+type tee Playback
+
+func (t *tee) Event(e *record.Event) {
+	if t.re != nil {
+		t.re.Event(e)
+	}
+}
+
+func (t *tee) Packet(in bool, at time.Duration, pkt []byte) {
+	if !in {
+		t.sent = append(t.sent, record.Event{Kind: record.Out, T: at, Data: append([]byte(nil), pkt...)})
+	}
+	if t.re != nil {
+		t.re.Packet(in, at, pkt)
+	}
+}
+
+// player is the Playback as its stack's source of recorded readings: each
+// is the next event not yet run, past the packets sent.
+type player Playback
+
+// take returns the next unconsumed event if it is of kind k, consuming it.
+func (p *player) take(k record.Kind) *record.Event {
+	for p.next < len(p.ev) && p.ev[p.next].Kind == record.Out {
+		p.next++
+	}
+	if p.next < len(p.ev) && p.ev[p.next].Kind == k {
+		e := &p.ev[p.next]
+		p.next++
+		return e
+	}
+	var at *record.Event
+	got := "the end of the recording"
+	if p.next < len(p.ev) {
+		at = &p.ev[p.next]
+		got = "a " + at.Kind.String() + " event"
+	}
+	(*Playback)(p).diverge(at, "the replayed stack asked for a %v where the recording has %s", k, got)
+	return nil
+}
+
+func (p *player) registered(c *Conn) { p.conns[c.id] = c }
+
+func (p *player) sendTime(now time.Duration) time.Duration {
+	if e := p.take(record.SendTime); e != nil {
+		return e.T
+	}
+	return max(p.clock.Now(), now)
+}
+
+func (p *player) isn(id tcp.ID) (seqnum.Value, bool) {
+	e := p.take(record.ISN)
+	if e == nil {
+		return 0, false
+	}
+	if e.Local != id.Local || e.Remote != id.Remote {
+		(*Playback)(p).diverge(e, "the replayed stack chose an ISN for %v -> %v, the recorded one for %v -> %v", id.Local, id.Remote, e.Local, e.Remote)
+	}
+	return seqnum.Value(uint32(e.N)), true
+}
+
+func (p *player) flag(k record.Kind, _ tcp.ID, _ uint16) (bool, bool) {
+	e := p.take(k)
+	if e == nil {
+		return false, false
+	}
+	return e.N == 1, true
+}
+
+// discard is a Playback stack's device: what it sends is taken by the tee.
+type discard struct{ mtu int }
+
+var _ tun.Device = discard{}
+
+func (discard) ReadPacket([]byte) (int, error) { return 0, net.ErrClosed }
+func (discard) WritePacket([]byte) error       { return nil }
+func (d discard) MTU() int                     { return d.mtu }
+func (discard) Name() string                   { return "playback" }
+func (discard) Close() error                   { return nil }
