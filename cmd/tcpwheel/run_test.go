@@ -19,6 +19,7 @@ import (
 	"github.com/google/gopacket/pcapgo"
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/stack"
+	"github.com/tcpwheel/tcpwheel/stack/replay"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
@@ -138,9 +139,25 @@ func TestServe(t *testing.T) {
 		t.Fatalf("namespace %s still exists after serve returned", cfg.netns)
 	}
 	checkCaptureWithTcpdump(t, capture)
+	// The flight recording replays exactly: every connection of the session
+	// (curl, the echo), byte for byte and to the nanosecond.
+	rec, err := replay.OpenRecording(capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := replay.Replay(rec, replay.ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Conns) < 4 {
+		t.Fatalf("the recording holds %d connections; the session made at least 4", len(rep.Conns))
+	}
 }
 
-// checkCaptureWithTcpdump reads the capture with pcapgo and with tcpdump: tcpdump
+// checkCaptureWithTcpdump reads the recording (pcapng) with pcapgo and with tcpdump: tcpdump
 // must print every packet we wrote, and decode a handshake with our stack.
 func checkCaptureWithTcpdump(t *testing.T, path string) {
 	t.Helper()
@@ -149,7 +166,7 @@ func checkCaptureWithTcpdump(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := pcapgo.NewReader(f)
+	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
 	if err != nil {
 		t.Fatalf("pcapgo cannot read the capture: %v", err)
 	}
