@@ -28,6 +28,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 	tol := fs.Duration("tolerance", replay.DefaultTolerance, "how far, beyond one tick, a segment's instant may be from the recorded one (pcap files)")
 	conn := fs.String("conn", "", "a flight recording's connection to report: its number (from 1) or ADDR:PORT-ADDR:PORT (default: all)")
 	list := fs.Bool("list", false, "list a flight recording's connections and stop")
+	events := fs.Bool("events", false, "print a flight recording's events, one a line (packets with their TCP header), and stop")
 	update := fs.Bool("update", false, "rewrite the flight recording FILE with the replay's own recording (after a deliberate change of behaviour)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tcpwheel replay [flags] FILE\n\nReplays a capture on a manual clock and compares what the stack sends with\nwhat was recorded. FILE is a flight recording (pcapng, as tcpwheel run -pcap\nwrites it): every connection is replayed exactly, and reported one by one.\nOr a pcap (or other pcapng) file of one TCP connection between tcpwheel and a\npeer: the application is derived from it, or taken from a JSON script.\n\nflags:")
@@ -67,13 +68,19 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 			if *mode != "equal" || *stackAddr != "" || *scriptPath != "" {
 				return fmt.Errorf("%w: replay: a flight recording takes no -mode, -stack or -script", errUsage)
 			}
+			if *events {
+				for i := range rec.Events {
+					fmt.Fprintln(stdout, replay.Describe(&rec.Events[i]))
+				}
+				return nil
+			}
 			return replayRecording(path, rec, *conn, *list, *update, stdout)
 		} else if !errors.Is(err, replay.ErrCapture) || !strings.Contains(err.Error(), "without a tcpwheel recording") {
 			return err
 		}
 	}
-	if *conn != "" || *list || *update {
-		return fmt.Errorf("%w: replay: -conn, -list and -update are for flight recordings; %s is not one", errUsage, path)
+	if *conn != "" || *list || *update || *events {
+		return fmt.Errorf("%w: replay: -conn, -list, -events and -update are for flight recordings; %s is not one", errUsage, path)
 	}
 	sess, sc, err := replay.Open(path, addr)
 	if err != nil {

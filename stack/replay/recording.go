@@ -330,22 +330,24 @@ func context(rec *record.Recording, index int) []string {
 	}
 	var out []string
 	for i := max(0, pos-contextEvents); i < min(len(rec.Events), pos+contextEvents+1); i++ {
-		out = append(out, describe(&rec.Events[i], i == pos))
+		d := Describe(&rec.Events[i])
+		if i == pos {
+			d += "   <== the first difference"
+		}
+		out = append(out, d)
 	}
 	return out
 }
 
-// describe renders an event, a packet with its TCP header.
-func describe(e *record.Event, mark bool) string {
+// Describe renders an event on one line: a packet with its connection and
+// TCP header, anything else as record.Event.String does.
+func Describe(e *record.Event) string {
 	s := e.String()
 	if e.Kind == record.In || e.Kind == record.Out {
 		if id, seg, ok := connOf(e); ok {
 			s = fmt.Sprintf("#%d %s t=%v %v<->%v [%v] seq=%d ack=%d win=%d len=%d", e.Index, e.Kind, e.T, id.Local, id.Remote,
 				seg.Flags, uint32(seg.Seq), uint32(seg.Ack), seg.Window, len(seg.Payload))
 		}
-	}
-	if mark {
-		s += "   <== the first difference"
 	}
 	return s
 }
