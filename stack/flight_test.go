@@ -3,8 +3,10 @@ package stack
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"sync"
 	"testing"
@@ -238,4 +240,38 @@ func TestDumpRecording(t *testing.T) {
 		}
 		fmt.Println(e.String())
 	}
+}
+
+// A listener closed with connections still waiting for Accept resets them
+// (closeLoop): the recording must say so, for in a Playback the accept
+// queue is empty (the recording answers whether a connection went into it,
+// the application's goroutines take it out), and the replay would not send
+// those resets.
+func TestFlightListenerCloseResetsQueued(t *testing.T) {
+	a, b, ra, rb := recordedPair(t, 0)
+	ln, err := b.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var conns []net.Conn
+	for range 2 {
+		c, err := a.DialContext(ctx, "tcp", "198.18.0.2:7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	ln.Close() // neither was accepted: both are reset
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("read after the listener closed: %v, want a reset", err)
+		}
+	}
+	a.Close()
+	b.Close()
+	checkReplay(t, "dialer", ra.Bytes())
+	checkReplay(t, "listener", rb.Bytes())
 }
