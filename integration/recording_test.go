@@ -98,14 +98,32 @@ func recVariants() []recVariant {
 	return append(vs, recVariant{&recKeepalive, 0})
 }
 
-// recOutcome is one recording and its replay.
-type recOutcome struct {
-	exact          bool
-	packets, conns int
-	// The stack's counters over the run: segments retransmitted, RTO
-	// expiries (SYN retransmissions included), tail-loss probes, fast
-	// (RACK included) retransmissions, keepalive probes.
+// recCounts are the counts of one recording and its replay (runs 1), or
+// summed over several.
+type recCounts struct {
+	runs, exact, packets, conns int
+	// The stack's counters: segments retransmitted, RTO expiries (SYN
+	// retransmissions included), tail-loss probes, fast (RACK included)
+	// retransmissions, keepalive probes.
 	rtx, rtos, tlps, fast, keepalives uint64
+}
+
+func (c *recCounts) add(o recCounts) {
+	c.runs += o.runs
+	c.exact += o.exact
+	c.packets += o.packets
+	c.conns += o.conns
+	c.rtx += o.rtx
+	c.rtos += o.rtos
+	c.tlps += o.tlps
+	c.fast += o.fast
+	c.keepalives += o.keepalives
+}
+
+// row is c as the table's cells after the scenario and loss.
+func (c recCounts) row() string {
+	return fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t", c.runs, c.exact, c.packets, c.conns,
+		c.rtx, c.rtos, c.tlps, c.fast, c.keepalives)
 }
 
 // TestRecordingReplaysExactly records each scenario live and replays the
@@ -123,33 +141,17 @@ func TestRecordingReplaysExactly(t *testing.T) {
 		}
 		total = n
 	}
-	type row struct {
-		runs, exact, packets, conns      int
-		rtx, rtos, tlps, fast, keepalive uint64
-	}
-	rows := make([]row, len(vs))
+	rows := make([]recCounts, len(vs))
 	base := uint64(time.Now().UnixNano())
 	for i := range total {
 		k := i % len(vs)
 		v := vs[k]
 		seed := base + uint64(i)
 		t.Run(fmt.Sprintf("%s/%d", v, i/len(vs)+1), func(t *testing.T) {
-			var o recOutcome
+			o := recCounts{runs: 1}
 			defer func() { // also after a Fatal: the run counts, not exact
-				if t.Skipped() {
-					return
-				}
-				r := &rows[k]
-				r.runs++
-				r.packets += o.packets
-				r.conns += o.conns
-				r.rtx += o.rtx
-				r.rtos += o.rtos
-				r.tlps += o.tlps
-				r.fast += o.fast
-				r.keepalive += o.keepalives
-				if o.exact {
-					r.exact++
+				if !t.Skipped() {
+					rows[k].add(o)
 				}
 			}()
 			recordAndReplay(t, v, seed, &o)
@@ -158,26 +160,14 @@ func TestRecordingReplaysExactly(t *testing.T) {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tloss\truns\texact\tpackets\tconnections\tretransmitted\tRTOs\tTLPs\tfast rtx\tkeepalives\t")
-	var sum row
+	var sum recCounts
 	for k, v := range vs {
-		r := rows[k]
-		if r.runs == 0 {
-			continue
+		if r := rows[k]; r.runs > 0 {
+			fmt.Fprintf(tw, "%s\t%g%%\t%s\n", v.sc.name, v.loss*100, r.row())
+			sum.add(r)
 		}
-		fmt.Fprintf(tw, "%s\t%g%%\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", v.sc.name, v.loss*100, r.runs, r.exact, r.packets, r.conns,
-			r.rtx, r.rtos, r.tlps, r.fast, r.keepalive)
-		sum.runs += r.runs
-		sum.exact += r.exact
-		sum.packets += r.packets
-		sum.conns += r.conns
-		sum.rtx += r.rtx
-		sum.rtos += r.rtos
-		sum.tlps += r.tlps
-		sum.fast += r.fast
-		sum.keepalive += r.keepalive
 	}
-	fmt.Fprintf(tw, "all\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", sum.runs, sum.exact, sum.packets, sum.conns,
-		sum.rtx, sum.rtos, sum.tlps, sum.fast, sum.keepalive)
+	fmt.Fprintf(tw, "all\t\t%s\n", sum.row())
 	tw.Flush()
 	t.Logf("fresh recordings that replayed exactly (packets and connections summed over the runs):\n%s", b.String())
 	if path := os.Getenv("TCPWHEEL_RECORDINGS_TABLE"); path != "" {
@@ -200,7 +190,7 @@ func TestRecordingReplaysExactly(t *testing.T) {
 // recordAndReplay records one run of v and replays it. A scenario that does
 // not complete fails the test; so does a recording that does not replay
 // exactly, which is kept for `tcpwheel replay`.
-func recordAndReplay(t *testing.T, v recVariant, seed uint64, o *recOutcome) {
+func recordAndReplay(t *testing.T, v recVariant, seed uint64, o *recCounts) {
 	if v.sc.needs != "" {
 		if _, err := exec.LookPath(v.sc.needs); err != nil {
 			t.Skipf("%s is not installed (scripts/deps.sh installs it)", v.sc.needs)
@@ -233,8 +223,8 @@ func recordAndReplay(t *testing.T, v recVariant, seed uint64, o *recOutcome) {
 		t.Errorf("%v: connections still open after %v: %d", v, recTimeout, e.Stack.Stats().Connections)
 	}
 	st := e.Stack.Stats().TCP
-	*o = recOutcome{rtx: st.SegsRetransmitted, rtos: st.RTOEvents + st.SYNRetransmits, tlps: st.TLPProbes,
-		fast: st.FastRetransmits, keepalives: st.KeepaliveProbes}
+	o.rtx, o.rtos, o.tlps = st.SegsRetransmitted, st.RTOEvents+st.SYNRetransmits, st.TLPProbes
+	o.fast, o.keepalives = st.FastRetransmits, st.KeepaliveProbes
 	e.Stack.Close()
 	if err := e.Stack.RecordErr(); err != nil {
 		t.Fatalf("recording: %v", err)
@@ -260,7 +250,9 @@ func recordAndReplay(t *testing.T, v recVariant, seed uint64, o *recOutcome) {
 		t.Errorf("%v (seed %d): %d packets; %v\nkept as %s", v, seed, o.packets, err, keep())
 		return
 	}
-	o.exact = !t.Failed()
+	if !t.Failed() {
+		o.exact = 1
+	}
 	recCheckSensitive(t, rec, keep)
 }
 
@@ -449,13 +441,7 @@ func recDial(t *testing.T, e *env, seed uint64) error {
 	c := e.dial(t, recPeer)
 	c.SetDeadline(time.Now().Add(recTimeout))
 	werr := make(chan error, 1)
-	go func() {
-		_, err := c.Write(up)
-		if err == nil {
-			err = c.CloseWrite()
-		}
-		werr <- err
-	}()
+	go func() { werr <- writeCloseWrite(c, up) }()
 	got, err := io.ReadAll(c)
 	if err := errors.Join(err, <-werr, <-srvErr); err != nil {
 		return err
@@ -471,15 +457,10 @@ func recDial(t *testing.T, e *env, seed uint64) error {
 // until three probes have gone out and been answered, and is still good for
 // another echo.
 func recKeepaliveRun(t *testing.T, e *env, seed uint64) error {
-	ln := e.listen(t, recPort)
-	acc := acceptOne(ln)
-	k, err := e.kernelDial(recPort, recTimeout)
+	k, s, err := recConnect(t, e)
 	if err != nil {
 		return err
 	}
-	k.SetDeadline(time.Now().Add(recTimeout))
-	s := waitAccept(t, acc, recTimeout).(*stack.Conn)
-	s.SetDeadline(time.Now().Add(recTimeout))
 	if err := s.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 100 * time.Millisecond,
 		Interval: 100 * time.Millisecond, Count: 3}); err != nil {
 		return err
@@ -535,15 +516,10 @@ func recTailLoss(t *testing.T, e *env, seed uint64) error {
 	if _, err := e.Imp.AddRule(impair.Rule{Dir: impair.Egress, Match: impair.MatchData, Skip: 2, Count: 2}); err != nil {
 		return err
 	}
-	ln := e.listen(t, recPort)
-	acc := acceptOne(ln)
-	k, err := e.kernelDial(recPort, recTimeout)
+	k, s, err := recConnect(t, e)
 	if err != nil {
 		return err
 	}
-	k.SetDeadline(time.Now().Add(recTimeout))
-	s := waitAccept(t, acc, recTimeout).(*stack.Conn)
-	s.SetDeadline(time.Now().Add(recTimeout))
 	data := randomBytes(seed, 4*1448) // four full segments at MTU 1500, with timestamps
 	kerr := make(chan error, 1)
 	go func() {
@@ -575,4 +551,26 @@ func recTailLoss(t *testing.T, e *env, seed uint64) error {
 		return fmt.Errorf("no tail-loss probe (%d RTOs, %d fast retransmissions)", st.RTOEvents, st.FastRetransmits)
 	}
 	return nil
+}
+
+// recConnect connects a kernel socket to the stack's port 80 and returns
+// both ends, with deadlines recTimeout away.
+func recConnect(t *testing.T, e *env) (*net.TCPConn, *stack.Conn, error) {
+	acc := acceptOne(e.listen(t, recPort))
+	k, err := e.kernelDial(recPort, recTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	k.SetDeadline(time.Now().Add(recTimeout))
+	s := waitAccept(t, acc, recTimeout).(*stack.Conn)
+	s.SetDeadline(time.Now().Add(recTimeout))
+	return k, s, nil
+}
+
+// writeCloseWrite writes data on c and half-closes it.
+func writeCloseWrite(c *stack.Conn, data []byte) error {
+	if _, err := c.Write(data); err != nil {
+		return err
+	}
+	return c.CloseWrite()
 }
