@@ -140,8 +140,10 @@ func TestServe(t *testing.T) {
 	checkCaptureWithTcpdump(t, capture)
 }
 
-// checkCaptureWithTcpdump reads the capture with pcapgo and with tcpdump: tcpdump
-// must print every packet we wrote, and decode a handshake with our stack.
+// checkCaptureWithTcpdump reads the capture (run -pcap's flight recording, a
+// pcapng file) with pcapgo and with tcpdump: tcpdump must print every packet
+// we wrote, and decode a handshake with our stack; both skip the recorder's
+// custom blocks.
 func checkCaptureWithTcpdump(t *testing.T, path string) {
 	t.Helper()
 	f, err := os.Open(path)
@@ -149,7 +151,7 @@ func checkCaptureWithTcpdump(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := pcapgo.NewReader(f)
+	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
 	if err != nil {
 		t.Fatalf("pcapgo cannot read the capture: %v", err)
 	}
