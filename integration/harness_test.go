@@ -54,6 +54,9 @@ type envOptions struct {
 	// TCP and Backlog go to stack.Config.
 	TCP     tcp.Config
 	Backlog int
+	// Record, if set, receives the stack's flight recording
+	// (stack.Config.Record).
+	Record io.Writer
 	// Random loss in impair, seeded.
 	Seed                    uint64
 	EgressLoss, IngressLoss float64
@@ -116,7 +119,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 			t.Errorf("closing the test bed: %v", err)
 		}
 	})
-	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: e.StackAddr, TCP: opts.TCP, Backlog: opts.Backlog})
+	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: e.StackAddr, TCP: opts.TCP, Backlog: opts.Backlog, Record: opts.Record})
 	if err != nil {
 		t.Fatalf("stack: %v", err)
 	}

@@ -12,8 +12,19 @@ import (
 
 // TestReplayGolden replays every golden capture under testdata/ (recorded from
 // the kernel by scripts/record-golden.sh) on the manual clock: no root, no
-// sleeps, always run.
+// sleeps, always run. The pcaps replay with their scripts; the flight
+// recordings (*.pcapng) must replay exactly, every connection.
 func TestReplayGolden(t *testing.T) {
+	recs, err := filepath.Glob(filepath.Join("testdata", "*.pcapng"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) == 0 {
+		t.Fatal("no golden flight recordings under testdata/")
+	}
+	for _, f := range recs {
+		t.Run(filepath.Base(f), func(t *testing.T) { replayCheckRecording(t, f) })
+	}
 	files, err := filepath.Glob(filepath.Join("testdata", "*.pcap"))
 	if err != nil {
 		t.Fatal(err)
@@ -23,6 +34,24 @@ func TestReplayGolden(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) { replayCheckFile(t, f, 0) })
+	}
+}
+
+// replayCheckRecording replays the flight recording at path
+// (replay.Replay) and fails the test unless every connection replays
+// exactly.
+func replayCheckRecording(t *testing.T, path string) {
+	t.Helper()
+	rec, err := replay.OpenRecording(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := replay.Replay(rec, replay.ReplayOptions{})
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if err := rep.Err(); err != nil {
+		t.Errorf("%s: %v", path, err)
 	}
 }
 

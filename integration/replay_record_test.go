@@ -9,9 +9,11 @@ package integration
 // captures stay small), taps the stack's side of the impairment with pcaptap,
 // and runs a kernel socket as the peer and a scripted application on the
 // stack. The application's calls are written beside the capture as the
-// replay script (NAME.json).
+// replay script (NAME.json), and the stack's own flight recording
+// (stack.Config.Record) as NAME.pcapng.
 //
 //	scripts/record-golden.sh     # = go test ./integration -run TestRecordGolden -record
+//	go test ./integration -run TestRecordGolden -record-flight   # the .pcapng only
 //
 // TestReplayLive records every scenario into a temporary directory and
 // replays it, so that `go test` as root checks the recorder and the replay
@@ -45,7 +47,10 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
-var replayRecord = flag.Bool("record", false, "re-record the golden captures under testdata/ (TestRecordGolden; needs root)")
+var (
+	replayRecord       = flag.Bool("record", false, "re-record the golden captures under testdata/, the pcaps and the flight recordings (TestRecordGolden; needs root)")
+	replayRecordFlight = flag.Bool("record-flight", false, "re-record only the golden flight recordings, testdata/*.pcapng (TestRecordGolden; needs root)")
+)
 
 var (
 	replayKernelPrefix = netip.MustParsePrefix("198.18.0.1/24")
@@ -400,8 +405,10 @@ func appReadClose(r *replayRec, c net.Conn) error {
 	return r.close(c)
 }
 
-// record runs sc and writes dir/NAME.pcap and dir/NAME.json.
-func (sc *replayScenario) record(t *testing.T, dir string) {
+// record runs sc and writes dir/NAME.pcap and dir/NAME.json, and, if
+// flightDir is not empty, the stack's flight recording (stack.Config.Record)
+// to flightDir/NAME.pcapng.
+func (sc *replayScenario) record(t *testing.T, dir, flightDir string) {
 	t.Helper()
 	testbed.RequireRoot(t)
 	r := &replayRec{}
@@ -424,7 +431,16 @@ func (sc *replayScenario) record(t *testing.T, dir string) {
 	tap := bed.Tap
 	tcfg := sc.tcp.Config()
 	tcfg.ISN = func(tcp.ID, time.Duration) seqnum.Value { return replayISN }
-	s, err := stack.New(stack.Config{Device: bed.Dev, Addr: replayStackAddr, TCP: tcfg})
+	scfg := stack.Config{Device: bed.Dev, Addr: replayStackAddr, TCP: tcfg}
+	if flightDir != "" {
+		f, err := os.Create(filepath.Join(flightDir, sc.name+".pcapng"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		scfg.Record = f
+	}
+	s, err := stack.New(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,6 +490,10 @@ func (sc *replayScenario) record(t *testing.T, dir string) {
 	if err := tap.Close(); err != nil { // ends the capture before the stack goes down
 		t.Fatal(err)
 	}
+	s.Close() // ends the flight recording
+	if err := s.RecordErr(); err != nil {
+		t.Fatalf("flight recording: %v", err)
+	}
 	r.mu.Lock()
 	script := replay.Script{
 		Description: sc.desc, Stack: replayStackAddr.String(), Closed: sc.closed,
@@ -489,17 +509,24 @@ func (sc *replayScenario) record(t *testing.T, dir string) {
 	}
 }
 
-// TestRecordGolden re-records integration/testdata/*.pcap. It runs only with
-// -record: the captures are committed, and replaying them needs no root.
+// TestRecordGolden re-records integration/testdata/*.pcap (with their
+// scripts) and *.pcapng (the flight recordings) with -record, only the
+// flight recordings with -record-flight. It runs only with one of them: the
+// captures are committed, and replaying them needs no root.
 func TestRecordGolden(t *testing.T) {
-	if !*replayRecord {
-		t.Skip("re-recording the golden captures needs -record (scripts/record-golden.sh)")
+	if !*replayRecord && !*replayRecordFlight {
+		t.Skip("re-recording the golden captures needs -record or -record-flight (scripts/record-golden.sh)")
 	}
 	for i := range replayScenarios {
 		sc := &replayScenarios[i]
 		t.Run(sc.name, func(t *testing.T) {
-			sc.record(t, "testdata")
-			replayCheckFile(t, filepath.Join("testdata", sc.name+".pcap"), 0)
+			if *replayRecord {
+				sc.record(t, "testdata", "testdata")
+				replayCheckFile(t, filepath.Join("testdata", sc.name+".pcap"), 0)
+			} else {
+				sc.record(t, t.TempDir(), "testdata")
+			}
+			replayCheckRecording(t, filepath.Join("testdata", sc.name+".pcapng"))
 		})
 	}
 }
@@ -533,22 +560,29 @@ func TestReplayLive(t *testing.T) {
 	}
 	for i := range replayScenarios {
 		sc := &replayScenarios[i]
-		if sc.notLive != "" {
-			t.Logf("%s: not recorded live: %s", sc.name, sc.notLive)
-			continue
-		}
 		t.Run(sc.name, func(t *testing.T) {
+			if sc.notLive != "" {
+				// The flight recording has the race in it, and replays exactly.
+				t.Logf("the pcap capture is not replayed live: %s", sc.notLive)
+				dir := t.TempDir()
+				sc.record(t, dir, dir)
+				replayCheckRecording(t, filepath.Join(dir, sc.name+".pcapng"))
+				return
+			}
 			// A live recording can capture a scheduling race of the moment (an
 			// ACK sent between two packets of a batch, an application read
 			// landing between two segments) that replay, feeding each input at
 			// its recorded instant, does not reproduce. So each scenario gets up
 			// to liveAttempts fresh recordings, and one must replay exactly; a
 			// broken replay fails them all. TestReplayGolden replays the
-			// committed captures with no such allowance.
+			// committed captures with no such allowance. The flight recording
+			// beside each capture has the race in it, and must replay exactly
+			// every time.
 			var fails []string
 			for attempt := 1; attempt <= liveAttempts; attempt++ {
 				dir := t.TempDir()
-				sc.record(t, dir)
+				sc.record(t, dir, dir)
+				replayCheckRecording(t, filepath.Join(dir, sc.name+".pcapng"))
 				err := replayLiveFile(t, filepath.Join(dir, sc.name+".pcap"))
 				if err == nil {
 					if attempt > 1 {

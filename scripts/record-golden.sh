@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Re-records the golden captures that stack/replay replays
-# (integration/testdata/NAME.pcap and the replay script NAME.json beside each):
+# (integration/testdata/NAME.pcap and the replay script NAME.json beside each,
+# and the stack's flight recording NAME.pcapng; only the flight recordings:
+# go test ./integration -run '^TestRecordGolden$' -record-flight):
 # for each scenario of integration/replay_record_test.go the stack runs on a TUN
 # device whose kernel side lives in a fresh network namespace (198.18.0.0/15
 # only), and a kernel socket is its peer. Each new capture is replayed at once.

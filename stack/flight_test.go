@@ -3,14 +3,17 @@ package stack
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/stack/record"
+	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tun/impair"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 )
@@ -237,5 +240,87 @@ func TestDumpRecording(t *testing.T) {
 			}
 		}
 		fmt.Println(e.String())
+	}
+}
+
+// A listener closed with connections still waiting for Accept resets them
+// (closeLoop): the recording must say so, for in a Playback the accept
+// queue is empty (the recording answers whether a connection went into it,
+// the application's goroutines take it out), and the replay would not send
+// those resets.
+func TestFlightListenerCloseResetsQueued(t *testing.T) {
+	a, b, ra, rb := recordedPair(t, 0)
+	ln, err := b.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var conns []net.Conn
+	for range 2 {
+		c, err := a.DialContext(ctx, "tcp", "198.18.0.2:7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	ln.Close() // neither was accepted: both are reset
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("read after the listener closed: %v, want a reset", err)
+		}
+	}
+	a.Close()
+	b.Close()
+	checkReplay(t, "dialer", ra.Bytes())
+	checkReplay(t, "listener", rb.Bytes())
+}
+
+// A stack closed with connections open resets them all, in the order of its
+// connection map, which differs from run to run: the recording replays
+// exactly all the same (a reset reads no send time; each connection's
+// packets are compared on their own).
+func TestFlightStackCloseWithOpenConns(t *testing.T) {
+	a, b, ra, rb := recordedPair(t, 0)
+	ln, err := b.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 5 {
+		c, err := a.DialContext(ctx, "tcp", "198.18.0.2:7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(s, make([]byte, 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Close() // five connections open: five resets
+	a.Close()
+	checkReplay(t, "dialer", ra.Bytes())
+	checkReplay(t, "listener", rb.Bytes())
+	rec, err := record.Parse(bytes.NewReader(rb.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsts := 0
+	for _, e := range rec.Events {
+		if _, seg, ok := parseTCP(e.Data); ok && e.Kind == record.Out && seg.Flags&tcp.FlagRST != 0 {
+			rsts++
+		}
+	}
+	if rsts != 5 {
+		t.Errorf("the listener's stack sent %d resets at its close, want 5", rsts)
 	}
 }

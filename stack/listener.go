@@ -179,7 +179,10 @@ func (l *Listener) closeLoop() {
 	for {
 		select {
 		case c := <-l.acceptq:
-			c.ep.Abort()
+			// Recorded (abort), for what a Playback's accept queue holds
+			// is not what the application left in it: the recording
+			// answers Accepted, and no one takes from its queue.
+			c.abort()
 		default:
 			return
 		}

@@ -389,8 +389,19 @@ func (w *Wheel) MoveNow(now time.Duration) {
 		return
 	}
 	// nextExp > elapsed always (arm puts a slot's start after elapsed): the
-	// ticks before it hold nothing to process.
-	if target := min(w.floorTicks(uint64(rel)), w.nextExp-1); target > w.elapsed {
+	// ticks before it hold nothing to process. It may be stale, earlier than
+	// the first occupied slot (its entries were stopped, and neither
+	// NextDeadline nor an Advance has looked since): then look, so that how
+	// far the bookkeeping moves, and with it the levels later entries go to
+	// and the order in which entries due in the same tick fire, depends on
+	// the pending entries alone, not on when NextDeadline was last called. A
+	// flight recording's replay (stack.Playback) does not call it when the
+	// recorded loop did, and must fire timers in the recorded order.
+	target := w.floorTicks(uint64(rel))
+	if target >= w.nextExp {
+		w.nextExp, _, _ = w.nextExpiration()
+	}
+	if target = min(target, w.nextExp-1); target > w.elapsed {
 		w.elapsed = target
 	}
 	w.now = rel

@@ -157,8 +157,10 @@ func TestServe(t *testing.T) {
 	}
 }
 
-// checkCaptureWithTcpdump reads the recording (pcapng) with pcapgo and with tcpdump: tcpdump
-// must print every packet we wrote, and decode a handshake with our stack.
+// checkCaptureWithTcpdump reads the capture (run -pcap's flight recording, a
+// pcapng file) with pcapgo and with tcpdump: tcpdump must print every packet
+// we wrote, and decode a handshake with our stack; both skip the recorder's
+// custom blocks.
 func checkCaptureWithTcpdump(t *testing.T, path string) {
 	t.Helper()
 	f, err := os.Open(path)
