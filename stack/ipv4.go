@@ -17,7 +17,7 @@ const (
 )
 
 // handlePacket validates an IPv4 packet from the device and hands its payload to
-// TCP or ICMP. Anything malformed is dropped and counted by reason.
+// TCP, UDP or ICMP. Anything malformed is dropped and counted by reason.
 func (s *Stack) handlePacket(pkt []byte) {
 	s.counters.PacketsIn++
 	d := &s.counters.Drops
@@ -59,6 +59,8 @@ func (s *Stack) handlePacket(pkt []byte) {
 	switch ip.Protocol() {
 	case protoTCP:
 		s.handleTCP(src, dst, payload)
+	case protoUDP:
+		s.handleUDP(src, dst, pkt[:hl], payload)
 	case protoICMP:
 		s.handleICMP(src, dst, payload)
 	default:

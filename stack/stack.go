@@ -107,7 +107,8 @@ type Stack struct {
 	// Owned by the loop goroutine.
 	conns      map[tcp.ID]*Conn
 	listeners  map[uint16]*Listener
-	ports      map[uint16]int // local ports in use by connections and listeners
+	ports      map[uint16]int      // local ports in use by connections and listeners
+	udp        map[uint16]*UDPConn // the UDP socket on each local port (udp.go)
 	obuf       []byte
 	ipID       uint16
 	rng        *rand.Rand
@@ -115,6 +116,10 @@ type Stack struct {
 	inputStats InputStats
 	closedTCP  tcp.Counters // counters of endpoints that are gone
 	input      string       // the input path, for Stats: inputDirect, inputReader or inputManual
+	// The ICMP errors' token bucket (icmpAllow), on the wheel's Now.
+	icmpStarted bool
+	icmpTokens  int
+	icmpLast    time.Duration
 
 	// The flight recorder (flight.go). Loop only.
 	rec       sink           // nil: not recording
@@ -211,6 +216,7 @@ func newStack(cfg Config) (*Stack, error) {
 		conns:           make(map[tcp.ID]*Conn),
 		listeners:       make(map[uint16]*Listener),
 		ports:           make(map[uint16]int),
+		udp:             make(map[uint16]*UDPConn),
 		obuf:            make([]byte, mtu),
 		rng:             rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
@@ -382,6 +388,9 @@ func (s *Stack) closeLoop() {
 	}
 	for _, l := range s.listeners {
 		l.tl.Close()
+	}
+	for _, u := range s.udp {
+		u.forget()
 	}
 }
 
