@@ -395,7 +395,10 @@ func TestUDPSocketAPI(t *testing.T) {
 			return err
 		}(), syscall.EACCES},
 		{"WriteTo port 0", func() error { _, err := u.WriteToUDPAddrPort([]byte("x"), netip.AddrPortFrom(addrA, 0)); return err }(), syscall.EINVAL},
-		{"WriteTo a TCP address", func() error { _, err := u.WriteTo([]byte("x"), &net.TCPAddr{IP: net.IPv4(198, 18, 0, 1), Port: 9}); return err }(), syscall.EINVAL},
+		{"WriteTo a TCP address", func() error {
+			_, err := u.WriteTo([]byte("x"), &net.TCPAddr{IP: net.IPv4(198, 18, 0, 1), Port: 9})
+			return err
+		}(), syscall.EINVAL},
 	} {
 		var op *net.OpError
 		if !errors.Is(tc.err, tc.want) || !errors.As(tc.err, &op) {
