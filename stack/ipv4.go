@@ -151,8 +151,9 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 	}
 }
 
-// handleICMP answers echo requests (ping); other ICMP messages are counted and
-// dropped.
+// handleICMP answers echo requests (ping) and hands a port unreachable for a
+// connected UDP socket to it (udpRefused); other ICMP messages are counted
+// and dropped.
 func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 	d := &s.counters.Drops
 	if len(b) < header.ICMPv4MinimumSize {
@@ -164,6 +165,9 @@ func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 		return
 	}
 	icmp := header.ICMPv4(b)
+	if icmp.Type() == header.ICMPv4DstUnreachable && icmp.Code() == header.ICMPv4PortUnreachable && s.udpRefused(b[header.ICMPv4MinimumSize:]) {
+		return
+	}
 	if icmp.Type() != header.ICMPv4Echo || icmp.Code() != 0 {
 		d.ICMPIgnored++
 		return

@@ -19,6 +19,7 @@ type Counters struct {
 	// DatagramsOut those sent.
 	DatagramsIn, DatagramsOut uint64
 	PortUnreachables          uint64 // ICMP port unreachable sent for UDP to a closed port
+	UnreachablesIn            uint64 // ICMP port unreachable received for a connected UDP socket (its read fails: ECONNREFUSED)
 	DeviceErrors              uint64 // failed reads and writes of the device
 	Drops                     Drops
 }

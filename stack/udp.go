@@ -2,6 +2,7 @@ package stack
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -50,6 +51,7 @@ type UDPConn struct {
 
 	mu       sync.Mutex
 	q        []datagram    // guarded by mu: the receive queue, oldest first
+	refused  bool          // guarded by mu: a port unreachable came for a connected socket
 	readable chan struct{} // a pending wakeup: the queue was empty and is not
 
 	gone      bool // loop only: closed, out of the demultiplexer
@@ -320,6 +322,35 @@ func (s *Stack) portUnreachable(src, dst netip.Addr, ipHdr, udp []byte) {
 	s.writeIPv4(out, dst, src, protoICMP)
 }
 
+// udpRefused takes the quote of an ICMP port unreachable (the IP header
+// and first 8 bytes of a datagram we sent): if it names a connected
+// socket's own flow, the socket's next read fails with ECONNREFUSED, once,
+// as on Linux (RFC 1122 4.1.3.3: UDP passes ICMP errors up). It reports
+// whether it did.
+func (s *Stack) udpRefused(quote []byte) bool {
+	if len(quote) < ipv4HeaderLen || quote[0]>>4 != 4 {
+		return false
+	}
+	ip := header.IPv4(quote)
+	hl := int(ip.HeaderLength())
+	if hl < ipv4HeaderLen || len(quote) < hl+udpHeaderLen || ip.Protocol() != protoUDP ||
+		ip.SourceAddress().As4() != s.cfg.Addr.As4() {
+		return false
+	}
+	u := header.UDP(quote[hl:])
+	c := s.udp[u.SourcePort()]
+	to := netip.AddrPortFrom(netip.AddrFrom4(ip.DestinationAddress().As4()), u.DestinationPort())
+	if c == nil || !c.remote.IsValid() || c.remote != to {
+		return false
+	}
+	c.mu.Lock()
+	c.refused = true
+	c.mu.Unlock()
+	wake(c.readable)
+	s.counters.UnreachablesIn++
+	return true
+}
+
 // ReadFrom implements net.PacketConn: it waits for a datagram and copies
 // it into p; what does not fit is lost, as with a kernel socket.
 func (u *UDPConn) ReadFrom(p []byte) (int, net.Addr, error) {
@@ -345,7 +376,11 @@ func (u *UDPConn) ReadFromUDPAddrPort(p []byte) (int, netip.AddrPort, error) {
 		if err := u.usable("read", u.rd, nil); err != nil {
 			return 0, netip.AddrPort{}, err
 		}
-		if d, ok := u.pop(); ok {
+		d, ok, err := u.pop()
+		if err != nil {
+			return 0, netip.AddrPort{}, u.opErr("read", nil, err)
+		}
+		if ok {
 			return copy(p, d.b), d.from, nil
 		}
 		select {
@@ -360,12 +395,17 @@ func (u *UDPConn) ReadFromUDPAddrPort(p []byte) (int, netip.AddrPort, error) {
 	}
 }
 
-// pop takes the oldest datagram queued, if any.
-func (u *UDPConn) pop() (datagram, bool) {
+// pop takes the oldest datagram queued, if any; or, before it, the error
+// of a port unreachable, once.
+func (u *UDPConn) pop() (datagram, bool, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.refused {
+		u.refused = false
+		return datagram{}, false, &connError{err: errRefused, errno: syscall.ECONNREFUSED}
+	}
 	if len(u.q) == 0 {
-		return datagram{}, false
+		return datagram{}, false, nil
 	}
 	d := u.q[0]
 	u.q[0] = datagram{}
@@ -375,8 +415,12 @@ func (u *UDPConn) pop() (datagram, bool) {
 	} else {
 		u.q = nil
 	}
-	return d, true
+	return d, true, nil
 }
+
+// errRefused is a connected UDP socket's error after an ICMP port
+// unreachable; it matches syscall.ECONNREFUSED.
+var errRefused = errors.New("connection refused (ICMP port unreachable)")
 
 func (u *UDPConn) peek() (datagram, bool) {
 	u.mu.Lock()

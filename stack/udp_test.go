@@ -463,3 +463,79 @@ func TestUDPSocketAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestUDPRefused: a connected socket's next read after an ICMP port
+// unreachable for its flow fails with ECONNREFUSED, once, as on Linux;
+// here the ICMP is the other stack's, for its closed port.
+func TestUDPRefused(t *testing.T) {
+	a, b := pair(t, Config{})
+	c, err := a.DialUDP("udp", "198.18.0.2:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("hello?")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	if _, err := c.Read(buf); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("read after the port unreachable: %v, want ECONNREFUSED", err)
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("second read: %v, want a timeout (the error is reported once)", err)
+	}
+	if sa, sb := a.Stats(), b.Stats(); sa.UnreachablesIn != 1 || sb.PortUnreachables != 1 || sa.Drops.ICMPIgnored != 0 {
+		t.Fatalf("UnreachablesIn %d, PortUnreachables %d, ICMPIgnored %d; want 1, 1, 0", sa.UnreachablesIn, sb.PortUnreachables, sa.Drops.ICMPIgnored)
+	}
+}
+
+// TestUDPUnreachableForOthers: a port unreachable that does not name a
+// connected socket's own flow (another remote, an unconnected socket, a
+// quote cut short) changes nothing and is counted as ignored.
+func TestUDPUnreachableForOthers(t *testing.T) {
+	m, _ := manualUDP(t)
+	c, err := m.DialUDP("udp", "198.18.0.1:53")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp := uint16(c.LocalAddr().(*net.UDPAddr).Port)
+	u, err := m.ListenUDP("udp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := func(quote []byte) []byte {
+		b := append([]byte{3, 3, 0, 0, 0, 0, 0, 0}, quote...)
+		binary.BigEndian.PutUint16(b[2:], ^checksum.Checksum(b, 0))
+		return ipv4Packet(addrA, addrB, protoICMP, b)
+	}
+	ours := func(from uint16, to netip.AddrPort) []byte {
+		return udpPacket(netip.AddrPortFrom(addrB, from), to, []byte("q"))[:ipv4HeaderLen+8]
+	}
+	for _, q := range [][]byte{
+		ours(lp, netip.MustParseAddrPort("198.18.0.1:54")), // another remote port
+		ours(lp, netip.MustParseAddrPort("198.18.0.3:53")), // another remote address
+		ours(7, netip.MustParseAddrPort("198.18.0.1:53")),  // the unconnected socket
+		ours(lp, netip.MustParseAddrPort("198.18.0.1:53"))[:ipv4HeaderLen+7],
+	} {
+		if err := m.Inject(unreachable(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := m.Stats(); st.UnreachablesIn != 0 || st.Drops.ICMPIgnored != 4 {
+		t.Fatalf("UnreachablesIn %d, ICMPIgnored %d; want 0, 4", st.UnreachablesIn, st.Drops.ICMPIgnored)
+	}
+	for _, s := range []*UDPConn{c, u} {
+		s.SetReadDeadline(time.Now())
+		if _, err := s.Read(make([]byte, 4)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("%v: read: %v, want a timeout", s.LocalAddr(), err)
+		}
+	}
+	if err := m.Inject(unreachable(ours(lp, netip.MustParseAddrPort("198.18.0.1:53")))); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := c.Read(make([]byte, 4)); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("its own flow: read %v, want ECONNREFUSED", err)
+	}
+}
