@@ -539,3 +539,58 @@ func TestUDPUnreachableForOthers(t *testing.T) {
 		t.Fatalf("its own flow: read %v, want ECONNREFUSED", err)
 	}
 }
+
+// TestUDPConcurrentReaders: four goroutines reading one socket share its
+// datagrams: each is read exactly once, none is left waiting while a reader
+// sleeps. (nettest.TestConn does not apply to UDP: its BasicIO copies a
+// stream with io.Copy, in writes larger than a datagram can be, and wants
+// stream semantics back; the deadline and close behaviour it checks is
+// tested here and in TestUDPSocketAPI.)
+func TestUDPConcurrentReaders(t *testing.T) {
+	a, b := pair(t, Config{})
+	srv, err := b.ListenUDP("udp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	got := make(chan int, n)
+	for range 4 {
+		go func() {
+			buf := make([]byte, 8)
+			for {
+				k, _, err := srv.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				got <- int(binary.BigEndian.Uint16(buf[:k]))
+			}
+		}()
+	}
+	c, err := a.DialUDP("udp", "198.18.0.2:7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := c.Write(binary.BigEndian.AppendUint16(nil, uint16(i))); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 49 {
+			time.Sleep(time.Millisecond) // within the queue's bound
+		}
+	}
+	seen := make(map[int]bool)
+	timeout := time.After(10 * time.Second)
+	for len(seen) < n {
+		select {
+		case i := <-got:
+			if seen[i] {
+				t.Fatalf("datagram %d read twice", i)
+			}
+			seen[i] = true
+		case <-timeout:
+			st := b.Stats()
+			t.Fatalf("read %d of %d datagrams; DatagramsIn %d, UDPQueueFull %d", len(seen), n, st.DatagramsIn, st.Drops.UDPQueueFull)
+		}
+	}
+	srv.Close()
+}
