@@ -512,15 +512,23 @@ func (s *Stack) releasePort(p uint16) {
 // ephemeralPort picks a local port for a connection to remote, from Linux's
 // default range, that no listener uses and no connection to remote uses.
 func (s *Stack) ephemeralPort(remote netip.AddrPort) (uint16, bool) {
+	return s.pickPort(func(p uint16) bool {
+		if _, ok := s.listeners[p]; ok {
+			return false
+		}
+		_, ok := s.conns[tcp.ID{Local: netip.AddrPortFrom(s.cfg.Addr, p), Remote: remote}]
+		return !ok
+	})
+}
+
+// pickPort returns a port of Linux's default ephemeral range
+// (ip_local_port_range, 32768-60999) that free accepts, trying them in order
+// from a random one; TCP and UDP each pick from their own port space.
+func (s *Stack) pickPort(free func(uint16) bool) (uint16, bool) {
 	const lo, hi = 32768, 60999
 	start := lo + s.rng.IntN(hi-lo+1)
 	for i := 0; i <= hi-lo; i++ {
-		p := uint16(lo + (start-lo+i)%(hi-lo+1))
-		if _, ok := s.listeners[p]; ok {
-			continue
-		}
-		id := tcp.ID{Local: netip.AddrPortFrom(s.cfg.Addr, p), Remote: remote}
-		if _, ok := s.conns[id]; !ok {
+		if p := uint16(lo + (start-lo+i)%(hi-lo+1)); free(p) {
 			return p, true
 		}
 	}

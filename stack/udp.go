@@ -155,18 +155,10 @@ func (s *Stack) openUDP(port uint16, remote netip.AddrPort) (*UDPConn, error) {
 	return u, nil
 }
 
-// ephemeralUDPPort picks a free UDP port from Linux's default ephemeral
-// range, as ephemeralPort does for TCP. It runs on the loop.
+// ephemeralUDPPort picks a free UDP port from the range TCP's come from
+// (pickPort). It runs on the loop.
 func (s *Stack) ephemeralUDPPort() (uint16, bool) {
-	const lo, hi = 32768, 60999
-	start := lo + s.rng.IntN(hi-lo+1)
-	for i := 0; i <= hi-lo; i++ {
-		p := uint16(lo + (start-lo+i)%(hi-lo+1))
-		if _, ok := s.udp[p]; !ok {
-			return p, true
-		}
-	}
-	return 0, false
+	return s.pickPort(func(p uint16) bool { _, ok := s.udp[p]; return !ok })
 }
 
 // udpOpen is the loop's part of opening u on port p, connected to remote if
