@@ -116,10 +116,7 @@ type Stack struct {
 	inputStats InputStats
 	closedTCP  tcp.Counters // counters of endpoints that are gone
 	input      string       // the input path, for Stats: inputDirect, inputReader or inputManual
-	// The ICMP errors' token bucket (icmpAllow), on the wheel's Now.
-	icmpStarted bool
-	icmpTokens  int
-	icmpLast    time.Duration
+	icmpLimit  icmpLimiter  // the ICMP errors' rate limit (icmplimit.go)
 
 	// The flight recorder (flight.go). Loop only.
 	rec       sink           // nil: not recording

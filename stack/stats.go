@@ -52,7 +52,7 @@ type Drops struct {
 	BadUDPChecksum   uint64
 	UDPNoPort        uint64 // no socket for it: answered with ICMP port unreachable, unless rate-limited
 	UDPQueueFull     uint64 // the socket's receive queue was full (udpQueueLen datagrams)
-	ICMPRateLimited  uint64 // ICMP errors not sent: over the rate limit (icmpAllow)
+	ICMPRateLimited  uint64 // ICMP errors not sent: over the rate limit (icmpLimiter: per destination, and over all)
 	BadICMP          uint64
 	ICMPIgnored      uint64 // ICMP other than echo requests
 	TooBig           uint64 // an outgoing packet larger than the MTU

@@ -259,41 +259,16 @@ func (s *Stack) sendUDP(port uint16, dst netip.AddrPort, p []byte) {
 // fragment, so the datagram must fit the MTU.
 func (s *Stack) maxUDPPayload() int { return len(s.obuf) - ipv4HeaderLen - udpHeaderLen }
 
-// The ICMP rate limit (icmpAllow): Linux's global one, icmp_msgs_per_sec
-// (1000) and icmp_msgs_burst (50), as a token bucket on the wheel's Now, so
-// that a replay limits exactly as the recorded stack did.
-const (
-	icmpInterval = time.Second / 1000
-	icmpBurst    = 50
-)
-
-// icmpAllow reports whether an ICMP error may be sent now, taking a token.
-func (s *Stack) icmpAllow() bool {
-	now := s.wheel.Now()
-	if !s.icmpStarted {
-		s.icmpStarted, s.icmpTokens, s.icmpLast = true, icmpBurst, now
-	}
-	if add := (now - s.icmpLast) / icmpInterval; add > 0 {
-		s.icmpTokens = min(icmpBurst, s.icmpTokens+int(add))
-		s.icmpLast += add * icmpInterval
-	}
-	if s.icmpTokens == 0 {
-		return false
-	}
-	s.icmpTokens--
-	return true
-}
-
 // portUnreachable answers a UDP datagram to a closed port with an ICMP
 // destination unreachable, code 3 (RFC 792; RFC 1122 3.2.2.1, 4.1.3.1),
 // quoting its IP header and first 8 bytes. Never for a broadcast or
 // multicast destination or a martian source (RFC 1122 3.2.2), and at most
-// as often as icmpAllow lets it.
+// as often as the ICMP rate limit (icmpLimiter) lets it.
 func (s *Stack) portUnreachable(src, dst netip.Addr, ipHdr, udp []byte) {
 	if dst != s.cfg.Addr || s.martianSource(src) != nil {
 		return // for another address (a broadcast, a multicast group), or from no one
 	}
-	if !s.icmpAllow() {
+	if !s.icmpLimit.allow(s.wheel.Now(), src) {
 		s.counters.Drops.ICMPRateLimited++
 		return
 	}

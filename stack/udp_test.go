@@ -186,32 +186,70 @@ func TestUDPPortUnreachable(t *testing.T) {
 	}
 }
 
-// TestUDPPortUnreachableRateLimit: ICMP errors come from a bucket of 50
-// that gains one a millisecond, on the wheel's time.
+// TestUDPPortUnreachableRateLimit: ICMP errors are limited as Linux limits
+// them, on the wheel's time: per destination, one a second in bursts of up
+// to 6 (icmp_ratelimit); over all, a bucket of 50 that gains one a
+// millisecond (icmp_msgs_per_sec, icmp_msgs_burst).
 func TestUDPPortUnreachableRateLimit(t *testing.T) {
-	m, peer := manualUDP(t)
+	m, _ := manualUDP(t)
 	closed := netip.AddrPortFrom(addrB, 9)
-	burst := func(n int) {
+	send := func(at time.Duration, srcs ...netip.Addr) {
 		t.Helper()
-		for range n {
-			if err := m.Inject(udpPacket(peerA, closed, nil)); err != nil {
+		if err := m.AdvanceTo(at); err != nil {
+			t.Fatal(err)
+		}
+		for _, src := range srcs {
+			if err := m.Inject(udpPacket(netip.AddrPortFrom(src, 5000), closed, nil)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	burst(60)
-	if st := m.Stats(); st.PortUnreachables != 50 || st.Drops.ICMPRateLimited != 10 || peer.sent() != 50 {
-		t.Fatalf("at once: %d sent (%d packets), %d limited; want 50, 10", st.PortUnreachables, peer.sent(), st.Drops.ICMPRateLimited)
+	want := func(what string, sent, limited uint64) {
+		t.Helper()
+		if st := m.Stats(); st.PortUnreachables != sent || st.Drops.ICMPRateLimited != limited || st.PacketsOut != sent {
+			t.Fatalf("%s: %d sent (%d packets), %d limited; want %d, %d", what, st.PortUnreachables, st.PacketsOut, st.Drops.ICMPRateLimited, sent, limited)
+		}
 	}
-	m.AdvanceTo(5*time.Millisecond + 500*time.Microsecond)
-	burst(10)
-	if st := m.Stats(); st.PortUnreachables != 55 || st.Drops.ICMPRateLimited != 15 {
-		t.Fatalf("5.5 ms later: %d sent, %d limited; want 55, 15", st.PortUnreachables, st.Drops.ICMPRateLimited)
+	times := func(n int, a netip.Addr) []netip.Addr {
+		var as []netip.Addr
+		for range n {
+			as = append(as, a)
+		}
+		return as
 	}
-	m.AdvanceTo(time.Second)
-	burst(60)
-	if st := m.Stats(); st.PortUnreachables != 105 || st.Drops.ICMPRateLimited != 25 {
-		t.Fatalf("a second later: %d sent, %d limited; want 105 (a full bucket again), 25", st.PortUnreachables, st.Drops.ICMPRateLimited)
+	// One destination.
+	send(0, times(10, addrA)...)
+	want("10 at once to one peer", 6, 4)
+	send(1500*time.Millisecond, times(3, addrA)...)
+	want("3 more 1.5 s later", 7, 6)
+	send(7500*time.Millisecond, times(8, addrA)...)
+	want("8 more 6 s later", 13, 8)
+	// Many: the global bucket.
+	many := func(from, n int) []netip.Addr {
+		var as []netip.Addr
+		for i := range n {
+			as = append(as, netip.AddrFrom4([4]byte{198, 19, byte((from + i) >> 8), byte(from + i)}))
+		}
+		return as
+	}
+	send(20*time.Second, many(0, 60)...)
+	want("60 peers at once", 63, 18)
+	send(20*time.Second+5500*time.Microsecond, many(60, 10)...)
+	want("10 more peers 5.5 ms later", 68, 23)
+	// The table of destinations holds icmpMaxPeers; a full bucket makes room.
+	base := 30 * time.Second
+	m.AdvanceTo(base)
+	m.icmpLimit.peers = map[netip.Addr]peerBucket{}
+	for i := range icmpMaxPeers {
+		send(base+time.Duration(i)*time.Millisecond, many(1000+i, 1)...)
+	}
+	want("a table's worth of peers", 68+icmpMaxPeers, 23)
+	send(base+icmpMaxPeers*time.Millisecond, many(9000, 1)...)
+	want("one peer more than the table holds", 68+icmpMaxPeers, 24)
+	send(base+icmpPeerBurst+10*time.Millisecond, many(9000, 1)...)
+	want("once 11 buckets are full again", 69+icmpMaxPeers, 24)
+	if n := len(m.icmpLimit.peers); n != icmpMaxPeers-11+1 {
+		t.Fatalf("%d destinations kept, want %d", n, icmpMaxPeers-11+1)
 	}
 }
 
