@@ -56,9 +56,11 @@ test: deps lint
 bench:
 	$(GO) test -run '^$$' -bench 'StartStop|Advance|Expire|Lateness' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./timer/ ./loop/
 
-# A longer fuzzing session of the wheel against its reference model.
+# A longer fuzzing session of the wheel against its reference model, and of the
+# stack's input path (IPv4, TCP, UDP, ICMP) with arbitrary packets.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzWheel -fuzztime 60s ./timer/
+	$(GO) test -run '^$$' -fuzz FuzzInput -fuzztime 60s ./stack/
 
 # The built binary, not `go run` (which exits 1 when its program is
 # interrupted). On a terminal, `set -m` runs it as a job of its own that holds

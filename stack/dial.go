@@ -13,8 +13,20 @@ import (
 // DialContext connects to address ("ip:port", IPv4; no name resolution) over the
 // stack; it is DialTCP returning net.Conn, so that it can be http.Transport's
 // DialContext. The net.Conn is always a *Conn: use DialTCP for the concrete type
-// (CloseWrite, Info, the keepalive setters) without a type assertion.
+// (CloseWrite, Info, the keepalive setters) without a type assertion. For
+// network "udp" or "udp4" it is DialUDP: the net.Conn is a connected
+// *UDPConn.
 func (s *Stack) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	if network == "udp" || network == "udp4" {
+		if err := ctx.Err(); err != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+		u, err := s.DialUDP(network, address)
+		if err != nil {
+			return nil, err // not a nil *UDPConn inside a non-nil net.Conn
+		}
+		return u, nil
+	}
 	c, err := s.DialTCP(ctx, network, address)
 	if err != nil {
 		return nil, err // not a nil *Conn inside a non-nil net.Conn
@@ -34,13 +46,13 @@ func (s *Stack) DialTCP(ctx context.Context, network, address string) (*Conn, er
 	if network != "tcp" && network != "tcp4" {
 		return nil, fail(nil, net.UnknownNetworkError(network))
 	}
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return nil, fail(nil, fmt.Errorf("bad address %q: %w", address, err))
-	}
+	ap, err := parseRemote(address)
 	raddr := net.TCPAddrFromAddrPort(ap)
-	if !ap.Addr().Is4() || ap.Port() == 0 {
-		return nil, fail(raddr, fmt.Errorf("address %s is not IPv4 with a port", address))
+	if err != nil {
+		if !ap.IsValid() {
+			return nil, fail(nil, err)
+		}
+		return nil, fail(raddr, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fail(raddr, err)
@@ -67,6 +79,19 @@ func (s *Stack) DialTCP(ctx context.Context, network, address string) (*Conn, er
 		return nil, fail(raddr, mapErr(eerr))
 	}
 	return c, nil
+}
+
+// parseRemote parses a remote address to dial: "ip:port", IPv4, with a port
+// that is not 0. On an error the AddrPort is the parsed one, if it parsed.
+func parseRemote(address string) (netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("bad address %q: %w", address, err)
+	}
+	if !ap.Addr().Is4() || ap.Port() == 0 {
+		return ap, fmt.Errorf("address %s is not IPv4 with a port", address)
+	}
+	return ap, nil
 }
 
 // startDial sends a SYN to remote from the local port local (0 picks an

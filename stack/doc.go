@@ -1,8 +1,9 @@
 // Package stack is tcpwheel's userspace TCP/IP stack: IPv4 (with ICMP echo),
-// demultiplexing by 4-tuple, the device's input path onto the event loop, and
-// the public API whose connections are net.Conn (always a *Conn, with
-// CloseWrite, Info and keepalive setters) and whose listeners are net.Listener
-// (always a *Listener). As in package net, DialTCP, ListenTCP and AcceptTCP hand
+// TCP and UDP, demultiplexing by 4-tuple and port, the device's input path
+// onto the event loop, and the public API whose connections are net.Conn
+// (always a *Conn, with CloseWrite, Info and keepalive setters), whose
+// listeners are net.Listener (always a *Listener), and whose UDP sockets are
+// net.PacketConn (always a *UDPConn; see UDP below). As in package net, DialTCP, ListenTCP and AcceptTCP hand
 // out the concrete types; DialContext, Listen and Accept the interfaces.
 //
 //	s, err := stack.New(stack.Config{Device: dev, Addr: netip.MustParseAddr("198.18.0.2")})
@@ -36,6 +37,24 @@
 // the stack on a loop.Manual instead, driven by its caller, who injects the
 // packets (Inject, or Wake for a late wake that finds packets waiting): for
 // tests and pcap replay (package replay).
+//
+// # UDP
+//
+// UDP (RFC 768) over IPv4: ListenUDP and ListenPacket open an unconnected
+// socket, DialUDP (and DialContext with "udp" or "udp4") a connected one; each
+// is a *UDPConn, a net.PacketConn and a net.Conn, with deadlines.
+//
+//	pc, err := s.ListenPacket("udp", ":53")
+//	c, err := s.DialContext(ctx, "udp", "198.18.0.1:53")
+//
+// One socket owns a local port (UDP's ports are apart from TCP's); a
+// connected one takes datagrams from its remote address only. Each socket
+// queues up to 256 datagrams and drops (and counts) the rest until it is
+// read. A datagram to a port with no socket is answered with an ICMP port
+// unreachable, rate-limited as Linux does; an ICMP port unreachable for a
+// connected socket's flow fails its next read with an error matching
+// syscall.ECONNREFUSED. Datagrams are not fragmented: a Write larger than
+// the MTU allows fails with EMSGSIZE.
 //
 // IPv4 input drops, and counts by reason in Stats.Drops, what is malformed, not
 // for our address, fragmented, or from a martian source (a broadcast address,

@@ -17,7 +17,9 @@ import (
 //   - the expiries that fire timers, and when (Expire), and the batches the
 //     input came in (Batch);
 //   - the application's calls, and when (Listen, Dial, Write, Read, Close,
-//     ...), at the wheel's Now when the loop ran them;
+//     ...; UDP sockets opened, datagrams sent with their payload, sockets
+//     closed), at the wheel's Now when the loop ran them (UDP reads change
+//     nothing the stack sends, and are not recorded);
 //   - the clock readings of segments leaving (SendTime), the ISNs (ISN), the
 //     accept queue as the application's goroutines leave it (QueueFull,
 //     Accepted), the SYN-cookie keys and the ports chosen (in Listen, Dial);

@@ -198,7 +198,13 @@ func TestFlightRerecordIsIdentical(t *testing.T) {
 		}
 		t.FailNow()
 	}
-	rec, err := record.Parse(bytes.NewReader(rb.Bytes()))
+	checkRerecord(t, rb.Bytes())
+}
+
+// checkRerecord wants the re-recording of a replay of buf to be buf itself.
+func checkRerecord(t *testing.T, buf []byte) {
+	t.Helper()
+	rec, err := record.Parse(bytes.NewReader(buf))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,8 +216,8 @@ func TestFlightRerecordIsIdentical(t *testing.T) {
 	if err := p.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(again.Bytes(), rb.Bytes()) {
-		t.Fatalf("re-recording differs: %d bytes, the recording %d", again.Len(), rb.Len())
+	if !bytes.Equal(again.Bytes(), buf) {
+		t.Fatalf("re-recording differs: %d bytes, the recording %d", again.Len(), len(buf))
 	}
 }
 
@@ -323,4 +329,72 @@ func TestFlightStackCloseWithOpenConns(t *testing.T) {
 	if rsts != 5 {
 		t.Errorf("the listener's stack sent %d resets at its close, want 5", rsts)
 	}
+}
+
+// TestFlightRecordingReplaysUDP: two recording stacks exchange UDP (an echo
+// server, a connected and an unconnected client, a datagram to a closed port
+// and its ICMP, sockets closed and reopened); each recording replays
+// exactly, packet by packet, bytes and instants.
+func TestFlightRecordingReplaysUDP(t *testing.T) {
+	a, b, ra, rb := recordedPair(t, 0)
+	srv, served := udpEcho(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := a.DialContext(ctx, "udp", "198.18.0.2:7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 2048)
+	for i := range 20 {
+		msg := bytes.Repeat([]byte{byte('a' + i)}, 1+i*70)
+		c.Write(msg)
+		if n, err := c.Read(buf); err != nil || !bytes.Equal(buf[:n], msg) {
+			t.Fatalf("echo %d: %d bytes, %v", i, n, err)
+		}
+	}
+	c.Close()
+	pc, err := a.ListenPacket("udp", ":4000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.SetDeadline(time.Now().Add(10 * time.Second))
+	for _, port := range []int{7, 9, 7} { // 9 is closed: an ICMP port unreachable
+		pc.WriteTo([]byte("to "+fmt.Sprint(port)), &net.UDPAddr{IP: net.IPv4(198, 18, 0, 2), Port: port})
+		if port == 7 {
+			if n, _, err := pc.ReadFrom(buf); err != nil || string(buf[:n]) != "to 7" {
+				t.Fatalf("echo to the unconnected socket: %q, %v", buf[:n], err)
+			}
+		}
+	}
+	srv.Close()
+	<-served
+	pc.WriteTo([]byte("after close"), &net.UDPAddr{IP: net.IPv4(198, 18, 0, 2), Port: 7})
+	time.Sleep(50 * time.Millisecond) // the ICMP
+	pc.Close()
+	a.Close()
+	b.Close()
+	for _, rec := range []*bytes.Buffer{ra, rb} {
+		r, err := record.Parse(bytes.NewReader(rec.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[record.Kind]int{}
+		icmp := 0
+		for _, e := range r.Events {
+			kinds[e.Kind]++
+			if e.Kind == record.Out && len(e.Data) > 21 && e.Data[9] == protoICMP && e.Data[20] == 3 {
+				icmp++
+			}
+		}
+		if rec == rb && (kinds[record.UDPOpen] != 1 || kinds[record.UDPSend] != 22 || kinds[record.UDPClose] != 1 || icmp != 2) {
+			t.Errorf("server's recording: %d opens, %d sends, %d closes, %d port unreachables; want 1, 22, 1, 2", kinds[record.UDPOpen], kinds[record.UDPSend], kinds[record.UDPClose], icmp)
+		}
+		if rec == ra && (kinds[record.UDPDial] != 1 || kinds[record.UDPOpen] != 1 || kinds[record.UDPSend] != 24 || kinds[record.UDPClose] != 2) {
+			t.Errorf("client's recording: %d dials, %d opens, %d sends, %d closes; want 1, 1, 24, 2", kinds[record.UDPDial], kinds[record.UDPOpen], kinds[record.UDPSend], kinds[record.UDPClose])
+		}
+	}
+	checkReplay(t, "client", ra.Bytes())
+	checkReplay(t, "server", rb.Bytes())
+	checkRerecord(t, rb.Bytes())
 }

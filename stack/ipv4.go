@@ -17,7 +17,7 @@ const (
 )
 
 // handlePacket validates an IPv4 packet from the device and hands its payload to
-// TCP or ICMP. Anything malformed is dropped and counted by reason.
+// TCP, UDP or ICMP. Anything malformed is dropped and counted by reason.
 func (s *Stack) handlePacket(pkt []byte) {
 	s.counters.PacketsIn++
 	d := &s.counters.Drops
@@ -59,6 +59,8 @@ func (s *Stack) handlePacket(pkt []byte) {
 	switch ip.Protocol() {
 	case protoTCP:
 		s.handleTCP(src, dst, payload)
+	case protoUDP:
+		s.handleUDP(src, dst, pkt[:hl], payload)
 	case protoICMP:
 		s.handleICMP(src, dst, payload)
 	default:
@@ -149,8 +151,9 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 	}
 }
 
-// handleICMP answers echo requests (ping); other ICMP messages are counted and
-// dropped.
+// handleICMP answers echo requests (ping) and hands a port unreachable for a
+// connected UDP socket to it (udpRefused); other ICMP messages are counted
+// and dropped.
 func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 	d := &s.counters.Drops
 	if len(b) < header.ICMPv4MinimumSize {
@@ -162,6 +165,9 @@ func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 		return
 	}
 	icmp := header.ICMPv4(b)
+	if icmp.Type() == header.ICMPv4DstUnreachable && icmp.Code() == header.ICMPv4PortUnreachable && s.udpRefused(b[header.ICMPv4MinimumSize:]) {
+		return
+	}
 	if icmp.Type() != header.ICMPv4Echo || icmp.Code() != 0 {
 		d.ICMPIgnored++
 		return

@@ -45,19 +45,9 @@ func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 	if network != "tcp" && network != "tcp4" {
 		return nil, fail(net.UnknownNetworkError(network))
 	}
-	host, portStr, err := net.SplitHostPort(address)
+	port, err := s.localPort(address)
 	if err != nil {
 		return nil, fail(err)
-	}
-	if host != "" {
-		a, err := netip.ParseAddr(host)
-		if err != nil || (a != s.cfg.Addr && !a.IsUnspecified()) {
-			return nil, fail(fmt.Errorf("address %s is not the stack's (%v)", host, s.cfg.Addr))
-		}
-	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil {
-		return nil, fail(fmt.Errorf("bad port %q", portStr))
 	}
 	l := s.newListener()
 	var lerr error
@@ -82,6 +72,27 @@ func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 		return nil, fail(lerr)
 	}
 	return l, nil
+}
+
+// localPort parses a local address to listen on: ":port", or "addr:port" with
+// the stack's own address or an unspecified one; port 0 asks for an ephemeral
+// port.
+func (s *Stack) localPort(address string) (uint16, error) {
+	host, portStr, err := net.SplitHostPort(address)
+	if err != nil {
+		return 0, err
+	}
+	if host != "" {
+		a, err := netip.ParseAddr(host)
+		if err != nil || (a != s.cfg.Addr && !a.IsUnspecified()) {
+			return 0, fmt.Errorf("address %s is not the stack's (%v)", host, s.cfg.Addr)
+		}
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return 0, fmt.Errorf("bad port %q", portStr)
+	}
+	return uint16(port), nil
 }
 
 // accept runs on the loop when a handshake completes: it registers the

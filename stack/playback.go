@@ -210,6 +210,29 @@ func (p *Playback) run(e *record.Event) {
 		case record.StackClose:
 			p.at(e.T)
 			s.closeLoop()
+		case record.UDPOpen, record.UDPDial:
+			p.at(e.T)
+			port, remote := e.Port, netip.AddrPort{}
+			if e.Kind == record.UDPDial {
+				port, remote = e.Local.Port(), e.Remote
+			}
+			if err := s.udpOpen(s.newUDPConn(), port, remote); err != nil {
+				p.diverge(e, "open UDP port %d: %v", port, err)
+			}
+		case record.UDPSend:
+			p.at(e.T)
+			if u := s.udp[e.Local.Port()]; u != nil {
+				u.sendLoop(e.Remote, e.Data)
+			} else {
+				p.diverge(e, "a datagram from UDP port %d, which the replayed stack has not open", e.Local.Port())
+			}
+		case record.UDPClose:
+			p.at(e.T)
+			if u := s.udp[e.Port]; u != nil {
+				u.closeLoop()
+			} else {
+				p.diverge(e, "no UDP socket on port %d to close", e.Port)
+			}
 		default:
 			// A reading the replayed stack did not ask for.
 			p.diverge(e, "the replayed stack did not ask for the recorded %v", e.Kind)

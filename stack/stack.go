@@ -107,7 +107,8 @@ type Stack struct {
 	// Owned by the loop goroutine.
 	conns      map[tcp.ID]*Conn
 	listeners  map[uint16]*Listener
-	ports      map[uint16]int // local ports in use by connections and listeners
+	ports      map[uint16]int      // local ports in use by connections and listeners
+	udp        map[uint16]*UDPConn // the UDP socket on each local port (udp.go)
 	obuf       []byte
 	ipID       uint16
 	rng        *rand.Rand
@@ -115,6 +116,7 @@ type Stack struct {
 	inputStats InputStats
 	closedTCP  tcp.Counters // counters of endpoints that are gone
 	input      string       // the input path, for Stats: inputDirect, inputReader or inputManual
+	icmpLimit  icmpLimiter  // the ICMP errors' rate limit (icmplimit.go)
 
 	// The flight recorder (flight.go). Loop only.
 	rec       sink           // nil: not recording
@@ -211,6 +213,7 @@ func newStack(cfg Config) (*Stack, error) {
 		conns:           make(map[tcp.ID]*Conn),
 		listeners:       make(map[uint16]*Listener),
 		ports:           make(map[uint16]int),
+		udp:             make(map[uint16]*UDPConn),
 		obuf:            make([]byte, mtu),
 		rng:             rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
@@ -383,6 +386,9 @@ func (s *Stack) closeLoop() {
 	for _, l := range s.listeners {
 		l.tl.Close()
 	}
+	for _, u := range s.udp {
+		u.forget()
+	}
 }
 
 // do runs f on the loop and waits for it. It reports net.ErrClosed if the stack
@@ -503,15 +509,23 @@ func (s *Stack) releasePort(p uint16) {
 // ephemeralPort picks a local port for a connection to remote, from Linux's
 // default range, that no listener uses and no connection to remote uses.
 func (s *Stack) ephemeralPort(remote netip.AddrPort) (uint16, bool) {
+	return s.pickPort(func(p uint16) bool {
+		if _, ok := s.listeners[p]; ok {
+			return false
+		}
+		_, ok := s.conns[tcp.ID{Local: netip.AddrPortFrom(s.cfg.Addr, p), Remote: remote}]
+		return !ok
+	})
+}
+
+// pickPort returns a port of Linux's default ephemeral range
+// (ip_local_port_range, 32768-60999) that free accepts, trying them in order
+// from a random one; TCP and UDP each pick from their own port space.
+func (s *Stack) pickPort(free func(uint16) bool) (uint16, bool) {
 	const lo, hi = 32768, 60999
 	start := lo + s.rng.IntN(hi-lo+1)
 	for i := 0; i <= hi-lo; i++ {
-		p := uint16(lo + (start-lo+i)%(hi-lo+1))
-		if _, ok := s.listeners[p]; ok {
-			continue
-		}
-		id := tcp.ID{Local: netip.AddrPortFrom(s.cfg.Addr, p), Remote: remote}
-		if _, ok := s.conns[id]; !ok {
+		if p := uint16(lo + (start-lo+i)%(hi-lo+1)); free(p) {
 			return p, true
 		}
 	}

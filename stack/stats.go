@@ -15,8 +15,13 @@ type Counters struct {
 	SegmentsIn, SegmentsOut uint64 // TCP segments parsed, and sent
 	ResetsSent              uint64 // RSTs for segments that matched no connection or listener
 	EchoReplies             uint64
-	DeviceErrors            uint64 // failed reads and writes of the device
-	Drops                   Drops
+	// DatagramsIn counts the UDP datagrams delivered to a socket's queue,
+	// DatagramsOut those sent.
+	DatagramsIn, DatagramsOut uint64
+	PortUnreachables          uint64 // ICMP port unreachable sent for UDP to a closed port
+	UnreachablesIn            uint64 // ICMP port unreachable received for a connected UDP socket (its read fails: ECONNREFUSED)
+	DeviceErrors              uint64 // failed reads and writes of the device
+	Drops                     Drops
 }
 
 // Drops counts the packets the stack itself dropped, on input (and the few
@@ -42,6 +47,12 @@ type Drops struct {
 	BadTCPChecksum   uint64
 	BadTCPHeader     uint64
 	NoListener       uint64 // answered with a RST unless it was one
+	BadUDPHeader     uint64 // shorter than the UDP header
+	BadUDPLength     uint64 // a length field below 8 or past the packet's end
+	BadUDPChecksum   uint64
+	UDPNoPort        uint64 // no socket for it: answered with ICMP port unreachable, unless rate-limited
+	UDPQueueFull     uint64 // the socket's receive queue was full (udpQueueLen datagrams)
+	ICMPRateLimited  uint64 // ICMP errors not sent: over the rate limit (icmpLimiter: per destination, and over all)
 	BadICMP          uint64
 	ICMPIgnored      uint64 // ICMP other than echo requests
 	TooBig           uint64 // an outgoing packet larger than the MTU
@@ -63,6 +74,7 @@ type Stats struct {
 	TCP         tcp.Counters
 	Connections int // in the demultiplexer, TIME-WAIT included
 	Listeners   int
+	UDPSockets  int               // open UDP sockets
 	Listen      tcp.ListenerStats // summed over the open listeners; their ResetsSent is also in TCP.ResetsSent
 	Wheel       WheelStats
 }
@@ -132,6 +144,7 @@ func (s *Stack) Stats() Stats {
 		}
 		st.Connections = len(s.conns)
 		st.Listeners = len(s.listeners)
+		st.UDPSockets = len(s.udp)
 		ws := s.wheel.Stats()
 		st.Wheel = WheelStats{
 			Pending: ws.Pending, Fired: ws.Fired, Stopped: ws.Stopped, Cascaded: ws.Cascaded,

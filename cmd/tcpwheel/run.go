@@ -78,7 +78,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.IntVar(&cfg.backlog, "backlog", defaultRunBacklog, "each listener's limit of half-open connections, and of connections waiting for accept")
 	fs.BoolVar(&cfg.rt, "rt", false, "run the stack's loop thread at real-time priority (SCHED_FIFO "+strconv.Itoa(rtPriority)+"); fails where not permitted")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tcpwheel run [flags]\n\nBrings the stack up on a TUN device whose kernel side lives in its own network\nnamespace, and serves echo (7), discard (9) and HTTP (80).\n\nflags:")
+		fmt.Fprintln(stderr, "usage: tcpwheel run [flags]\n\nBrings the stack up on a TUN device whose kernel side lives in its own network\nnamespace, and serves echo (7, TCP and UDP), discard (9) and HTTP (80).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -233,6 +233,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 	fmt.Fprintf(stdout, "       %sip netns exec %s curl -o /dev/null http://%v/bytes/100000000\n", sudo, cfg.netns, cfg.addr)
 	fmt.Fprintf(stdout, "       %sip netns exec %s ping -c 3 %v\n", sudo, cfg.netns, cfg.addr)
 	fmt.Fprintf(stdout, "       echo hello | %sip netns exec %s nc -q1 %v 7\n", sudo, cfg.netns, cfg.addr)
+	fmt.Fprintf(stdout, "       echo hello | %sip netns exec %s nc -u -q1 %v 7    (UDP echo)\n", sudo, cfg.netns, cfg.addr)
 	if cfg.pcap != "" {
 		fmt.Fprintf(stdout, "  recording to %s (read it with: tcpdump -nr %s; replay it with: tcpwheel replay %s)\n", cfg.pcap, cfg.pcap, cfg.pcap)
 	}
@@ -276,8 +277,9 @@ func statsLine(s *stack.Stack) string {
 	if total > 0 {
 		drops.WriteString(")")
 	}
-	return fmt.Sprintf("conns %d | pkts in %d out %d | segs in %d out %d | retrans %d (rto %d, tlp %d, rack %d, fast %d, syn %d) | keepalives %d | rst %d | drops %d%s | device errors %d | input batches %d max %d full %d | timers pending %d fired %d stopped %d, late p50 %v p99 %v",
+	return fmt.Sprintf("conns %d | pkts in %d out %d | segs in %d out %d | udp in %d out %d unreachables %d | retrans %d (rto %d, tlp %d, rack %d, fast %d, syn %d) | keepalives %d | rst %d | drops %d%s | device errors %d | input batches %d max %d full %d | timers pending %d fired %d stopped %d, late p50 %v p99 %v",
 		st.Connections, st.PacketsIn, st.PacketsOut, st.SegmentsIn, st.SegmentsOut,
+		st.DatagramsIn, st.DatagramsOut, st.PortUnreachables,
 		t.SegsRetransmitted, t.RTOEvents, t.TLPProbes, t.RACKRetransmits, t.FastRetransmits-t.RACKRetransmits, t.SYNRetransmits,
 		t.KeepaliveProbes, st.ResetsSent+t.ResetsSent, total, drops.String(), st.DeviceErrors,
 		st.Input.Batches, st.Input.Max, st.Input.Full,
@@ -304,6 +306,7 @@ func statsReport(s *stack.Stack) string {
 // services are the servers `tcpwheel run` offers.
 type services struct {
 	lns  []net.Listener
+	pcs  []net.PacketConn
 	http *http.Server
 }
 
@@ -313,6 +316,9 @@ func (sv *services) close() {
 	}
 	for _, ln := range sv.lns {
 		ln.Close()
+	}
+	for _, pc := range sv.pcs {
+		pc.Close()
 	}
 }
 
@@ -332,6 +338,13 @@ func startServices(s *stack.Stack) (*services, error) {
 		return nil, err
 	}
 	go acceptLoop(echo, func(c net.Conn) { io.Copy(c, c) })
+	udpEcho, err := s.ListenPacket("udp", ":7")
+	if err != nil {
+		sv.close()
+		return nil, err
+	}
+	sv.pcs = append(sv.pcs, udpEcho)
+	go echoPackets(udpEcho)
 	discard, err := listen(9)
 	if err != nil {
 		return nil, err
@@ -344,6 +357,19 @@ func startServices(s *stack.Stack) (*services, error) {
 	sv.http = &http.Server{Handler: httpHandler(s), ReadHeaderTimeout: 10 * time.Second}
 	go sv.http.Serve(web)
 	return sv, nil
+}
+
+// echoPackets sends every datagram back to its sender (RFC 862 over UDP)
+// until pc closes.
+func echoPackets(pc net.PacketConn) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		pc.WriteTo(buf[:n], from)
+	}
 }
 
 func acceptLoop(ln net.Listener, handle func(net.Conn)) {
@@ -371,7 +397,7 @@ func httpHandler(s *stack.Stack) http.Handler {
 		fmt.Fprintln(w, "  GET /bytes/N   streams N bytes (N up to 2^40)")
 		fmt.Fprintln(w, "  GET /stats     the stack's counters")
 		fmt.Fprintln(w, "  GET /metrics   the same, as Prometheus metrics (GET /debug/vars: as JSON)")
-		fmt.Fprintln(w, "  port 7 echoes, port 9 discards")
+		fmt.Fprintln(w, "  port 7 echoes (TCP and UDP), port 9 discards")
 	})
 	metrics.Handle(mux, s)
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {

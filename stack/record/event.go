@@ -64,6 +64,17 @@ const (
 	// of unknown direction (no epb_flags); T is its timestamp in ns since the
 	// Unix epoch, Port its interface's link type.
 	Captured
+	// UDPOpen: the application opened an unconnected UDP socket on Port, at
+	// T (ListenUDP, ListenPacket).
+	UDPOpen
+	// UDPDial: the application opened a UDP socket on Local connected to
+	// Remote, at T (DialUDP).
+	UDPDial
+	// UDPSend: the application sent a datagram from Local to Remote, at T,
+	// with Data its payload.
+	UDPSend
+	// UDPClose: the application closed the UDP socket on Port, at T.
+	UDPClose
 	numKinds
 )
 
@@ -73,6 +84,7 @@ var kindNames = [numKinds]string{
 	ListenClose: "listen-close", Dial: "dial", Write: "write", Read: "read",
 	Close: "close", CloseWrite: "closewrite", Abort: "abort",
 	KeepAlive: "keepalive", StackClose: "stack-close", Captured: "captured",
+	UDPOpen: "udp-open", UDPDial: "udp-dial", UDPSend: "udp-send", UDPClose: "udp-close",
 }
 
 func (k Kind) String() string {
@@ -101,7 +113,7 @@ type Event struct {
 	Port          uint16
 	N             int64
 	Args          []int64
-	Data          []byte // the packet (In, Out) or the cookie key (Listen)
+	Data          []byte // the packet (In, Out), the cookie key (Listen) or the payload (UDPSend)
 	// Block is the event's block in the file (counted from 1, as
 	// Wireshark's frame numbers count packets); Index its place among the
 	// events. Set by the Reader.
@@ -117,8 +129,12 @@ func (e *Event) String() string {
 		s += fmt.Sprintf(" %v->%v n=%d", e.Local, e.Remote, e.N)
 	case QueueFull:
 		s += fmt.Sprintf(" port=%d full=%d", e.Port, e.N)
-	case Listen, ListenClose:
+	case Listen, ListenClose, UDPOpen, UDPClose:
 		s += fmt.Sprintf(" port=%d", e.Port)
+	case UDPDial:
+		s += fmt.Sprintf(" %v->%v", e.Local, e.Remote)
+	case UDPSend:
+		s += fmt.Sprintf(" %v->%v %d bytes", e.Local, e.Remote, len(e.Data))
 	case Dial, CloseWrite, Abort, StackClose:
 		if e.Local.IsValid() {
 			s += fmt.Sprintf(" %v->%v", e.Local, e.Remote)
@@ -164,6 +180,10 @@ var layout = [numKinds]uint8{
 	Abort:       fT | fConn,
 	KeepAlive:   fT | fConn | fN | fArgs,
 	StackClose:  fT,
+	UDPOpen:     fT | fPort,
+	UDPDial:     fT | fConn,
+	UDPSend:     fT | fConn | fData,
+	UDPClose:    fT | fPort,
 }
 
 // appendEvent encodes a custom-block event.
