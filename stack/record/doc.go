@@ -18,7 +18,7 @@
 //   - then, in the order the loop ran them: an Enhanced Packet Block per
 //     packet, its direction in epb_flags (inbound: handled by the stack;
 //     outbound: sent), its timestamp the instant on the stack's clock (Wall
-//     + T - Origin, exact to the nanosecond), and custom blocks of payload
+//     plus T less Origin, exact to the nanosecond), and custom blocks of payload
 //     'E', a version byte and the events between two packets, each a kind
 //     byte and varint fields (event.go).
 //

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -108,11 +109,11 @@ func (rd *reader) block() (bool, error) {
 		if total < 28 || total%4 != 0 || total > maxBlock {
 			return false, fail("bad section header length %d", total)
 		}
-		rd.body = make([]byte, total-12)
-		copy(rd.body, bom[:])
-		if _, err := io.ReadFull(rd.r, rd.body[4:]); err != nil {
+		body, err := readN(rd.r, int(total)-16)
+		if err != nil {
 			return false, fail("truncated section header")
 		}
+		rd.body = append(bom[:], body...)
 		return true, rd.trailer(total, fail)
 	}
 	if rd.bo == nil {
@@ -123,11 +124,27 @@ func (rd *reader) block() (bool, error) {
 	if total < 12 || total%4 != 0 || total > maxBlock {
 		return false, fail("bad block length %d", total)
 	}
-	rd.body = make([]byte, total-12)
-	if _, err := io.ReadFull(rd.r, rd.body); err != nil {
+	body, err := readN(rd.r, int(total)-12)
+	if err != nil {
 		return false, fail("truncated block (%d bytes announced)", total)
 	}
+	rd.body = body
 	return true, rd.trailer(total, fail)
+}
+
+// readN reads n bytes. Past 64 KiB the buffer grows as the bytes arrive, so
+// that a corrupt length in a short file costs no more than the file.
+func readN(r io.Reader, n int) ([]byte, error) {
+	if n <= 64<<10 {
+		b := make([]byte, n)
+		_, err := io.ReadFull(r, b)
+		return b, err
+	}
+	var buf bytes.Buffer
+	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 func (rd *reader) trailer(total uint32, fail func(string, ...any) error) error {
