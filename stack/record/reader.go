@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"time"
 )
 
@@ -239,7 +240,12 @@ func (rd *reader) epb(rec *Recording) error {
 	if sec > uint64(math.MaxInt64/1_000_000_000-1) { // nanoseconds overflow
 		return fmt.Errorf("timestamp out of range")
 	}
-	ns := int64(sec)*1e9 + int64(frac*1e9/ifc.units)
+	// frac*1e9 overflows 64 bits past 1.8e10 units a second (if_tsresol
+	// 11 and up, or 2^-35 s and finer): multiply and divide in 128 bits
+	// (frac < units, so the quotient fits).
+	hi, lo := bits.Mul64(frac, 1e9)
+	sub, _ := bits.Div64(hi, lo, ifc.units)
+	ns := int64(sec)*1e9 + int64(sub)
 	ev := Event{Kind: Captured, Data: data, Port: ifc.link, Block: rd.n}
 	optStart := 20 + (int(capLen)+3)&^3
 	if optStart > len(b) {

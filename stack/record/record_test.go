@@ -407,3 +407,78 @@ func TestWriterDropsPacketKinds(t *testing.T) {
 		t.Errorf("got %d events (stats %d), want none", len(rec.Events), w.Stats().Events)
 	}
 }
+
+// pcapngFile is a section of one interface with if_tsresol res (none if
+// res is -1) and one packet at ts in its units.
+func pcapngFile(res int, ts uint64) []byte {
+	b := le.AppendUint32(nil, 0x0A0D0D0A)
+	b = le.AppendUint32(b, 28)
+	b = le.AppendUint32(b, 0x1A2B3C4D)
+	b = le.AppendUint16(b, 1)
+	b = le.AppendUint16(b, 0)
+	b = le.AppendUint64(b, ^uint64(0))
+	b = le.AppendUint32(b, 28)
+	idb := le.AppendUint16(nil, linkRaw)
+	idb = le.AppendUint16(idb, 0)
+	idb = le.AppendUint32(idb, 0)
+	if res >= 0 {
+		idb = append(le.AppendUint16(le.AppendUint16(idb, 9), 1), byte(res), 0, 0, 0)
+		idb = le.AppendUint32(idb, 0) // opt_endofopt
+	}
+	b = le.AppendUint32(b, 1)
+	b = le.AppendUint32(b, uint32(12+len(idb)))
+	b = append(b, idb...)
+	b = le.AppendUint32(b, uint32(12+len(idb)))
+	pkt := packet(40)
+	b = le.AppendUint32(b, 6)
+	b = le.AppendUint32(b, uint32(32+len(pkt)))
+	b = le.AppendUint32(b, 0)
+	b = le.AppendUint32(b, uint32(ts>>32))
+	b = le.AppendUint32(b, uint32(ts))
+	b = le.AppendUint32(b, uint32(len(pkt)))
+	b = le.AppendUint32(b, uint32(len(pkt)))
+	b = append(b, pkt...)
+	return le.AppendUint32(b, uint32(32+len(pkt)))
+}
+
+// A pcapng file of another tool: its packets are Captured, at their
+// timestamps in nanoseconds since the epoch, whatever the interface's
+// resolution.
+func TestParseTimestampResolutions(t *testing.T) {
+	const sec = 1_700_000_000
+	for _, tc := range []struct {
+		name string
+		res  int
+		ts   uint64
+		want int64
+	}{
+		{"microseconds by default", -1, sec*1e6 + 123456, sec*1e9 + 123456000},
+		{"seconds", 0, sec, sec * 1e9},
+		{"nanoseconds", 9, sec*1e9 + 123456789, sec*1e9 + 123456789},
+		{"picoseconds", 12, 1_700_000*1e12 + 123456789012, 1_700_000*1e9 + 123456789},
+		{"1e-19 s", 19, 1e19 + 5e18 + 7e9, 1e9 + 5e8},
+		{"2^-30 s", 0x80 | 30, sec<<30 | 1<<29, sec*1e9 + 5e8},
+		{"2^-63 s", 0x80 | 63, 1<<63 | 1<<62, 1e9 + 5e8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, err := record.Parse(bytes.NewReader(pcapngFile(tc.res, tc.ts)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Header != nil || len(rec.Events) != 1 {
+				t.Fatalf("header %v, %d events", rec.Header, len(rec.Events))
+			}
+			e := rec.Events[0]
+			if e.Kind != record.Captured || e.Port != linkRaw || e.Block != 3 || !bytes.Equal(e.Data, packet(40)) {
+				t.Errorf("got %+v", e)
+			}
+			if int64(e.T) != tc.want {
+				t.Errorf("at %d ns, want %d", e.T, tc.want)
+			}
+		})
+	}
+	_, err := record.Parse(bytes.NewReader(pcapngFile(20, 0)))
+	if want := "block 2 (offset 28): bad if_tsresol 0x14"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("if_tsresol 20: got %v, want %q", err, want)
+	}
+}
