@@ -56,9 +56,12 @@ test: deps lint
 bench:
 	$(GO) test -run '^$$' -bench 'StartStop|Advance|Expire|Lateness' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./timer/ ./loop/
 
-# A longer fuzzing session of the wheel against its reference model.
+# Longer fuzzing sessions, FUZZTIME each: the wheel against its reference
+# model, and the flight recordings' reader on corrupt files.
+FUZZTIME ?= 60s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzWheel -fuzztime 60s ./timer/
+	$(GO) test -run '^$$' -fuzz '^FuzzWheel$$' -fuzztime $(FUZZTIME) ./timer/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./stack/record/
 
 # The built binary, not `go run` (which exits 1 when its program is
 # interrupted). On a terminal, `set -m` runs it as a job of its own that holds
