@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/tcpwheel/tcpwheel/stack/flighttest"
 	"github.com/tcpwheel/tcpwheel/stack/record"
 )
 
@@ -16,7 +17,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(w)
 	f.Add(w[:len(w)/2])
 	f.Add(w[:28])
-	dialer, listener := liveRecording(f, 3000)
+	dialer, listener := flighttest.Echo(f, 2, 3000)
 	f.Add(dialer)
 	f.Add(listener)
 	f.Add([]byte("not a recording"))

@@ -2,23 +2,18 @@ package record_test
 
 import (
 	"bytes"
-	"context"
-	"io"
 	"math"
 	"net/netip"
 	"testing"
 	"time"
 
-	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/stack/record"
-	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 )
 
 var (
 	addrA = netip.MustParseAddr("198.18.0.1")
-	addrB = netip.MustParseAddr("198.18.0.2")
 	local = netip.AddrPortFrom(addrA, 41000)
-	peer  = netip.AddrPortFrom(addrB, 7)
+	peer  = netip.MustParseAddrPort("198.18.0.2:7")
 	// wall and origin place the recordings' packets on the wall clock.
 	wall   = time.Date(2026, 11, 23, 21, 0, 0, 123456789, time.UTC)
 	origin = 5 * time.Second
@@ -89,56 +84,4 @@ func packet(n int) []byte {
 	}
 	b[0], b[2], b[3], b[9] = 0x45, byte(n>>8), byte(n), 6
 	return b
-}
-
-// liveRecording records two stacks over an in-memory pipe: the listener
-// echoes one connection of size bytes. It returns the dialer's and the
-// listener's recordings.
-func liveRecording(t testing.TB, size int) (dialer, listener []byte) {
-	t.Helper()
-	da, db := tuntest.Pipe(1500)
-	var ra, rb bytes.Buffer
-	a, err := stack.New(stack.Config{Device: da, Addr: addrA, Record: &ra})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := stack.New(stack.Config{Device: db, Addr: addrB, Record: &rb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := b.Listen("tcp", ":7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		io.Copy(c, c)
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := a.DialContext(ctx, "tcp", "198.18.0.2:7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	msg := bytes.Repeat([]byte("echo"), size/4)
-	go func() { c.Write(msg); c.(*stack.Conn).CloseWrite() }()
-	got, err := io.ReadAll(c)
-	c.Close()
-	if err != nil || !bytes.Equal(got, msg) {
-		t.Fatalf("echo of %d bytes: got %d, %v", len(msg), len(got), err)
-	}
-	ln.Close()
-	time.Sleep(50 * time.Millisecond) // the last ACKs (as stack's flight tests)
-	a.Close()
-	b.Close()
-	if err := a.RecordErr(); err != nil {
-		t.Fatal(err)
-	}
-	return ra.Bytes(), rb.Bytes()
 }

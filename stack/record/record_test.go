@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
+	"github.com/tcpwheel/tcpwheel/stack/flighttest"
 	"github.com/tcpwheel/tcpwheel/stack/record"
 )
 
@@ -209,7 +210,7 @@ func TestTcpdumpReadsRecording(t *testing.T) {
 		}
 		t.Skip("tcpdump is not installed")
 	}
-	dialer, _ := liveRecording(t, 3000)
+	dialer, _ := flighttest.Echo(t, 1, 3000)
 	path := filepath.Join(t.TempDir(), "dialer.pcapng")
 	if err := os.WriteFile(path, dialer, 0o644); err != nil {
 		t.Fatal(err)
