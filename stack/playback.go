@@ -169,17 +169,27 @@ func (p *Playback) run(e *record.Event) {
 			}
 		case record.Dial:
 			p.at(e.T)
-			if _, err := s.dial(id); err != nil {
+			// The stack dials from its address, to an IPv4 one (tcp.Dial and
+			// the IP layer take that for granted).
+			if e.Local.Addr() != s.cfg.Addr || !e.Remote.Addr().Is4() {
+				p.diverge(e, "dial %v -> %v: not from the stack's address %v to an IPv4 address", e.Local, e.Remote, s.cfg.Addr)
+			} else if _, err := s.dial(id); err != nil {
 				p.diverge(e, "dial %v -> %v: %v", e.Local, e.Remote, err)
 			}
 		case record.Write:
 			p.at(e.T)
+			if !p.ioSize(e) {
+				break
+			}
 			if c := conn(); c != nil {
 				n, _ := c.write(p.bytes(id, int(e.N)))
 				p.written[id] += n
 			}
 		case record.Read:
 			p.at(e.T)
+			if !p.ioSize(e) {
+				break
+			}
 			if c := conn(); c != nil {
 				if cap(p.scratch) < int(e.N) {
 					p.scratch = make([]byte, e.N)
@@ -203,7 +213,9 @@ func (p *Playback) run(e *record.Event) {
 			}
 		case record.KeepAlive:
 			p.at(e.T)
-			if c := conn(); c != nil && len(e.Args) == 3 {
+			if len(e.Args) != 3 {
+				p.diverge(e, "keepalive with %d arguments, not 3 (idle, interval, count)", len(e.Args))
+			} else if c := conn(); c != nil {
 				c.keepAlive(net.KeepAliveConfig{Enable: e.N == 1, Idle: time.Duration(e.Args[0]),
 					Interval: time.Duration(e.Args[1]), Count: int(e.Args[2])})
 			}
@@ -217,11 +229,22 @@ func (p *Playback) run(e *record.Event) {
 	})
 }
 
-// bytes returns the next n bytes id's application wrote.
-func (p *Playback) bytes(id tcp.ID, n int) []byte {
-	if n < 0 || n > 1<<30 {
-		return nil
+// maxIO bounds a recorded read's or write's size: a corrupt recording's
+// cannot make the replay allocate more (or a negative size).
+const maxIO = 1 << 30
+
+// ioSize reports whether e's size is one an application could have passed,
+// and diverges if not.
+func (p *Playback) ioSize(e *record.Event) bool {
+	if e.N < 0 || e.N > maxIO {
+		p.diverge(e, "a %v of %d bytes", e.Kind, e.N)
+		return false
 	}
+	return true
+}
+
+// bytes returns the next n bytes id's application wrote (0 <= n <= maxIO).
+func (p *Playback) bytes(id tcp.ID, n int) []byte {
 	if cap(p.scratch) < n {
 		p.scratch = make([]byte, n)
 	}

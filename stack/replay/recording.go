@@ -222,6 +222,7 @@ func Replay(rec *record.Recording, opt ReplayOptions) (*Report, error) {
 		cr := ConnReport{Conn: c, Got: len(got[id])}
 		f := recFormatter(rec, id)
 		w, g := want[id], got[id]
+		ts0 := firstTSVal(w) // both sides' TSvals relative to the recording's first
 		for k := range max(len(w), len(g)) {
 			d := Diff{Index: k + 1}
 			var we, ge *record.Event
@@ -230,12 +231,12 @@ func Replay(rec *record.Recording, opt ReplayOptions) (*Report, error) {
 				we = w[k]
 				_, ws, _ = connOf(we)
 				d.Packet = we.Index
-				d.Want = f.seg(&ws, we.T-time.Duration(rec.Header.Origin), 0)
+				d.Want = f.seg(&ws, we.T-time.Duration(rec.Header.Origin), ts0)
 			}
 			if k < len(g) {
 				ge = g[k]
 				_, gs, _ = connOf(ge)
-				d.Got = f.seg(&gs, ge.T-time.Duration(rec.Header.Origin), 0)
+				d.Got = f.seg(&gs, ge.T-time.Duration(rec.Header.Origin), ts0)
 			}
 			if we != nil && ge != nil {
 				if samePacket(we, ge) {
@@ -258,6 +259,17 @@ func Replay(rec *record.Recording, opt ReplayOptions) (*Report, error) {
 		r.Conns = append(r.Conns, cr)
 	}
 	return r, nil
+}
+
+// firstTSVal is the TSval of the first of a connection's packets that has
+// one, or 0.
+func firstTSVal(pkts []*record.Event) uint32 {
+	for _, e := range pkts {
+		if _, seg, ok := connOf(e); ok && seg.Options.TS {
+			return seg.Options.TSVal
+		}
+	}
+	return 0
 }
 
 // ipv4Fixed is the part of an IPv4 header up to the checksum's end: the
