@@ -182,7 +182,11 @@ func (p *Playback) run(e *record.Event) {
 				break
 			}
 			if c := conn(); c != nil {
-				n, _ := c.write(p.bytes(id, int(e.N)))
+				// As c.write, with the bytes the endpoint can take of the
+				// e.N offered (tcp.Endpoint.Write takes no more than the
+				// send buffer's free space): a large write costs no more.
+				c.event(record.Write, e.N)
+				n, _ := c.ep.Write(p.bytes(id, ioLen(e.N, c.ep.Writable())))
 				p.written[id] += n
 			}
 		case record.Read:
@@ -191,10 +195,13 @@ func (p *Playback) run(e *record.Event) {
 				break
 			}
 			if c := conn(); c != nil {
-				if cap(p.scratch) < int(e.N) {
-					p.scratch = make([]byte, e.N)
+				// As c.read, with a buffer of what the read can return.
+				c.event(record.Read, e.N)
+				n := ioLen(e.N, c.ep.Readable())
+				if cap(p.scratch) < n {
+					p.scratch = make([]byte, n)
 				}
-				c.read(p.scratch[:e.N])
+				c.ep.Read(p.scratch[:n])
 			}
 		case record.Close:
 			p.at(e.T)
@@ -229,21 +236,25 @@ func (p *Playback) run(e *record.Event) {
 	})
 }
 
-// maxIO bounds a recorded read's or write's size: a corrupt recording's
-// cannot make the replay allocate more (or a negative size).
-const maxIO = 1 << 30
-
-// ioSize reports whether e's size is one an application could have passed,
-// and diverges if not.
+// ioSize reports whether e's size is one an application could have passed
+// (not negative), and diverges if not.
 func (p *Playback) ioSize(e *record.Event) bool {
-	if e.N < 0 || e.N > maxIO {
+	if e.N < 0 {
 		p.diverge(e, "a %v of %d bytes", e.Kind, e.N)
 		return false
 	}
 	return true
 }
 
-// bytes returns the next n bytes id's application wrote (0 <= n <= maxIO).
+// ioLen is the length of a buffer that a read or write of n bytes, of which
+// the endpoint can take or return avail, needs for the same outcome: at most
+// avail, and not zero unless n is (tcp.Endpoint.Read tells a read of zero
+// bytes apart).
+func ioLen(n int64, avail int) int {
+	return int(min(n, int64(max(avail, 1))))
+}
+
+// bytes returns the next n bytes id's application wrote.
 func (p *Playback) bytes(id tcp.ID, n int) []byte {
 	if cap(p.scratch) < n {
 		p.scratch = make([]byte, n)
@@ -260,6 +271,7 @@ func (p *Playback) bytes(id tcp.ID, n int) []byte {
 // packets, by position after its ISN.
 func (p *Playback) buildStreams() {
 	isn := map[tcp.ID]seqnum.Value{}
+	sent := map[tcp.ID]int{} // payload bytes in the connection's packets so far
 	for i := range p.ev {
 		e := &p.ev[i]
 		switch e.Kind {
@@ -278,9 +290,13 @@ func (p *Playback) buildStreams() {
 			if seg.Flags&tcp.FlagSYN != 0 {
 				off = 0
 			}
-			if off < 0 || off > 1<<30 {
+			// New data starts where the data sent before it ends: an offset
+			// past all of it is a corrupt recording's (an edited ISN), which
+			// must not make the stream that long.
+			if off < 0 || off > sent[id] || off > 1<<30 {
 				continue
 			}
+			sent[id] += len(seg.Payload)
 			st := p.streams[id]
 			if need := off + len(seg.Payload); need > len(st) {
 				st = append(st, make([]byte, need-len(st))...)

@@ -58,7 +58,7 @@ func FuzzReplayEdits(f *testing.F) {
 		return binary.LittleEndian.AppendUint64(append(b, what), uint64(v))
 	}
 	f.Add(false, op(8, 2, -1))               // a read of -1 bytes
-	f.Add(true, op(23, 2, 1<<40))            // a write of 1 TiB
+	f.Add(true, op(23, 2, 1<<40))            // a write of 1 TiB (costs no TiB)
 	f.Add(false, op(4, 6, 0))                // the SYN-ACK dropped
 	f.Add(true, op(75, 0, int64(time.Hour))) // the listener closed an hour later
 	f.Add(false, op(1, 5, 1))                // the ISN's port changed

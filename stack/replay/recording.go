@@ -157,6 +157,10 @@ func connOf(e *record.Event) (tcp.ID, tcp.Segment, bool) {
 	return tcp.ID{Local: p.Dst, Remote: p.Src}, p.Seg, true
 }
 
+// ErrConn is wrapped by Replay's error when ReplayOptions.Conn names no
+// connection of the recording.
+var ErrConn = errors.New("replay: bad connection")
+
 // pick resolves ReplayOptions.Conn.
 func pick(cs []Conn, sel string) (*Conn, error) {
 	if sel == "" {
@@ -164,7 +168,7 @@ func pick(cs []Conn, sel string) (*Conn, error) {
 	}
 	if n, err := strconv.Atoi(sel); err == nil {
 		if n < 1 || n > len(cs) {
-			return nil, fmt.Errorf("replay: connection %d: the recording has %d", n, len(cs))
+			return nil, fmt.Errorf("%w: connection %d: the recording has %d", ErrConn, n, len(cs))
 		}
 		return &cs[n-1], nil
 	}
@@ -172,7 +176,7 @@ func pick(cs []Conn, sel string) (*Conn, error) {
 	pa, erra := netip.ParseAddrPort(a)
 	pb, errb := netip.ParseAddrPort(b)
 	if !ok || erra != nil || errb != nil {
-		return nil, fmt.Errorf("replay: connection %q is neither a number nor ADDR:PORT-ADDR:PORT", sel)
+		return nil, fmt.Errorf("%w: %q is neither a number nor ADDR:PORT-ADDR:PORT", ErrConn, sel)
 	}
 	for i := range cs {
 		c := &cs[i]
@@ -180,7 +184,7 @@ func pick(cs []Conn, sel string) (*Conn, error) {
 			return c, nil
 		}
 	}
-	return nil, fmt.Errorf("replay: no connection %v <-> %v in the recording", pa, pb)
+	return nil, fmt.Errorf("%w: no connection %v <-> %v in the recording", ErrConn, pa, pb)
 }
 
 // Replay runs the flight recording again (stack.Playback) and compares,
