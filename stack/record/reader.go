@@ -205,6 +205,9 @@ func (rd *reader) handle(rec *Recording) error {
 		if len(rd.ifaces) == 0 {
 			return fmt.Errorf("a packet before any interface")
 		}
+		if rec.Header != nil { // as an EPB without epb_flags
+			return fmt.Errorf("a packet without its direction (a simple packet block) in a recording")
+		}
 		n := min(int(bo.Uint32(b)), len(b)-4)
 		rec.Events = append(rec.Events, Event{Kind: Captured, Data: b[4 : 4+n], Port: rd.ifaces[0].link, Block: rd.n, Index: rd.index()})
 	case blockCB, blockCBNo:

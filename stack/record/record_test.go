@@ -304,6 +304,8 @@ func TestParseBadFiles(t *testing.T) {
 		{"captured length beyond the block", patch(bs[4].off+20, 200), at(4) + "captured length 200 beyond the block"},
 		{"snapped packet", patch(bs[4].off+24, 200), at(4) + "packet cut short by the snap length (40 of 200 bytes)"},
 		{"packet without direction", patch(bs[4].off+28+40, 0xff), at(4) + "a packet without its direction"},
+		{"simple packet block in a recording", append(upTo(3), 3, 0, 0, 0, 20, 0, 0, 0, 4, 0, 0, 0, 1, 2, 3, 4, 20, 0, 0, 0),
+			at(3) + "a packet without its direction (a simple packet block) in a recording"},
 		{"option beyond the block", patch(bs[4].off+28+40+2, 200), at(4) + "option 2 (200 bytes) beyond the block"},
 		{"another recorder", withHeader(`"recorder":"tcpwheel"`, `"recorder":"gvisor"`), at(2) + `a recording of "gvisor", not of tcpwheel`},
 		{"newer format", withHeader(`"format":1`, `"format":2`), at(2) + "recording format 2; this version reads 1"},
