@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
 	"github.com/tcpwheel/tcpwheel/stack/flighttest"
 	"github.com/tcpwheel/tcpwheel/stack/record"
 	"github.com/tcpwheel/tcpwheel/stack/replay"
@@ -234,5 +237,55 @@ func TestReplayRecordingUpdate(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "match: every packet of 2 connections") {
 		t.Errorf("the updated recording: %s", out.String())
+	}
+}
+
+// A pcapng capture that no recorder wrote replays as a pcap does (the
+// capture's replay, with the JSON script beside it).
+func TestReplayCommandPcapng(t *testing.T) {
+	raw, err := os.ReadFile(goldenCapture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkts, err := replay.ParseCapture(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := pcapgo.NewNgWriter(&buf, layers.LinkTypeRaw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkts {
+		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Raw), Length: len(p.Raw)}, p.Raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rto.pcapng")
+	script, err := os.ReadFile(replay.ScriptPath(goldenCapture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(replay.ScriptPath(path), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if err := run([]string{"replay", path}, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	want := fmt.Sprintf("%s: %d packets, stack 198.18.0.2:7000, peer ", path, len(pkts))
+	if !strings.HasPrefix(out.String(), want) || !strings.Contains(out.String(), "\nmatch: ") || strings.Contains(out.String(), "no script") {
+		t.Errorf("got %q, want %q..., the script's replay and a match", out.String(), want)
+	}
+	err = run([]string{"replay", "-list", path}, &out, &errb)
+	if err == nil || !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "are for flight recordings") {
+		t.Errorf("-list on a capture: got %v, want a usage error", err)
 	}
 }
