@@ -56,11 +56,16 @@ test: deps lint
 bench:
 	$(GO) test -run '^$$' -bench 'StartStop|Advance|Expire|Lateness' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./timer/ ./loop/
 
-# A longer fuzzing session of the wheel against its reference model, and of the
-# stack's input path (IPv4, TCP, UDP, ICMP) with arbitrary packets.
+# Longer fuzzing sessions, FUZZTIME each: the wheel against its reference
+# model, the stack's input path (IPv4, TCP, UDP, ICMP) with arbitrary packets,
+# the flight recordings' reader on corrupt files, and their replay on
+# recordings edited event by event.
+FUZZTIME ?= 60s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzWheel -fuzztime 60s ./timer/
-	$(GO) test -run '^$$' -fuzz FuzzInput -fuzztime 60s ./stack/
+	$(GO) test -run '^$$' -fuzz '^FuzzWheel$$' -fuzztime $(FUZZTIME) ./timer/
+	$(GO) test -run '^$$' -fuzz '^FuzzInput$$' -fuzztime $(FUZZTIME) ./stack/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./stack/record/
+	$(GO) test -run '^$$' -fuzz '^FuzzReplayEdits$$' -fuzztime $(FUZZTIME) ./stack/replay/
 
 # The built binary, not `go run` (which exits 1 when its program is
 # interrupted). On a terminal, `set -m` runs it as a job of its own that holds

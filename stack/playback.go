@@ -169,22 +169,39 @@ func (p *Playback) run(e *record.Event) {
 			}
 		case record.Dial:
 			p.at(e.T)
-			if _, err := s.dial(id); err != nil {
+			// The stack dials from its address, to an IPv4 one (tcp.Dial and
+			// the IP layer take that for granted).
+			if e.Local.Addr() != s.cfg.Addr || !e.Remote.Addr().Is4() {
+				p.diverge(e, "dial %v -> %v: not from the stack's address %v to an IPv4 address", e.Local, e.Remote, s.cfg.Addr)
+			} else if _, err := s.dial(id); err != nil {
 				p.diverge(e, "dial %v -> %v: %v", e.Local, e.Remote, err)
 			}
 		case record.Write:
 			p.at(e.T)
+			if !p.ioSize(e) {
+				break
+			}
 			if c := conn(); c != nil {
-				n, _ := c.write(p.bytes(id, int(e.N)))
+				// As c.write, with the bytes the endpoint can take of the
+				// e.N offered (tcp.Endpoint.Write takes no more than the
+				// send buffer's free space): a large write costs no more.
+				c.event(record.Write, e.N)
+				n, _ := c.ep.Write(p.bytes(id, ioLen(e.N, c.ep.Writable())))
 				p.written[id] += n
 			}
 		case record.Read:
 			p.at(e.T)
+			if !p.ioSize(e) {
+				break
+			}
 			if c := conn(); c != nil {
-				if cap(p.scratch) < int(e.N) {
-					p.scratch = make([]byte, e.N)
+				// As c.read, with a buffer of what the read can return.
+				c.event(record.Read, e.N)
+				n := ioLen(e.N, c.ep.Readable())
+				if cap(p.scratch) < n {
+					p.scratch = make([]byte, n)
 				}
-				c.read(p.scratch[:e.N])
+				c.ep.Read(p.scratch[:n])
 			}
 		case record.Close:
 			p.at(e.T)
@@ -203,7 +220,9 @@ func (p *Playback) run(e *record.Event) {
 			}
 		case record.KeepAlive:
 			p.at(e.T)
-			if c := conn(); c != nil && len(e.Args) == 3 {
+			if len(e.Args) != 3 {
+				p.diverge(e, "keepalive with %d arguments, not 3 (idle, interval, count)", len(e.Args))
+			} else if c := conn(); c != nil {
 				c.keepAlive(net.KeepAliveConfig{Enable: e.N == 1, Idle: time.Duration(e.Args[0]),
 					Interval: time.Duration(e.Args[1]), Count: int(e.Args[2])})
 			}
@@ -240,11 +259,26 @@ func (p *Playback) run(e *record.Event) {
 	})
 }
 
+// ioSize reports whether e's size is one an application could have passed
+// (not negative), and diverges if not.
+func (p *Playback) ioSize(e *record.Event) bool {
+	if e.N < 0 {
+		p.diverge(e, "a %v of %d bytes", e.Kind, e.N)
+		return false
+	}
+	return true
+}
+
+// ioLen is the length of a buffer that a read or write of n bytes, of which
+// the endpoint can take or return avail, needs for the same outcome: at most
+// avail, and not zero unless n is (tcp.Endpoint.Read tells a read of zero
+// bytes apart).
+func ioLen(n int64, avail int) int {
+	return int(min(n, int64(max(avail, 1))))
+}
+
 // bytes returns the next n bytes id's application wrote.
 func (p *Playback) bytes(id tcp.ID, n int) []byte {
-	if n < 0 || n > 1<<30 {
-		return nil
-	}
 	if cap(p.scratch) < n {
 		p.scratch = make([]byte, n)
 	}
@@ -260,6 +294,7 @@ func (p *Playback) bytes(id tcp.ID, n int) []byte {
 // packets, by position after its ISN.
 func (p *Playback) buildStreams() {
 	isn := map[tcp.ID]seqnum.Value{}
+	sent := map[tcp.ID]int{} // payload bytes in the connection's packets so far
 	for i := range p.ev {
 		e := &p.ev[i]
 		switch e.Kind {
@@ -278,9 +313,13 @@ func (p *Playback) buildStreams() {
 			if seg.Flags&tcp.FlagSYN != 0 {
 				off = 0
 			}
-			if off < 0 || off > 1<<30 {
+			// New data starts where the data sent before it ends: an offset
+			// past all of it is a corrupt recording's (an edited ISN), which
+			// must not make the stream that long.
+			if off < 0 || off > sent[id] || off > 1<<30 {
 				continue
 			}
+			sent[id] += len(seg.Payload)
 			st := p.streams[id]
 			if need := off + len(seg.Payload); need > len(st) {
 				st = append(st, make([]byte, need-len(st))...)

@@ -136,6 +136,9 @@ func replayRecording(path string, rec *record.Recording, conn string, list, upda
 		opt.Rerecord = &re
 	}
 	r, err := replay.Replay(rec, opt)
+	if errors.Is(err, replay.ErrConn) {
+		return fmt.Errorf("%w: -conn: %v", errUsage, err)
+	}
 	if err != nil {
 		return err
 	}

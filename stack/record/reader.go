@@ -1,11 +1,13 @@
 package record
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"time"
 )
 
@@ -108,11 +110,11 @@ func (rd *reader) block() (bool, error) {
 		if total < 28 || total%4 != 0 || total > maxBlock {
 			return false, fail("bad section header length %d", total)
 		}
-		rd.body = make([]byte, total-12)
-		copy(rd.body, bom[:])
-		if _, err := io.ReadFull(rd.r, rd.body[4:]); err != nil {
+		body, err := readN(rd.r, int(total)-16)
+		if err != nil {
 			return false, fail("truncated section header")
 		}
+		rd.body = append(bom[:], body...)
 		return true, rd.trailer(total, fail)
 	}
 	if rd.bo == nil {
@@ -123,11 +125,27 @@ func (rd *reader) block() (bool, error) {
 	if total < 12 || total%4 != 0 || total > maxBlock {
 		return false, fail("bad block length %d", total)
 	}
-	rd.body = make([]byte, total-12)
-	if _, err := io.ReadFull(rd.r, rd.body); err != nil {
+	body, err := readN(rd.r, int(total)-12)
+	if err != nil {
 		return false, fail("truncated block (%d bytes announced)", total)
 	}
+	rd.body = body
 	return true, rd.trailer(total, fail)
+}
+
+// readN reads n bytes. Past 64 KiB the buffer grows as the bytes arrive, so
+// that a corrupt length in a short file costs no more than the file.
+func readN(r io.Reader, n int) ([]byte, error) {
+	if n <= 64<<10 {
+		b := make([]byte, n)
+		_, err := io.ReadFull(r, b)
+		return b, err
+	}
+	var buf bytes.Buffer
+	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 func (rd *reader) trailer(total uint32, fail func(string, ...any) error) error {
@@ -187,6 +205,9 @@ func (rd *reader) handle(rec *Recording) error {
 		if len(rd.ifaces) == 0 {
 			return fmt.Errorf("a packet before any interface")
 		}
+		if rec.Header != nil { // as an EPB without epb_flags
+			return fmt.Errorf("a packet without its direction (a simple packet block) in a recording")
+		}
 		n := min(int(bo.Uint32(b)), len(b)-4)
 		rec.Events = append(rec.Events, Event{Kind: Captured, Data: b[4 : 4+n], Port: rd.ifaces[0].link, Block: rd.n, Index: rd.index()})
 	case blockCB, blockCBNo:
@@ -222,7 +243,12 @@ func (rd *reader) epb(rec *Recording) error {
 	if sec > uint64(math.MaxInt64/1_000_000_000-1) { // nanoseconds overflow
 		return fmt.Errorf("timestamp out of range")
 	}
-	ns := int64(sec)*1e9 + int64(frac*1e9/ifc.units)
+	// frac*1e9 overflows 64 bits past 1.8e10 units a second (if_tsresol
+	// 11 and up, or 2^-35 s and finer): multiply and divide in 128 bits
+	// (frac < units, so the quotient fits).
+	hi, lo := bits.Mul64(frac, 1e9)
+	sub, _ := bits.Div64(hi, lo, ifc.units)
+	ns := int64(sec)*1e9 + int64(sub)
 	ev := Event{Kind: Captured, Data: data, Port: ifc.link, Block: rd.n}
 	optStart := 20 + (int(capLen)+3)&^3
 	if optStart > len(b) {

@@ -157,6 +157,10 @@ func connOf(e *record.Event) (tcp.ID, tcp.Segment, bool) {
 	return tcp.ID{Local: p.Dst, Remote: p.Src}, p.Seg, true
 }
 
+// ErrConn is wrapped by Replay's error when ReplayOptions.Conn names no
+// connection of the recording.
+var ErrConn = errors.New("replay: bad connection")
+
 // pick resolves ReplayOptions.Conn.
 func pick(cs []Conn, sel string) (*Conn, error) {
 	if sel == "" {
@@ -164,7 +168,7 @@ func pick(cs []Conn, sel string) (*Conn, error) {
 	}
 	if n, err := strconv.Atoi(sel); err == nil {
 		if n < 1 || n > len(cs) {
-			return nil, fmt.Errorf("replay: connection %d: the recording has %d", n, len(cs))
+			return nil, fmt.Errorf("%w: connection %d: the recording has %d", ErrConn, n, len(cs))
 		}
 		return &cs[n-1], nil
 	}
@@ -172,7 +176,7 @@ func pick(cs []Conn, sel string) (*Conn, error) {
 	pa, erra := netip.ParseAddrPort(a)
 	pb, errb := netip.ParseAddrPort(b)
 	if !ok || erra != nil || errb != nil {
-		return nil, fmt.Errorf("replay: connection %q is neither a number nor ADDR:PORT-ADDR:PORT", sel)
+		return nil, fmt.Errorf("%w: %q is neither a number nor ADDR:PORT-ADDR:PORT", ErrConn, sel)
 	}
 	for i := range cs {
 		c := &cs[i]
@@ -180,7 +184,7 @@ func pick(cs []Conn, sel string) (*Conn, error) {
 			return c, nil
 		}
 	}
-	return nil, fmt.Errorf("replay: no connection %v <-> %v in the recording", pa, pb)
+	return nil, fmt.Errorf("%w: no connection %v <-> %v in the recording", ErrConn, pa, pb)
 }
 
 // Replay runs the flight recording again (stack.Playback) and compares,
@@ -222,6 +226,7 @@ func Replay(rec *record.Recording, opt ReplayOptions) (*Report, error) {
 		cr := ConnReport{Conn: c, Got: len(got[id])}
 		f := recFormatter(rec, id)
 		w, g := want[id], got[id]
+		ts0 := firstTSVal(w) // both sides' TSvals relative to the recording's first
 		for k := range max(len(w), len(g)) {
 			d := Diff{Index: k + 1}
 			var we, ge *record.Event
@@ -230,12 +235,12 @@ func Replay(rec *record.Recording, opt ReplayOptions) (*Report, error) {
 				we = w[k]
 				_, ws, _ = connOf(we)
 				d.Packet = we.Index
-				d.Want = f.seg(&ws, we.T-time.Duration(rec.Header.Origin), 0)
+				d.Want = f.seg(&ws, we.T-time.Duration(rec.Header.Origin), ts0)
 			}
 			if k < len(g) {
 				ge = g[k]
 				_, gs, _ = connOf(ge)
-				d.Got = f.seg(&gs, ge.T-time.Duration(rec.Header.Origin), 0)
+				d.Got = f.seg(&gs, ge.T-time.Duration(rec.Header.Origin), ts0)
 			}
 			if we != nil && ge != nil {
 				if samePacket(we, ge) {
@@ -258,6 +263,17 @@ func Replay(rec *record.Recording, opt ReplayOptions) (*Report, error) {
 		r.Conns = append(r.Conns, cr)
 	}
 	return r, nil
+}
+
+// firstTSVal is the TSval of the first of a connection's packets that has
+// one, or 0.
+func firstTSVal(pkts []*record.Event) uint32 {
+	for _, e := range pkts {
+		if _, seg, ok := connOf(e); ok && seg.Options.TS {
+			return seg.Options.TSVal
+		}
+	}
+	return 0
 }
 
 // ipv4Fixed is the part of an IPv4 header up to the checksum's end: the

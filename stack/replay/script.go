@@ -91,7 +91,7 @@ type Duration = record.Duration
 
 // ScriptPath is where the script of the capture at path lives.
 func ScriptPath(path string) string {
-	return strings.TrimSuffix(path, ".pcap") + ".json"
+	return strings.TrimSuffix(strings.TrimSuffix(path, ".pcapng"), ".pcap") + ".json"
 }
 
 // LoadScript reads a script; a missing file is (nil, nil).
