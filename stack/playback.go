@@ -42,7 +42,7 @@ type Playback struct {
 	written map[tcp.ID]int
 	// conns are the connections the replayed stack made, by 4-tuple (the
 	// latest of each): the application may call one after it has closed.
-	conns map[tcp.ID]*Conn
+	conns   map[tcp.ID]*Conn
 	scratch []byte
 }
 

@@ -59,9 +59,10 @@ type Config struct {
 	// with what a replay needs to run it again exactly (the loop's expiries
 	// and batches, the application's calls, the ISNs). tcpdump and Wireshark
 	// read it; `tcpwheel replay` and package stack/replay replay it. It is
-	// written on the loop, through a 1 MiB buffer; Close flushes it (not
-	// closing Record). A write error ends the recording, not the stack:
-	// RecordErr reports it.
+	// encoded on the loop into 1 MiB buffers, which a goroutine writes to
+	// Record in order (record.Writer); Close flushes it (not closing
+	// Record). A write error ends the recording, not the stack: RecordErr
+	// reports it.
 	Record io.Writer
 }
 
