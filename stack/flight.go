@@ -185,12 +185,14 @@ func (s *Stack) recordOut(pkt []byte) {
 	s.rec.Packet(false, t, pkt)
 }
 
-// endBatch ends a batch of input.
+// endBatch ends a batch of input: recorded, then the ACKs held for its end
+// are sent (flushAcks).
 func (s *Stack) endBatch() {
 	if s.rec != nil {
 		s.hasSendAt = false
 		s.rec.Event(&record.Event{Kind: record.Batch, T: s.wheel.Now()})
 	}
+	s.flushAcks()
 }
 
 // onExpire is the loop's expiry hook while recording.
