@@ -14,7 +14,13 @@ import (
 // the client's connection.
 func ackBatchSetup(t *testing.T, n int) (p *manualPair, c *Conn, segs [][]byte, mss int) {
 	t.Helper()
-	p = newManualPair(t)
+	return ackBatchSetupWith(t, n, tcp.Config{})
+}
+
+// ackBatchSetupWith is ackBatchSetup with both stacks' TCP configured by tc.
+func ackBatchSetupWith(t *testing.T, n int, tc tcp.Config) (p *manualPair, c *Conn, segs [][]byte, mss int) {
+	t.Helper()
+	p = newManualPairWith(t, tc)
 	c, s := p.connect()
 	mss = s.Info().SndMSS
 	if _, err := s.TryWrite(make([]byte, n*mss)); err != nil {
@@ -102,23 +108,37 @@ func TestAckPerBatch(t *testing.T) {
 			}
 		})
 	}
-	t.Run("one at a time", func(t *testing.T) {
-		const n = 10
-		p, _, segs, mss := ackBatchSetup(t, n)
-		base := firstSeq(t, segs[0])
-		for _, seg := range segs {
-			if err := p.a.Inject(seg); err != nil {
-				t.Fatal(err)
+	// One at a time, or in one batch with coalescing off: one ACK for every
+	// second segment.
+	for _, tc := range []struct {
+		name    string
+		batched bool
+	}{{"one at a time", false}, {"coalescing off", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 10
+			p, _, segs, mss := ackBatchSetupWith(t, n, tcp.Config{DisableAckCoalescing: tc.batched})
+			base := firstSeq(t, segs[0])
+			batches := [][][]byte{segs}
+			if !tc.batched {
+				batches = nil
+				for _, seg := range segs {
+					batches = append(batches, [][]byte{seg})
+				}
 			}
-		}
-		var want []string
-		for i := 2; i <= n; i += 2 {
-			want = append(want, fmt.Sprintf("ack=%d", i*mss))
-		}
-		if got := acksOut(t, p, base); !equalStrings(got, want) {
-			t.Fatalf("ACKs of %d segments in batches of one: %q, want %q", n, got, want)
-		}
-	})
+			for _, b := range batches {
+				if err := p.a.Wake(time.Millisecond, b...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var want []string
+			for i := 2; i <= n; i += 2 {
+				want = append(want, fmt.Sprintf("ack=%d", i*mss))
+			}
+			if got := acksOut(t, p, base); !equalStrings(got, want) {
+				t.Fatalf("ACKs of %d segments: %q, want %q", n, got, want)
+			}
+		})
+	}
 }
 
 // Out-of-order data is ACKed at once, inside the batch, with its SACK block

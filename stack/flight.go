@@ -70,7 +70,7 @@ func (s *Stack) recordHeader(wall time.Time) record.Header {
 			DisableRACKTLP: c.DisableRACKTLP, DisableRecoveryProbe: c.DisableRecoveryProbe,
 			TLPMaxAckDelay: d(c.TLPMaxAckDelay), TLPSlack: d(c.TLPSlack),
 			DisableTimestamps: c.DisableTimestamps, DisableSACK: c.DisableSACK,
-			DisableWindowScale: c.DisableWindowScale,
+			DisableWindowScale: c.DisableWindowScale, DisableAckCoalescing: c.DisableAckCoalescing,
 		},
 	}
 }
@@ -92,7 +92,7 @@ func configFromHeader(h *record.Header) Config {
 			DisableRACKTLP: t.DisableRACKTLP, DisableRecoveryProbe: t.DisableRecoveryProbe,
 			TLPMaxAckDelay: d(t.TLPMaxAckDelay), TLPSlack: d(t.TLPSlack),
 			DisableTimestamps: t.DisableTimestamps, DisableSACK: t.DisableSACK,
-			DisableWindowScale: t.DisableWindowScale,
+			DisableWindowScale: t.DisableWindowScale, DisableAckCoalescing: t.DisableAckCoalescing,
 		},
 	}
 }

@@ -150,6 +150,12 @@ type Config struct {
 	DisableTimestamps  bool
 	DisableSACK        bool
 	DisableWindowScale bool
+	// DisableAckCoalescing sends the ACK of every second full-sized segment
+	// at once even when the Output would hold it to the end of its input
+	// batch (AckHolder): for captures whose replay cannot know the batches
+	// (a plain pcap shows when packets were read, not which were handled
+	// together), and for measuring what coalescing changes.
+	DisableAckCoalescing bool
 
 	// ISN picks the initial sequence number; nil means RFC 6528: a keyed hash of
 	// the 4-tuple plus a 4 µs clock.

@@ -73,7 +73,9 @@ func Dial(w Timers, out Output, id ID, cfg Config) (*Endpoint, error) {
 // sequence number is iss.
 func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *Endpoint {
 	e := &Endpoint{id: id, cfg: cfg, w: w, out: out}
-	e.holder, _ = out.(AckHolder)
+	if !cfg.DisableAckCoalescing {
+		e.holder, _ = out.(AckHolder)
+	}
 	e.rtt = newRTTEstimator(cfg.InitialRTO, cfg.MinRTO, cfg.MaxRTO, w.Tick())
 	e.snd = newSender(iss)
 	e.fr.recover = iss

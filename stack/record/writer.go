@@ -95,6 +95,7 @@ type TCP struct {
 	DisableTimestamps    bool     `json:"disable_timestamps"`
 	DisableSACK          bool     `json:"disable_sack"`
 	DisableWindowScale   bool     `json:"disable_window_scale"`
+	DisableAckCoalescing bool     `json:"disable_ack_coalescing,omitempty"`
 }
 
 // Duration is a time.Duration written as "200ms" in JSON.
