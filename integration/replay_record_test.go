@@ -431,6 +431,10 @@ func (sc *replayScenario) record(t *testing.T, dir, flightDir string) {
 	tap := bed.Tap
 	tcfg := sc.tcp.Config()
 	tcfg.ISN = func(tcp.ID, time.Duration) seqnum.Value { return replayISN }
+	// A plain pcap shows when packets were read, not which the loop handled
+	// as one batch; its replay hands them over one by one: the recorded
+	// stack ACKs without holding ACKs to a batch's end, as the replay will.
+	tcfg.DisableAckCoalescing = true
 	scfg := stack.Config{Device: bed.Dev, Addr: replayStackAddr, TCP: tcfg}
 	if flightDir != "" {
 		f, err := os.Create(filepath.Join(flightDir, sc.name+".pcapng"))

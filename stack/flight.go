@@ -72,7 +72,7 @@ func (s *Stack) recordHeader(wall time.Time) record.Header {
 			DisableRACKTLP: c.DisableRACKTLP, DisableRecoveryProbe: c.DisableRecoveryProbe,
 			TLPMaxAckDelay: d(c.TLPMaxAckDelay), TLPSlack: d(c.TLPSlack),
 			DisableTimestamps: c.DisableTimestamps, DisableSACK: c.DisableSACK,
-			DisableWindowScale: c.DisableWindowScale,
+			DisableWindowScale: c.DisableWindowScale, DisableAckCoalescing: c.DisableAckCoalescing,
 		},
 	}
 }
@@ -94,7 +94,7 @@ func configFromHeader(h *record.Header) Config {
 			DisableRACKTLP: t.DisableRACKTLP, DisableRecoveryProbe: t.DisableRecoveryProbe,
 			TLPMaxAckDelay: d(t.TLPMaxAckDelay), TLPSlack: d(t.TLPSlack),
 			DisableTimestamps: t.DisableTimestamps, DisableSACK: t.DisableSACK,
-			DisableWindowScale: t.DisableWindowScale,
+			DisableWindowScale: t.DisableWindowScale, DisableAckCoalescing: t.DisableAckCoalescing,
 		},
 	}
 }
@@ -187,12 +187,14 @@ func (s *Stack) recordOut(pkt []byte) {
 	s.rec.Packet(false, t, pkt)
 }
 
-// endBatch ends a batch of input.
+// endBatch ends a batch of input: recorded, then the ACKs held for its end
+// are sent (flushAcks).
 func (s *Stack) endBatch() {
 	if s.rec != nil {
 		s.hasSendAt = false
 		s.rec.Event(&record.Event{Kind: record.Batch, T: s.wheel.Now()})
 	}
+	s.flushAcks()
 }
 
 // onExpire is the loop's expiry hook while recording.

@@ -59,9 +59,10 @@ type Config struct {
 	// with what a replay needs to run it again exactly (the loop's expiries
 	// and batches, the application's calls, the ISNs). tcpdump and Wireshark
 	// read it; `tcpwheel replay` and package stack/replay replay it. It is
-	// written on the loop, through a 1 MiB buffer; Close flushes it (not
-	// closing Record). A write error ends the recording, not the stack:
-	// RecordErr reports it.
+	// encoded on the loop into 1 MiB buffers, which a goroutine writes to
+	// Record in order (record.Writer); Close flushes it (not closing
+	// Record). A write error ends the recording, not the stack: RecordErr
+	// reports it.
 	Record io.Writer
 }
 
@@ -124,6 +125,12 @@ type Stack struct {
 	play      source         // a Playback's recording, or nil
 	sendAt    time.Duration  // the last SendTime read, for the next packet out
 	hasSendAt bool
+
+	// ACK coalescing (output.HoldAck): inBatch while a batch of input is
+	// being handled (from its first packet to endBatch), and the endpoints
+	// whose ACKs wait for its end. Loop only.
+	inBatch  bool
+	heldAcks []*tcp.Endpoint
 }
 
 // The input paths, as Stats.InputPath reports them.
@@ -330,6 +337,7 @@ func (s *Stack) readReady() (more bool) {
 // runs the rest (see package loop, "Order of work").
 func (s *Stack) handlePacketNow(pkt []byte) {
 	s.wheel.MoveNow(s.wheel.Clock().Now())
+	s.inBatch = true // until endBatch
 	if s.rec != nil {
 		s.recordIn(pkt)
 	}
@@ -479,6 +487,32 @@ func (s *Stack) out() *output { return (*output)(s) }
 
 // Send implements tcp.Output: see sendSegment.
 func (o *output) Send(id tcp.ID, seg *tcp.Segment) { (*Stack)(o).sendSegment(id, seg) }
+
+var _ tcp.AckHolder = (*output)(nil)
+
+// HoldAck implements tcp.AckHolder: while a batch of input is being handled,
+// the ACKs of in-order data wait for its end (endBatch, flushAcks), where
+// each endpoint sends one for all that the batch brought it. A batch is what
+// the loop read in one turn, and it is recorded (record.Batch): a Playback
+// holds and flushes the same ACKs at the same instants.
+func (o *output) HoldAck(e *tcp.Endpoint) bool {
+	s := (*Stack)(o)
+	if !s.inBatch {
+		return false
+	}
+	s.heldAcks = append(s.heldAcks, e)
+	return true
+}
+
+// flushAcks ends the batch: the held ACKs go, in the order they were held.
+func (s *Stack) flushAcks() {
+	s.inBatch = false
+	for i, e := range s.heldAcks {
+		s.heldAcks[i] = nil
+		e.FlushAck()
+	}
+	s.heldAcks = s.heldAcks[:0]
+}
 
 // sendSegment wraps the segment in an IPv4 header and writes the packet to the
 // device. It runs on the loop.

@@ -29,6 +29,24 @@ type Output interface {
 	Send(id ID, seg *Segment)
 }
 
+// AckHolder is an Output that hands the endpoints their input in batches
+// (the stack reads up to 64 packets per turn of its loop) and lets the ACK
+// of in-order data wait for the end of the batch, so that a batch of N
+// full-sized segments gets one ACK instead of N/2: ACK coalescing per input
+// batch, as Linux's GRO gets by merging the segments themselves. Only the
+// ACK that the delayed-ACK rule sends for every second full-sized segment
+// (RFC 5681 4.2) waits: the ACKs of out-of-order and duplicate data, of
+// data that fills a hole, of a window probe, of a FIN, and the ACKs that
+// data segments carry go at once.
+type AckHolder interface {
+	Output
+	// HoldAck reports whether e's ACK may wait for the end of the batch
+	// being handled. If it says yes, the Output calls e.FlushAck when the
+	// batch ends. It is asked again only after a segment carried the held
+	// ACK out; FlushAck with nothing held does nothing.
+	HoldAck(e *Endpoint) bool
+}
+
 // OutputFunc adapts a function to Output.
 type OutputFunc func(id ID, seg *Segment)
 
@@ -132,6 +150,12 @@ type Config struct {
 	DisableTimestamps  bool
 	DisableSACK        bool
 	DisableWindowScale bool
+	// DisableAckCoalescing sends the ACK of every second full-sized segment
+	// at once even when the Output would hold it to the end of its input
+	// batch (AckHolder): for captures whose replay cannot know the batches
+	// (a plain pcap shows when packets were read, not which were handled
+	// together), and for measuring what coalescing changes.
+	DisableAckCoalescing bool
 
 	// ISN picks the initial sequence number; nil means RFC 6528: a keyed hash of
 	// the 4-tuple plus a 4 µs clock.

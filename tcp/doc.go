@@ -104,7 +104,8 @@
 //     (acknowledged), by updateSACK (sack.go, SACKed), by onRTO for all but
 //     the head (go-back-N), and by enterClosed.
 //   - timerDelayedACK: started by ackReceived (input.go); stopped by send
-//     (snd.go) whenever a segment carries the ACK.
+//     (snd.go) whenever a segment carries the ACK, including the one
+//     FlushAck sends at the end of an input batch (AckHolder).
 //   - timerKeepalive: started by armKeepalive (timers.go) on establishment and
 //     on every acceptable ACK, and by onKeepalive; stopped by SetKeepAlive.
 //   - timerPersist: started by armPersist from output when the peer's window

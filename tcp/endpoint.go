@@ -40,6 +40,10 @@ type Endpoint struct {
 	tsRecent           uint32
 	tsOffset           uint32
 	lastAckSent        seqnum.Value
+	// holder is out as an AckHolder, or nil; ackHeld: it holds an ACK of
+	// ours until its batch ends (FlushAck).
+	holder  AckHolder
+	ackHeld bool
 
 	keepProbes int            // unanswered keepalive probes (timers.go)
 	challenges challengeLimit // RFC 5961 7 (input.go)
@@ -69,6 +73,9 @@ func Dial(w Timers, out Output, id ID, cfg Config) (*Endpoint, error) {
 // sequence number is iss.
 func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *Endpoint {
 	e := &Endpoint{id: id, cfg: cfg, w: w, out: out}
+	if !cfg.DisableAckCoalescing {
+		e.holder, _ = out.(AckHolder)
+	}
 	e.rtt = newRTTEstimator(cfg.InitialRTO, cfg.MinRTO, cfg.MaxRTO, w.Tick())
 	e.snd = newSender(iss)
 	e.fr.recover = iss

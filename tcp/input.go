@@ -421,16 +421,45 @@ func (e *Endpoint) ignoreText(seg *Segment) {
 
 // ackReceived ACKs in-order text (RFC 5681 4.2): at once when it filled a
 // hole or came into a window the peer may know as below one MSS (now: see
-// receiver.nearlyClosed), for at least every second full-sized segment, or
-// with delayed ACKs off; else after the delayed-ACK timeout (RFC 1122
-// 4.2.3.2).
+// receiver.nearlyClosed), or with delayed ACKs off; for at least every
+// second full-sized segment, at the end of the input batch when the Output
+// holds ACKs that long (AckHolder), else at once; else after the
+// delayed-ACK timeout (RFC 1122 4.2.3.2).
 func (e *Endpoint) ackReceived(now bool) {
-	if now || e.rcv.unacked >= 2*e.rcv.mss || e.cfg.DelayedACK < 0 {
+	if now || e.cfg.DelayedACK < 0 {
 		e.sendAck()
+		return
+	}
+	if e.rcv.unacked >= 2*e.rcv.mss {
+		if !e.holdAck() {
+			e.sendAck()
+		}
 		return
 	}
 	if !e.timerPending(timerDelayedACK) {
 		e.startTimer(timerDelayedACK, e.cfg.DelayedACK) // RFC 1122 4.2.3.2: delay the ACK
+	}
+}
+
+// holdAck reports whether the Output holds our ACK until its batch ends
+// (AckHolder), asking it once per batch.
+func (e *Endpoint) holdAck() bool {
+	if !e.ackHeld && e.holder != nil && e.holder.HoldAck(e) {
+		e.ackHeld = true
+	}
+	return e.ackHeld
+}
+
+// FlushAck sends the ACK that an AckHolder held until the end of its batch,
+// one for all the data the batch brought, unless a segment since carried
+// it. The AckHolder calls it.
+func (e *Endpoint) FlushAck() {
+	if !e.ackHeld {
+		return
+	}
+	e.ackHeld = false
+	if e.state != StateClosed {
+		e.sendAck()
 	}
 }
 

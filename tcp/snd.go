@@ -298,6 +298,7 @@ func (e *Endpoint) send(seg *Segment) {
 		seg.Ack = e.rcv.nxt
 		e.lastAckSent = e.rcv.nxt
 		e.rcv.unacked = 0
+		e.ackHeld = false            // FlushAck has nothing left to send
 		e.stopTimer(timerDelayedACK) // the ACK rides on this segment
 	}
 	if seg.Flags&FlagSYN != 0 {

@@ -37,16 +37,18 @@ import (
 // Stack names.
 const (
 	stackTcpwheel    = "tcpwheel"
-	stackTcpwheelRT  = "tcpwheel-rt" // tcpwheel with its loop under SCHED_FIFO (stack.Config.RealTime)
+	stackTcpwheelRT  = "tcpwheel-rt"  // tcpwheel with its loop under SCHED_FIFO (stack.Config.RealTime)
+	stackTcpwheelRec = "tcpwheel-rec" // tcpwheel with its flight recorder on (stack.Config.Record, to a temporary file)
 	stackGVisor      = "gvisor"
 	stackGVisorWheel = "gvisor-wheel"
 )
 
 // allStacks are the stacks, in the order they are reported.
-var allStacks = []string{stackTcpwheel, stackTcpwheelRT, stackGVisor, stackGVisorWheel}
+var allStacks = []string{stackTcpwheel, stackTcpwheelRT, stackTcpwheelRec, stackGVisor, stackGVisorWheel}
 
 // defaultStacks are the stacks compared when -stacks is not given: tcpwheel-rt
-// only when asked for (with -load, to see what real-time priority buys).
+// only when asked for (with -load, to see what real-time priority buys), and
+// tcpwheel-rec too (beside tcpwheel, to see what the flight recorder costs).
 var defaultStacks = []string{stackTcpwheel, stackGVisor, stackGVisorWheel}
 
 // rtPriority is tcpwheel-rt's SCHED_FIFO priority, as `tcpwheel run -rt`'s.

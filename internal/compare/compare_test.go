@@ -367,3 +367,45 @@ func TestGoalsOfRunScenariosOnly(t *testing.T) {
 		t.Errorf("goals %q: want the tail-loss goal first", names)
 	}
 }
+
+// TestRecorderGoal: tcpwheel-rec's bulk throughput over tcpwheel's, case by
+// case; the worst ratio decides, and 0.9 is still within the goal.
+func TestRecorderGoal(t *testing.T) {
+	for _, tc := range []struct {
+		down5 float64 // tcpwheel-rec's throughput at bulk-down-5%; tcpwheel's is 100
+		met   bool
+		value string
+	}{
+		{95, true, "worst ratio 0.950; bulk-up-0% 1.000, bulk-up-5% 1.000, bulk-down-0% 1.000, bulk-down-5% 0.950"},
+		{90, true, "worst ratio 0.900; bulk-up-0% 1.000, bulk-up-5% 1.000, bulk-down-0% 1.000, bulk-down-5% 0.900"},
+		{89, false, "worst ratio 0.890; bulk-up-0% 1.000, bulk-up-5% 1.000, bulk-down-0% 1.000, bulk-down-5% 0.890"},
+	} {
+		stacks := []string{stackTcpwheel, stackTcpwheelRec}
+		rep := &report{Config: reportConfig{Stacks: stacks, BulkLoss: []float64{0, 0.05}}}
+		for _, st := range stacks {
+			for _, c := range []string{"bulk-up-0%", "bulk-up-5%", "bulk-down-0%", "bulk-down-5%"} {
+				v := 100.0
+				if st == stackTcpwheelRec && c == "bulk-down-5%" {
+					v = tc.down5
+				}
+				rep.Runs = append(rep.Runs, &runResult{Stack: st, Case: c, Metrics: map[string]float64{"throughput_mbps": v}})
+			}
+		}
+		rep.summarize(stacks, expandCases(Config{Scenarios: []string{"bulk"}, BulkLoss: []float64{0, 0.05}}))
+		var g *goal
+		for i := range rep.Goals {
+			if strings.HasPrefix(rep.Goals[i].Name, "recording costs at most 10%") {
+				g = &rep.Goals[i]
+			}
+		}
+		if g == nil {
+			t.Fatalf("no recorder goal in %+v", rep.Goals)
+		}
+		if met, ok := g.Result[stackTcpwheelRec]; !ok || met != tc.met || g.Value[stackTcpwheelRec] != tc.value {
+			t.Errorf("down5 %v: met %v (%v), value %q; want %v, %q", tc.down5, met, ok, g.Value[stackTcpwheelRec], tc.met, tc.value)
+		}
+		if g.Value[stackTcpwheel] != "the baseline" {
+			t.Errorf("tcpwheel's value %q, want the baseline", g.Value[stackTcpwheel])
+		}
+	}
+}

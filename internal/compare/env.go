@@ -148,7 +148,7 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 		return nil, err
 	}
 	res.Pcap = bcfg.PcapPath
-	e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.KernelAddr)
+	e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.KernelAddr, cfg.PcapDir)
 	if err != nil {
 		return nil, err
 	}
@@ -176,10 +176,13 @@ func (e *runEnv) close() error {
 	cs := e.cleanups
 	e.cleanups = nil
 	e.mu.Unlock()
+	var recErr error
 	if e.stack != nil {
 		// The stack goes first: it aborts its connections and closes the device
 		// chain (the pcap tap flushes).
-		e.stack.Close()
+		if err := e.stack.Close(); errors.Is(err, errRecording) {
+			recErr = err
+		}
 	}
 	for i := len(cs) - 1; i >= 0; i-- {
 		cs[i]()
@@ -189,7 +192,7 @@ func (e *runEnv) close() error {
 			return fmt.Errorf("cleaning up: %w", err)
 		}
 	}
-	return nil
+	return recErr
 }
 
 // setDrop installs the scenario's drop decisions (nil: none).

@@ -151,6 +151,7 @@ var metricOrder = []metricInfo{
 	{"recovery_ms", "recovery (ms)"},
 	{"transfer_ms", "transfer time (ms)"},
 	{"throughput_mbps", "throughput (Mbit/s)"},
+	{"acks_per_mb", "pure ACKs sent per MB received"},
 	{"handshake_ms", "handshake (ms)"},
 	{"rto_slack_ms", "RTO slack (ms; quiet RTOs: timer lateness)"},
 	{"rto_slack_all_ms", "RTO slack (ms; every RTO, gap - RTO)"},
@@ -405,6 +406,10 @@ const (
 	goalKeepaliveSlack = 2.0
 	goalLegitPct       = 99.0 // the issue: legitimate connects within 1 s during a SYN flood
 	goalFloodMemMB     = 10.0 // the issue: memory growth under a SYN flood
+	// goalRecordRatio: the flight recorder costs at most 10% of bulk
+	// throughput (issue 12): tcpwheel-rec's median at least 0.9 of
+	// tcpwheel's, in every bulk case of the run.
+	goalRecordRatio = 0.9
 )
 
 func (rep *report) judge(stacks []string) []goal {
@@ -457,19 +462,13 @@ func (rep *report) judge(stacks []string) []goal {
 			}
 			met, seen := true, false
 			var worst float64
-			for _, c := range expandCases(Config{Scenarios: []string{"bulk"}, BulkLoss: rep.Config.BulkLoss}) {
-				if (c.loss > 0) != lossy {
-					continue
-				}
-				mine, ok1 := rep.row(c.name, "transfer_ms", st)
-				base, ok2 := rep.row(c.name, "transfer_ms", stackGVisor)
-				if !ok1 || !ok2 || base.Median <= 0 {
+			for _, r := range rep.bulkRatios("transfer_ms", st, stackGVisor) {
+				if (r.c.loss > 0) != lossy {
 					continue
 				}
 				seen = true
-				ratio := mine.Median / base.Median
-				worst = max(worst, ratio)
-				if (lossy && ratio >= 1) || (!lossy && ratio > 1) {
+				worst = max(worst, r.ratio)
+				if (lossy && r.ratio >= 1) || (!lossy && r.ratio > 1) {
 					met = false
 				}
 			}
@@ -487,6 +486,7 @@ func (rep *report) judge(stacks []string) []goal {
 		return mine.Median, st == stackGVisor || mine.Median < base.Median, true
 	})
 	rep.floodGoals(add)
+	rep.recorderGoal(add)
 	return gs
 }
 
@@ -508,6 +508,49 @@ func (rep *report) floodGoals(add func(name, source string, judge func(st string
 		r, ok := rep.row("synflood", "mem_growth_mb", st)
 		return r.Max, r.Max < goalFloodMemMB, ok
 	})
+}
+
+// recorderGoal judges the flight recorder's cost: tcpwheel-rec's median
+// bulk throughput over tcpwheel's, case by case, in the same run. The value
+// shown is the worst ratio, and each case's.
+func (rep *report) recorderGoal(add func(name, source string, judge func(st string) (any, bool, bool))) {
+	add(fmt.Sprintf("recording costs at most %.0f%% of bulk throughput (tcpwheel-rec / tcpwheel, medians)", (1-goalRecordRatio)*100), "issue 12", func(st string) (any, bool, bool) {
+		switch st {
+		case stackTcpwheel:
+			return "the baseline", true, true
+		case stackTcpwheelRec:
+		default:
+			return nil, false, false
+		}
+		worst := math.Inf(1)
+		var each []string
+		rs := rep.bulkRatios("throughput_mbps", stackTcpwheelRec, stackTcpwheel)
+		for _, r := range rs {
+			worst = min(worst, r.ratio)
+			each = append(each, fmt.Sprintf("%s %.3f", r.c.name, r.ratio))
+		}
+		return fmt.Sprintf("worst ratio %.3f; %s", worst, strings.Join(each, ", ")), worst >= goalRecordRatio, len(rs) > 0
+	})
+}
+
+// caseRatio is a stack's median over another's, in one case.
+type caseRatio struct {
+	c     compareCase
+	ratio float64
+}
+
+// bulkRatios returns st's median of metric over base's, in each bulk case
+// where both have one (base's not zero).
+func (rep *report) bulkRatios(metric, st, base string) []caseRatio {
+	var rs []caseRatio
+	for _, c := range expandCases(Config{Scenarios: []string{"bulk"}, BulkLoss: rep.Config.BulkLoss}) {
+		mine, ok1 := rep.row(c.name, metric, st)
+		b, ok2 := rep.row(c.name, metric, base)
+		if ok1 && ok2 && b.Median > 0 {
+			rs = append(rs, caseRatio{c, mine.Median / b.Median})
+		}
+	}
+	return rs
 }
 
 // pooled gathers a sample metric over every case.

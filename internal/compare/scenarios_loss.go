@@ -329,6 +329,11 @@ func scenarioBulk(e *runEnv) error {
 		if err != nil {
 			return err
 		}
-		return e.sendAndTime(kc, "kernel", got, n, t0)
+		if err := e.sendAndTime(kc, "kernel", got, n, t0); err != nil {
+			return err
+		}
+		// The stack's pure ACKs, handshake to FIN, per MB it received.
+		e.res.Metrics["acks_per_mb"] = float64(e.w.Stats().EgressACKs) / (float64(n) / 1e6)
+		return nil
 	})
 }

@@ -2,9 +2,11 @@ package compare
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"sync"
 
@@ -52,20 +54,32 @@ type stackUnderTest interface {
 }
 
 // newStackUnderTest starts the named stack on dev, which it then owns, at
-// addr; its Dial connects to the kernel at kernel.
-func newStackUnderTest(name string, dev tun.Device, addr, kernel netip.Addr) (stackUnderTest, error) {
+// addr; its Dial connects to the kernel at kernel. tcpwheel-rec records into
+// a temporary file in dir ("": the system's), removed when it closes.
+func newStackUnderTest(name string, dev tun.Device, addr, kernel netip.Addr, dir string) (stackUnderTest, error) {
 	switch name {
-	case stackTcpwheel, stackTcpwheelRT:
+	case stackTcpwheel, stackTcpwheelRT, stackTcpwheelRec:
 		cfg := stack.Config{Device: dev, Addr: addr}
-		if name == stackTcpwheelRT {
+		t := &tcpwheelStack{kernel: kernel}
+		switch name {
+		case stackTcpwheelRT:
 			cfg.RealTime = rtPriority
+		case stackTcpwheelRec:
+			f, err := os.CreateTemp(dir, "tcpwheel-rec-*.pcapng")
+			if err != nil {
+				dev.Close()
+				return nil, err
+			}
+			t.rec, cfg.Record = f, f
 		}
 		s, err := stack.New(cfg)
 		if err != nil {
 			dev.Close()
+			t.removeRecording()
 			return nil, err
 		}
-		return &tcpwheelStack{s: s, kernel: kernel}, nil
+		t.s = s
+		return t, nil
 	case stackGVisor:
 		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: addr})
 		if err != nil {
@@ -98,6 +112,21 @@ func addrPort(addr netip.Addr, port int) string {
 type tcpwheelStack struct {
 	s      *stack.Stack
 	kernel netip.Addr
+	rec    *os.File // tcpwheel-rec's recording, removed on Close; nil for the others
+	once   sync.Once
+	err    error
+}
+
+// errRecording is wrapped by the error of a tcpwheel-rec stack whose flight
+// recording failed.
+var errRecording = errors.New("flight recording failed")
+
+// removeRecording closes and removes tcpwheel-rec's recording.
+func (t *tcpwheelStack) removeRecording() {
+	if t.rec != nil {
+		t.rec.Close()
+		os.Remove(t.rec.Name())
+	}
 }
 
 func (t *tcpwheelStack) Listen(port int) (net.Listener, error) {
@@ -134,7 +163,21 @@ func (t *tcpwheelStack) ListenCounts() listenCounts {
 // device chain forwards tun.Pollable; "reader" would mean a wrapper hid it.
 func (t *tcpwheelStack) InputPath() string { return t.s.Stats().InputPath }
 
-func (t *tcpwheelStack) Close() error { return t.s.Close() }
+// Close closes the stack; tcpwheel-rec's recording is then flushed, and
+// removed. A recording that failed is the run's error: its figures would be
+// those of a stack that stopped recording.
+func (t *tcpwheelStack) Close() error {
+	t.once.Do(func() {
+		t.err = t.s.Close()
+		if t.rec != nil {
+			if err := t.s.RecordErr(); err != nil && t.err == nil {
+				t.err = fmt.Errorf("%w: %w", errRecording, err)
+			}
+			t.removeRecording()
+		}
+	})
+	return t.err
+}
 
 // gvisorStack is gVisor's netstack, on the Go runtime's timers or, with clock,
 // on tcpwheel's wheel.

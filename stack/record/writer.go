@@ -1,13 +1,13 @@
 package record
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/gopacket/layers"
@@ -95,6 +95,7 @@ type TCP struct {
 	DisableTimestamps    bool     `json:"disable_timestamps"`
 	DisableSACK          bool     `json:"disable_sack"`
 	DisableWindowScale   bool     `json:"disable_window_scale"`
+	DisableAckCoalescing bool     `json:"disable_ack_coalescing,omitempty"`
 }
 
 // Duration is a time.Duration written as "200ms" in JSON.
@@ -126,29 +127,53 @@ type Stats struct {
 // gopacket's (pcapgo.NgWriter); the packet and custom blocks are written here,
 // since pcapgo writes neither packet options nor custom blocks.
 //
+// The blocks are encoded into a buffer of bufSize bytes; a full buffer is
+// handed to a goroutine that writes it to the underlying writer, one buffer
+// after another in order, while the caller fills the next: the caller (the
+// stack's loop) never waits for a write unless maxInFlight buffers are
+// still being written. Flush writes out what is buffered and waits for it.
+//
 // A Writer is not safe for concurrent use: the stack calls it on its loop
 // only. After the underlying writer fails, nothing more is written (the
-// recording ends at its last whole block) and Err returns the error.
+// recording ends at the last buffer written whole, or within the one that
+// failed) and Err returns the error; records encoded before the caller
+// learnt of it are counted in Stats as written, later ones as Errors.
 type Writer struct {
-	bw      *bufio.Writer
+	out     io.Writer
+	buf     []byte // the buffer being filled
 	hdr     Header
 	pending []byte // events not yet written: the payload of the next custom block
 	npend   int
 	stats   Stats
 	err     error
 	scratch [32]byte
+
+	// The writing goroutines: each writes one buffer after the one before
+	// it (last: closed once the latest buffer handed off is written); slots
+	// bounds the buffers handed off and not yet written; spare holds
+	// written buffers for reuse; werr is the first write error.
+	last  chan struct{}
+	slots chan struct{}
+	spare chan []byte
+	werr  atomic.Pointer[error]
 }
 
-// bufSize is the Writer's buffer: the loop writes to the file once per this
+// bufSize is the Writer's buffer: a write to the underlying writer per this
 // many bytes.
 const bufSize = 1 << 20
+
+// maxInFlight bounds the buffers handed off and not yet written: beyond it,
+// the caller waits for the writes (a writer slower than the loop slows the
+// loop down rather than filling memory).
+const maxInFlight = 2
 
 // NewWriter writes the section header, the interface and h to w, and returns
 // a Writer for the events. h.Recorder and h.Format are set here.
 func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	h.Recorder, h.Format = RecorderName, Format
-	bw := bufio.NewWriterSize(w, bufSize)
-	ng, err := pcapgo.NewNgWriterInterface(bw, pcapgo.NgInterface{
+	rw := &Writer{out: w, buf: make([]byte, 0, bufSize), hdr: h,
+		slots: make(chan struct{}, maxInFlight), spare: make(chan []byte, maxInFlight)}
+	ng, err := pcapgo.NewNgWriterInterface((*appender)(rw), pcapgo.NgInterface{
 		Name:                "tcpwheel",
 		Description:         "tcpwheel flight recording: packets as the stack handled and sent them",
 		LinkType:            layers.LinkTypeRaw,
@@ -158,19 +183,24 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
-	if err := ng.Flush(); err != nil { // into bw, which we write to from here on
+	if err := ng.Flush(); err != nil { // into rw.buf, which we append to from here on
 		return nil, fmt.Errorf("record: %w", err)
 	}
 	js, err := json.Marshal(h)
 	if err != nil {
 		return nil, fmt.Errorf("record: header: %w", err)
 	}
-	rw := &Writer{bw: bw, hdr: h}
 	rw.writeCB(append([]byte{cbHeader}, js...))
-	if rw.err != nil {
-		return nil, rw.err
-	}
 	return rw, nil
+}
+
+// appender is the Writer as the io.Writer pcapgo writes the section header
+// and the interface to: they go into its buffer.
+type appender Writer
+
+func (a *appender) Write(b []byte) (int, error) {
+	(*Writer)(a).write(b)
+	return len(b), nil
 }
 
 // Header returns the header written.
@@ -194,7 +224,7 @@ func (w *Writer) Event(e *Event) {
 // clock.
 func (w *Writer) Packet(in bool, t time.Duration, pkt []byte) {
 	w.flushEvents()
-	if w.err != nil {
+	if w.failed() {
 		w.stats.Errors++
 		return
 	}
@@ -213,7 +243,8 @@ func (w *Writer) Packet(in bool, t time.Duration, pkt []byte) {
 	le.PutUint32(b[24:], uint32(n))
 	w.write(b)
 	w.write(pkt)
-	var tail [3 + 12 + 4]byte
+	tail := w.scratch[:3+12+4] // the header is in the buffer: scratch is free
+	clear(tail[:3])
 	t2 := tail[3-pad:]
 	o := t2[pad:]
 	le.PutUint16(o[0:], optEPBFlags)
@@ -226,7 +257,7 @@ func (w *Writer) Packet(in bool, t time.Duration, pkt []byte) {
 	le.PutUint32(o[8:], optEnd) // code 0, length 0
 	le.PutUint32(o[12:], uint32(total))
 	w.write(t2)
-	if w.err == nil {
+	if !w.failed() {
 		w.stats.Packets++
 	}
 }
@@ -243,7 +274,7 @@ func (w *Writer) flushEvents() {
 
 // writeCB writes a custom block with our PEN and payload p.
 func (w *Writer) writeCB(p []byte) {
-	if w.err != nil {
+	if w.failed() {
 		w.stats.Errors++
 		return
 	}
@@ -259,35 +290,89 @@ func (w *Writer) writeCB(p []byte) {
 	var tail [3 + 4]byte
 	le.PutUint32(tail[3:], uint32(total))
 	w.write(tail[3-pad:])
-	if w.err == nil {
+	if !w.failed() {
 		w.stats.Blocks++
 	}
 }
 
+// write appends b to the buffer, and hands the buffer off when it is full.
 func (w *Writer) write(b []byte) {
-	if w.err != nil {
+	if w.failed() {
 		return
 	}
-	n, err := w.bw.Write(b)
-	w.stats.Bytes += uint64(n)
-	if err != nil {
-		w.err = fmt.Errorf("record: %w", err)
+	w.buf = append(w.buf, b...)
+	w.stats.Bytes += uint64(len(b))
+	if len(w.buf) >= bufSize {
+		w.handOff()
 	}
 }
 
-// Flush writes the pending events and the buffer out.
+// failed reports whether the underlying writer has failed, taking its
+// error as the Writer's.
+func (w *Writer) failed() bool {
+	if w.err != nil {
+		return true
+	}
+	if e := w.werr.Load(); e != nil {
+		w.err = fmt.Errorf("record: %w", *e)
+		return true
+	}
+	return false
+}
+
+// handOff hands the buffer to a goroutine that writes it once the buffer
+// before it is written, and takes a fresh one. It waits only while
+// maxInFlight buffers are being written.
+func (w *Writer) handOff() {
+	if len(w.buf) == 0 {
+		return
+	}
+	w.slots <- struct{}{}
+	b, prev, done := w.buf, w.last, make(chan struct{})
+	go func() {
+		if prev != nil {
+			<-prev
+		}
+		if w.werr.Load() == nil {
+			if _, err := w.out.Write(b); err != nil {
+				w.werr.Store(&err)
+			}
+		}
+		select {
+		case w.spare <- b[:0]:
+		default:
+		}
+		<-w.slots
+		close(done)
+	}()
+	w.last = done
+	select {
+	case w.buf = <-w.spare:
+	default:
+		w.buf = make([]byte, 0, bufSize)
+	}
+}
+
+// Flush writes the pending events and the buffer out, and waits until the
+// underlying writer has taken everything handed to it.
 func (w *Writer) Flush() error {
 	w.flushEvents()
-	if w.err == nil {
-		if err := w.bw.Flush(); err != nil {
-			w.err = fmt.Errorf("record: %w", err)
-		}
+	if !w.failed() {
+		w.handOff()
 	}
+	if w.last != nil {
+		<-w.last
+	}
+	w.failed()
 	return w.err
 }
 
-// Err returns the first write error.
-func (w *Writer) Err() error { return w.err }
+// Err returns the first write error, as far as the caller has learnt of it
+// (Flush waits for every write).
+func (w *Writer) Err() error {
+	w.failed()
+	return w.err
+}
 
 // Stats returns the Writer's counts.
 func (w *Writer) Stats() Stats { return w.stats }

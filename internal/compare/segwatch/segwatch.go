@@ -145,6 +145,7 @@ type Config struct {
 type Stats struct {
 	EgressPackets, IngressPackets uint64
 	EgressSegments                uint64 // TCP segments with sequence space (data, SYN, FIN)
+	EgressACKs                    uint64 // pure ACKs: no sequence space, no RST, not a probe
 	Flows                         int
 	Events                        map[string]int // by kind
 	EventsLost                    uint64
@@ -304,6 +305,7 @@ func (w *Watcher) Egress(pkt []byte) {
 		return
 	}
 	if n == 0 {
+		w.stats.EgressACKs++
 		return
 	}
 	w.stats.EgressSegments++

@@ -126,6 +126,22 @@ func TestNoRetransmissions(t *testing.T) {
 	}
 }
 
+// EgressACKs counts the stack's pure ACKs: not its data, SYN or FIN, nor
+// a RST.
+func TestEgressACKs(t *testing.T) {
+	h := newHarness(t)
+	s := h.establish(100) // its last segment is a pure ACK
+	for i := range 3 {
+		h.in(tcpSeg{seq: 5001 + uint32(i)*1000, ack: s, flags: ack, payload: 1000})
+		h.out(tcpSeg{seq: s, ack: 5001 + uint32(i+1)*1000, flags: ack})
+	}
+	h.out(tcpSeg{seq: s, ack: 8001, flags: ack | fin})
+	h.out(tcpSeg{seq: s + 1, flags: header.TCPFlagRst})
+	if st := h.w.Stats(); st.EgressACKs != 4 || st.EgressSegments != 2 {
+		t.Errorf("stats %+v: want 4 pure ACKs (handshake + 3), 2 segments with sequence space (SYN, FIN)", st)
+	}
+}
+
 func TestRTO(t *testing.T) {
 	h := newHarness(t)
 	s := h.establish(100)
