@@ -164,7 +164,7 @@ func TestReplayRecordingCommandErrors(t *testing.T) {
 		{[]string{"replay", "-conn", cs[0].Local.String() + "-198.18.0.9:7", path}, true,
 			fmt.Sprintf("no connection %v <-> 198.18.0.9:7 in the recording", cs[0].Local)},
 		{[]string{"replay", "-mode", "validate", path}, true, "a flight recording takes no -mode, -stack or -script"},
-		{[]string{"replay", "-conn", "1", goldenCapture}, true, "-conn, -list and -update are for flight recordings"},
+		{[]string{"replay", "-conn", "1", goldenCapture}, true, "-conn, -list, -events and -update are for flight recordings"},
 		{[]string{"replay", cut}, false, fmt.Sprintf("%s: record: bad file: block %d (offset %d): truncated block (no trailing length)", cut, lastBlock, len(good)-lastLen)},
 		{[]string{"replay", empty}, false, empty + ": no TCP connection in the recording"},
 	} {
