@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
+	"github.com/tcpwheel/tcpwheel/stack/record"
 	"github.com/tcpwheel/tcpwheel/tun"
 )
 
@@ -294,8 +295,8 @@ func TestConfigValidate(t *testing.T) {
 }
 
 // TestRunEnvDirectPath: the device a run hands its stack is a tun.Pollable
-// whose descriptor is the TUN's, with the watcher and the pcap tap in the
-// chain or not: tcpwheel reads on the direct path, as in `tcpwheel run`. (The
+// whose descriptor is the TUN's, with the watcher in the chain or not (and
+// compare -pcap's flight recording written): tcpwheel reads on the direct path, as in `tcpwheel run`. (The
 // watcher once hid it, and the comparison measured the reader goroutine.)
 func TestRunEnvDirectPath(t *testing.T) {
 	testbed.RequireRoot(t)
@@ -318,8 +319,22 @@ func TestRunEnvDirectPath(t *testing.T) {
 			if err != nil || fd != want {
 				t.Errorf("ReadFD through the chain = %d, %v; want the TUN's %d", fd, err, want)
 			}
-			if res.Pcap == "" {
-				t.Error("no pcap tap in the chain")
+			// tcpwheel records itself (a flight recording, replayable), in
+			// place of the tap.
+			if !strings.HasSuffix(res.Pcap, ".pcapng") {
+				t.Fatalf("compare -pcap's file for tcpwheel is %q, want a flight recording (.pcapng)", res.Pcap)
+			}
+			if err := e.close(); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(res.Pcap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			rec, err := record.Parse(f)
+			if err != nil || rec.Header == nil {
+				t.Fatalf("%s: %v, header %v; want a flight recording", res.Pcap, err, rec != nil && rec.Header != nil)
 			}
 		})
 	}

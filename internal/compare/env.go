@@ -137,9 +137,17 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 	}
 	e.w = segwatch.New(segwatch.Config{Local: stackAddr})
 	e.cleanups = append(e.cleanups, e.w.Close)
+	recordPath := ""
 	if cfg.PcapDir != "" {
+		// tcpwheel's stacks write a flight recording (replayable with
+		// tcpwheel replay); gVisor's get a pcap tap on the device chain.
 		path := filepath.Join(cfg.PcapDir, fmt.Sprintf("%s-%s-%d.pcap", c.name, stackName, run+1))
-		bcfg.PcapPath = strings.ReplaceAll(path, "%", "pct")
+		path = strings.ReplaceAll(path, "%", "pct")
+		if isTcpwheel(stackName) {
+			recordPath = path + "ng"
+		} else {
+			bcfg.PcapPath = path
+		}
 	}
 	if sc, ok := scenarioNamed(c.scenario); ok && !sc.unwatched {
 		bcfg.Watch = func(dev tun.Device) tun.Device { return segwatch.Wrap(dev, e.w) }
@@ -148,7 +156,10 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 		return nil, err
 	}
 	res.Pcap = bcfg.PcapPath
-	e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.KernelAddr, cfg.PcapDir)
+	if recordPath != "" {
+		res.Pcap = recordPath
+	}
+	e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.KernelAddr, cfg.PcapDir, recordPath)
 	if err != nil {
 		return nil, err
 	}

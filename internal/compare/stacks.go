@@ -55,8 +55,10 @@ type stackUnderTest interface {
 
 // newStackUnderTest starts the named stack on dev, which it then owns, at
 // addr; its Dial connects to the kernel at kernel. tcpwheel-rec records into
-// a temporary file in dir ("": the system's), removed when it closes.
-func newStackUnderTest(name string, dev tun.Device, addr, kernel netip.Addr, dir string) (stackUnderTest, error) {
+// a temporary file in dir ("": the system's), removed when it closes. With
+// recordPath, a tcpwheel stack writes a flight recording there, kept
+// (compare -pcap).
+func newStackUnderTest(name string, dev tun.Device, addr, kernel netip.Addr, dir, recordPath string) (stackUnderTest, error) {
 	switch name {
 	case stackTcpwheel, stackTcpwheelRT, stackTcpwheelRec:
 		cfg := stack.Config{Device: dev, Addr: addr}
@@ -64,7 +66,15 @@ func newStackUnderTest(name string, dev tun.Device, addr, kernel netip.Addr, dir
 		switch name {
 		case stackTcpwheelRT:
 			cfg.RealTime = rtPriority
-		case stackTcpwheelRec:
+		}
+		if recordPath != "" {
+			f, err := os.Create(recordPath)
+			if err != nil {
+				dev.Close()
+				return nil, err
+			}
+			t.rec, t.keep, cfg.Record = f, true, f
+		} else if name == stackTcpwheelRec {
 			f, err := os.CreateTemp(dir, "tcpwheel-rec-*.pcapng")
 			if err != nil {
 				dev.Close()
@@ -112,7 +122,8 @@ func addrPort(addr netip.Addr, port int) string {
 type tcpwheelStack struct {
 	s      *stack.Stack
 	kernel netip.Addr
-	rec    *os.File // tcpwheel-rec's recording, removed on Close; nil for the others
+	rec    *os.File // the flight recording: tcpwheel-rec's, removed on Close, or compare -pcap's (keep); nil for none
+	keep   bool
 	once   sync.Once
 	err    error
 }
@@ -125,7 +136,9 @@ var errRecording = errors.New("flight recording failed")
 func (t *tcpwheelStack) removeRecording() {
 	if t.rec != nil {
 		t.rec.Close()
-		os.Remove(t.rec.Name())
+		if !t.keep {
+			os.Remove(t.rec.Name())
+		}
 	}
 }
 
@@ -236,4 +249,13 @@ func (g *gvisorStack) Close() error {
 		}
 	})
 	return nil
+}
+
+// isTcpwheel reports whether name is one of tcpwheel's own stacks.
+func isTcpwheel(name string) bool {
+	switch name {
+	case stackTcpwheel, stackTcpwheelRT, stackTcpwheelRec:
+		return true
+	}
+	return false
 }
