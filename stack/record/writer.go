@@ -116,7 +116,7 @@ type Stats struct {
 	Packets uint64 // Enhanced Packet Blocks
 	Events  uint64 // events in custom blocks
 	Blocks  uint64 // custom blocks
-	Bytes   uint64 // bytes handed to the writer
+	Bytes   uint64 // bytes of the file, section header included
 	Errors  uint64 // records not written: the writer had failed
 }
 
