@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"encoding/binary"
+	"net/netip"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/stack/record"
@@ -33,7 +35,7 @@ import (
 // sink takes the recording: a *record.Writer, or a Playback's tee.
 type sink interface {
 	Event(e *record.Event)
-	Packet(in bool, t time.Duration, pkt []byte)
+	PacketCap(in bool, t time.Duration, pkt []byte, caplen int)
 }
 
 // source hands a Playback's stack the recorded readings.
@@ -61,7 +63,7 @@ func (s *Stack) recordHeader(wall time.Time) record.Header {
 	d := func(v time.Duration) record.Duration { return record.Duration(v) }
 	return record.Header{
 		Addr: s.cfg.Addr, Prefix: s.cfg.Prefix, MTU: s.dev.MTU(), Tick: d(s.wheel.Tick()),
-		TTL: s.cfg.TTL, Backlog: s.cfg.Backlog, Origin: d(s.wheel.Now()), Wall: wall,
+		TTL: s.cfg.TTL, Backlog: s.cfg.Backlog, Origin: d(s.wheel.Now()), Wall: wall, Payload: s.cfg.RecordPayload,
 		TCP: record.TCP{
 			MSS: c.MSS, SendBuffer: c.SendBuffer, RecvBuffer: c.RecvBuffer,
 			InitialRTO: d(c.InitialRTO), MinRTO: d(c.MinRTO), MaxRTO: d(c.MaxRTO),
@@ -83,7 +85,8 @@ func configFromHeader(h *record.Header) Config {
 	t := h.TCP
 	d := func(v record.Duration) time.Duration { return time.Duration(v) }
 	return Config{
-		Addr: h.Addr, Prefix: h.Prefix, Tick: d(h.Tick), TTL: h.TTL, Backlog: h.Backlog,
+		RecordPayload: h.Payload,
+		Addr:          h.Addr, Prefix: h.Prefix, Tick: d(h.Tick), TTL: h.TTL, Backlog: h.Backlog,
 		TCP: tcp.Config{
 			MSS: t.MSS, SendBuffer: t.SendBuffer, RecvBuffer: t.RecvBuffer,
 			InitialRTO: d(t.InitialRTO), MinRTO: d(t.MinRTO), MaxRTO: d(t.MaxRTO),
@@ -174,7 +177,46 @@ func (t timers) SendTime() time.Duration {
 // recordIn records a packet the stack is about to handle, at the wheel's Now.
 func (s *Stack) recordIn(pkt []byte) {
 	s.hasSendAt = false
-	s.rec.Packet(true, s.wheel.Now(), pkt)
+	s.rec.PacketCap(true, s.wheel.Now(), pkt, s.capLen(pkt, true))
+}
+
+// capLen is how much of pkt a recording keeps: all of it with
+// Config.RecordPayload, else the IPv4, TCP and UDP headers of a TCP or UDP
+// packet, whose payload bytes change nothing the stack does (only their
+// count, and their checksum: an input packet whose checksum fails is kept
+// whole, so that the replay drops it too). Anything else is kept whole.
+func (s *Stack) capLen(pkt []byte, in bool) int {
+	if s.cfg.RecordPayload {
+		return len(pkt)
+	}
+	in = in && !s.skipChecksum // a Playback's packet, checked when recorded
+	if len(pkt) < ipv4HeaderLen || pkt[0]>>4 != 4 {
+		return len(pkt)
+	}
+	hl := int(pkt[0]&0x0f) * 4
+	total := int(binary.BigEndian.Uint16(pkt[2:]))
+	if hl < ipv4HeaderLen || total < hl || total > len(pkt) || binary.BigEndian.Uint16(pkt[6:])&0x3fff != 0 {
+		return len(pkt) // malformed, or a fragment
+	}
+	b := pkt[hl:total]
+	src, dst := netip.AddrFrom4([4]byte(pkt[12:16])), netip.AddrFrom4([4]byte(pkt[16:20]))
+	switch pkt[9] {
+	case protoTCP:
+		if len(b) < tcp.HeaderMinSize {
+			return len(pkt)
+		}
+		thl := int(b[12]>>4) * 4
+		if thl < tcp.HeaderMinSize || thl > len(b) || in && !tcp.VerifyChecksum(src, dst, b) {
+			return len(pkt)
+		}
+		return hl + thl
+	case protoUDP:
+		if len(b) < udpHeaderLen || in && !udpChecksumOK(src, dst, b) {
+			return len(pkt)
+		}
+		return hl + udpHeaderLen
+	}
+	return len(pkt)
 }
 
 // recordOut records a packet sent: at the send time read for it, if one was,
@@ -184,7 +226,7 @@ func (s *Stack) recordOut(pkt []byte) {
 	if s.hasSendAt {
 		t, s.hasSendAt = s.sendAt, false
 	}
-	s.rec.Packet(false, t, pkt)
+	s.rec.PacketCap(false, t, pkt, s.capLen(pkt, false))
 }
 
 // endBatch ends a batch of input: recorded, then the ACKs held for its end

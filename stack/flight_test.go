@@ -18,9 +18,10 @@ import (
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 )
 
-// recordedPair is pair with both stacks recording, and the client's link
-// losing loss of its packets each way (seeded).
-func recordedPair(t *testing.T, loss float64) (a, b *Stack, ra, rb *bytes.Buffer) {
+// recordedPair is pair with both stacks recording (their packets whole with
+// payload, else their headers only), and the client's link losing loss of its
+// packets each way (seeded).
+func recordedPair(t *testing.T, loss float64, payload bool) (a, b *Stack, ra, rb *bytes.Buffer) {
 	t.Helper()
 	da, db := tuntest.Pipe(1500)
 	if loss > 0 {
@@ -32,10 +33,10 @@ func recordedPair(t *testing.T, loss float64) (a, b *Stack, ra, rb *bytes.Buffer
 	}
 	ra, rb = new(bytes.Buffer), new(bytes.Buffer)
 	var err error
-	if a, err = New(Config{Device: da, Addr: addrA, Record: ra}); err != nil {
+	if a, err = New(Config{Device: da, Addr: addrA, Record: ra, RecordPayload: payload}); err != nil {
 		t.Fatal(err)
 	}
-	if b, err = New(Config{Device: db, Addr: addrB, Record: rb}); err != nil {
+	if b, err = New(Config{Device: db, Addr: addrB, Record: rb, RecordPayload: payload}); err != nil {
 		t.Fatal(err)
 	}
 	return a, b, ra, rb
@@ -131,7 +132,7 @@ func checkReplay(t *testing.T, name string, buf []byte) {
 	split := func(evs []record.Event) map[key][]record.Event {
 		m := map[key][]record.Event{}
 		for _, e := range evs {
-			id, _, _ := parseTCP(e.Data)
+			id, _, _ := parseTCP(e.Whole())
 			k := key{id.Local.String(), id.Remote.String()}
 			m[k] = append(m[k], e)
 		}
@@ -145,8 +146,7 @@ func checkReplay(t *testing.T, name string, buf []byte) {
 		}
 		for i := range min(len(g), len(w)) {
 			x, y := g[i].Data, w[i].Data
-			same := len(x) == len(y) && bytes.Equal(x[:4], y[:4]) && bytes.Equal(x[6:10], y[6:10]) && bytes.Equal(x[12:], y[12:])
-			if !same || g[i].T != w[i].T {
+			if !SentMatches(&w[i], &g[i]) {
 				t.Errorf("%s: %v: packet %d (event #%d): got %x at %v, want %x at %v", name, k, i+1, w[i].Index, x[:min(len(x), 60)], g[i].T, y[:min(len(y), 60)], w[i].T)
 				break
 			}
@@ -159,17 +159,20 @@ func checkReplay(t *testing.T, name string, buf []byte) {
 
 func TestFlightRecordingReplaysExactly(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		loss  float64
-		conns int
-		size  int
+		name    string
+		loss    float64
+		conns   int
+		size    int
+		payload bool
 	}{
-		{"one connection", 0, 1, 100 << 10},
-		{"five connections", 0, 5, 64 << 10},
-		{"loss 3%", 0.03, 3, 64 << 10},
+		{"one connection", 0, 1, 100 << 10, false},
+		{"one connection, payloads", 0, 1, 100 << 10, true},
+		{"five connections", 0, 5, 64 << 10, false},
+		{"loss 3%", 0.03, 3, 64 << 10, false},
+		{"loss 3%, payloads", 0.03, 3, 64 << 10, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b, ra, rb := recordedPair(t, tc.loss)
+			a, b, ra, rb := recordedPair(t, tc.loss, tc.payload)
 			exchange(t, a, b, tc.conns, tc.size)
 			if t.Failed() {
 				if dir := os.Getenv("TCPWHEEL_KEEP_FAILED"); dir != "" {
@@ -187,9 +190,10 @@ func TestFlightRecordingReplaysExactly(t *testing.T) {
 }
 
 // A re-recording of an unchanged replay is the recording itself, bytes and
-// all (one connection: see checkReplay on several).
+// all (one connection: see checkReplay on several; with payloads: without,
+// the replayed segments carry zeros, and checksums over them).
 func TestFlightRerecordIsIdentical(t *testing.T) {
-	a, b, ra, rb := recordedPair(t, 0.02)
+	a, b, ra, rb := recordedPair(t, 0.02, true)
 	exchange(t, a, b, 1, 64<<10)
 	if t.Failed() {
 		if dir := os.Getenv("TCPWHEEL_KEEP_FAILED"); dir != "" {
@@ -255,7 +259,7 @@ func TestDumpRecording(t *testing.T) {
 // the application's goroutines take it out), and the replay would not send
 // those resets.
 func TestFlightListenerCloseResetsQueued(t *testing.T) {
-	a, b, ra, rb := recordedPair(t, 0)
+	a, b, ra, rb := recordedPair(t, 0, false)
 	ln, err := b.Listen("tcp", ":7")
 	if err != nil {
 		t.Fatal(err)
@@ -288,7 +292,7 @@ func TestFlightListenerCloseResetsQueued(t *testing.T) {
 // exactly all the same (a reset reads no send time; each connection's
 // packets are compared on their own).
 func TestFlightStackCloseWithOpenConns(t *testing.T) {
-	a, b, ra, rb := recordedPair(t, 0)
+	a, b, ra, rb := recordedPair(t, 0, false)
 	ln, err := b.Listen("tcp", ":7")
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +340,7 @@ func TestFlightStackCloseWithOpenConns(t *testing.T) {
 // and its ICMP, sockets closed and reopened); each recording replays
 // exactly, packet by packet, bytes and instants.
 func TestFlightRecordingReplaysUDP(t *testing.T) {
-	a, b, ra, rb := recordedPair(t, 0)
+	a, b, ra, rb := recordedPair(t, 0, true)
 	srv, served := udpEcho(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

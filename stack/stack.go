@@ -64,6 +64,13 @@ type Config struct {
 	// Record). A write error ends the recording, not the stack: RecordErr
 	// reports it.
 	Record io.Writer
+	// RecordPayload records TCP and UDP packets whole. Without it the
+	// recording keeps their headers and lengths only (the stack's behaviour
+	// does not depend on the bytes; the recorder checks the checksums of
+	// those it handles), a thirtieth of the bytes of a bulk transfer's
+	// recording, and its replay is exact all the same, less the payload
+	// bytes and the checksums over them.
+	RecordPayload bool
 }
 
 // ErrConfig is wrapped by New for an invalid Config.
@@ -125,6 +132,10 @@ type Stack struct {
 	play      source         // a Playback's recording, or nil
 	sendAt    time.Duration  // the last SendTime read, for the next packet out
 	hasSendAt bool
+	// skipChecksum: a Playback hands in a packet whose payload the recording
+	// did not keep (zeros in its place): its TCP or UDP checksum was checked
+	// when recorded.
+	skipChecksum bool
 
 	// ACK coalescing (output.HoldAck): inBatch while a batch of input is
 	// being handled (from its first packet to endBatch), and the endpoints

@@ -197,7 +197,7 @@ func (s *Stack) handleUDP(src, dst netip.Addr, ipHdr, b []byte) {
 	b, u = b[:n], u[:n] // the rest is padding, as Linux trims it
 	// A zero checksum is none: the sender did not compute one (RFC 768;
 	// allowed over IPv4).
-	if u.Checksum() != 0 && checksum.Checksum(b, pseudoHeader(protoUDP, src, dst, n)) != 0xffff {
+	if !s.skipChecksum && !udpChecksumOK(src, dst, b) {
 		d.BadUDPChecksum++
 		return
 	}
@@ -570,3 +570,14 @@ func (u *UDPConn) SetReadDeadline(t time.Time) error { u.rd.set(t); return nil }
 // SetWriteDeadline implements net.Conn and net.PacketConn. Writes never
 // wait, so it only fails those made after it has passed.
 func (u *UDPConn) SetWriteDeadline(t time.Time) error { u.wd.set(t); return nil }
+
+// udpChecksumOK checks a UDP datagram's checksum (b: header and payload, its
+// length field's worth); a zero checksum is none (RFC 768; allowed over IPv4).
+func udpChecksumOK(src, dst netip.Addr, b []byte) bool {
+	u := header.UDP(b)
+	n := int(u.Length())
+	if n < udpHeaderLen || n > len(b) {
+		return false
+	}
+	return u.Checksum() == 0 || checksum.Checksum(b[:n], pseudoHeader(protoUDP, src, dst, n)) == 0xffff
+}

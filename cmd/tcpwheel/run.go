@@ -39,6 +39,7 @@ type runConfig struct {
 	duration time.Duration
 	stats    time.Duration
 	pcap     string
+	payload  bool
 	rt       bool
 	verbose  bool
 	logger   *slog.Logger // with verbose: to standard error (cmdRun)
@@ -73,6 +74,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the random loss")
 	fs.DurationVar(&cfg.duration, "duration", 0, "run this long, then exit (0: until SIGINT or SIGTERM)")
 	fs.DurationVar(&cfg.stats, "stats", 0, "print a one-line counters summary at this interval (0: never)")
+	fs.BoolVar(&cfg.payload, "pcap-payload", false, "record packets whole in -pcap's recording (default: TCP and UDP headers and lengths only, as tcpdump -s; replay is exact either way)")
 	fs.StringVar(&cfg.pcap, "pcap", "", "write a flight recording (pcapng: every packet the stack handles and sends, and what `tcpwheel replay` needs to run it again exactly) to this file")
 	fs.BoolVar(&cfg.verbose, "v", false, "log to standard error: connections that end in an error, and every dropped packet with its reason")
 	fs.IntVar(&cfg.backlog, "backlog", defaultRunBacklog, "each listener's limit of half-open connections, and of connections waiting for accept")
@@ -199,7 +201,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 				err = fmt.Errorf("run: -pcap: %w", cerr)
 			}
 		}()
-		scfg.Record = f
+		scfg.Record, scfg.RecordPayload = f, cfg.payload
 	}
 	s, err := stack.New(scfg)
 	if err != nil {

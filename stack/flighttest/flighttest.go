@@ -34,11 +34,11 @@ func Echo(t testing.TB, conns, size int) (dialer, listener []byte) {
 	t.Helper()
 	da, db := tuntest.Pipe(1500)
 	var ra, rb bytes.Buffer
-	a, err := stack.New(stack.Config{Device: da, Addr: DialerAddr, Record: &ra})
+	a, err := stack.New(stack.Config{Device: da, Addr: DialerAddr, Record: &ra, RecordPayload: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := stack.New(stack.Config{Device: db, Addr: ListenerAddr, Record: &rb})
+	b, err := stack.New(stack.Config{Device: db, Addr: ListenerAddr, Record: &rb, RecordPayload: true})
 	if err != nil {
 		t.Fatal(err)
 	}

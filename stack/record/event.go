@@ -114,6 +114,9 @@ type Event struct {
 	N             int64
 	Args          []int64
 	Data          []byte // the packet (In, Out), the cookie key (Listen) or the payload (UDPSend)
+	// Len is a packet's whole length when the recording kept its headers
+	// only (Header.Payload false), more than len(Data); else 0 or len(Data).
+	Len int
 	// Block is the event's block in the file (counted from 1, as
 	// Wireshark's frame numbers count packets); Index its place among the
 	// events. Set by the Reader.
@@ -352,3 +355,18 @@ func (d *decoder) event() (Event, error) {
 	}
 	return e, nil
 }
+
+// Whole returns a packet event's packet at its whole length: Data, padded
+// with zeros where the recording did not keep the payload.
+func (e *Event) Whole() []byte {
+	if e.Len <= len(e.Data) {
+		return e.Data
+	}
+	b := make([]byte, e.Len)
+	copy(b, e.Data)
+	return b
+}
+
+// Truncated reports whether the recording kept only the start of the
+// packet.
+func (e *Event) Truncated() bool { return e.Len > len(e.Data) }

@@ -34,6 +34,10 @@ func (r *Recording) Packets() []*Event {
 // MAXIMUM_SNAPLEN; a custom block of events is flushed at each packet).
 const maxBlock = 16 << 20
 
+// maxPacket bounds a packet's whole length (an IPv4 packet's total length
+// field; IPv6 jumbograms aside).
+const maxPacket = 65535
+
 // iface is what the reader keeps of an Interface Description Block.
 type iface struct {
 	link  uint16
@@ -234,7 +238,10 @@ func (rd *reader) epb(rec *Recording) error {
 	if uint64(capLen) > uint64(len(b)-20) {
 		return fmt.Errorf("captured length %d beyond the block", capLen)
 	}
-	if origLen := bo.Uint32(b[16:]); capLen < origLen {
+	origLen := bo.Uint32(b[16:])
+	if capLen < origLen && (rec.Header == nil || rec.Header.Payload || origLen > maxPacket) {
+		// A plain capture's replay needs whole packets; a recording with
+		// payloads has them all; no IP packet is longer than maxPacket.
 		return fmt.Errorf("packet cut short by the snap length (%d of %d bytes)", capLen, origLen)
 	}
 	data := b[20 : 20+capLen]
@@ -250,6 +257,9 @@ func (rd *reader) epb(rec *Recording) error {
 	sub, _ := bits.Div64(hi, lo, ifc.units)
 	ns := int64(sec)*1e9 + int64(sub)
 	ev := Event{Kind: Captured, Data: data, Port: ifc.link, Block: rd.n}
+	if origLen > capLen {
+		ev.Len = int(origLen)
+	}
 	optStart := 20 + (int(capLen)+3)&^3
 	if optStart > len(b) {
 		optStart = len(b)

@@ -302,7 +302,7 @@ func TestParseBadFiles(t *testing.T) {
 		{"packet on a missing interface", patch(bs[4].off+8, 1), at(4) + "packet on interface 1; the section has 1"},
 		{"packet before any interface", append(upTo(1), good[bs[4].off:]...), blockAt(2, bs[1].off) + "packet on interface 0; the section has 0"},
 		{"captured length beyond the block", patch(bs[4].off+20, 200), at(4) + "captured length 200 beyond the block"},
-		{"snapped packet", patch(bs[4].off+24, 200), at(4) + "packet cut short by the snap length (40 of 200 bytes)"},
+		{"snapped packet longer than any IP packet", patch(bs[4].off+24, 0x70, 0x11, 0x01, 0x00), at(4) + "packet cut short by the snap length (40 of 70000 bytes)"},
 		{"packet without direction", patch(bs[4].off+28+40, 0xff), at(4) + "a packet without its direction"},
 		{"simple packet block in a recording", append(upTo(3), 3, 0, 0, 0, 20, 0, 0, 0, 4, 0, 0, 0, 1, 2, 3, 4, 20, 0, 0, 0),
 			at(3) + "a packet without its direction (a simple packet block) in a recording"},

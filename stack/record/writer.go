@@ -63,6 +63,12 @@ type Header struct {
 	Origin Duration  `json:"origin"`
 	Wall   time.Time `json:"wall"`
 	TCP    TCP       `json:"tcp"`
+	// Payload: the packets are recorded whole. Without it, a TCP or UDP
+	// packet is recorded up to the end of its TCP or UDP header (its
+	// payload is not: the stack's behaviour does not depend on the bytes,
+	// only on their count and checksum, which the recorder checked), and
+	// the Enhanced Packet Block gives its whole length.
+	Payload bool `json:"payload,omitempty"`
 }
 
 // RecorderName is Header.Recorder for recordings of this stack.
@@ -222,12 +228,20 @@ func (w *Writer) Event(e *Event) {
 
 // Packet records a packet the stack handled (in) or sent, at t on the stack's
 // clock.
-func (w *Writer) Packet(in bool, t time.Duration, pkt []byte) {
+func (w *Writer) Packet(in bool, t time.Duration, pkt []byte) { w.PacketCap(in, t, pkt, len(pkt)) }
+
+// PacketCap records the first caplen bytes of pkt, with its whole length, as
+// a snap length does (caplen at most len(pkt)): a recording without payloads
+// (Header.Payload false) keeps each TCP and UDP packet's headers only, as
+// tcpdump -s does.
+func (w *Writer) PacketCap(in bool, t time.Duration, pkt []byte, caplen int) {
 	w.flushEvents()
 	if w.failed() {
 		w.stats.Errors++
 		return
 	}
+	orig := len(pkt)
+	pkt = pkt[:min(max(caplen, 0), orig)]
 	n := len(pkt)
 	pad := (4 - n&3) & 3
 	total := 28 + n + pad + 12 + 4 // header, data, epb_flags + end of options, trailing length
@@ -240,7 +254,7 @@ func (w *Writer) Packet(in bool, t time.Duration, pkt []byte) {
 	le.PutUint32(b[12:], uint32(ts>>32))
 	le.PutUint32(b[16:], uint32(ts))
 	le.PutUint32(b[20:], uint32(n))
-	le.PutUint32(b[24:], uint32(n))
+	le.PutUint32(b[24:], uint32(orig))
 	w.write(b)
 	w.write(pkt)
 	tail := w.scratch[:3+12+4] // the header is in the buffer: scratch is free

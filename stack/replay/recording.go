@@ -147,7 +147,7 @@ func Conns(rec *record.Recording) []Conn {
 
 // connOf returns the connection of a packet event, from the stack's side.
 func connOf(e *record.Event) (tcp.ID, tcp.Segment, bool) {
-	p, err := parseIPv4TCP(e.Data)
+	p, err := parseIPv4TCP(e.Whole())
 	if err != nil {
 		return tcp.ID{}, tcp.Segment{}, false
 	}
@@ -213,7 +213,7 @@ func Replay(rec *record.Recording, opt ReplayOptions) (*Report, error) {
 	got, gotOther := byConn(p.Sent())
 	r.OtherExpected, r.OtherGot = len(wantOther), len(gotOther)
 	for k := range max(len(wantOther), len(gotOther)) {
-		if k >= len(wantOther) || k >= len(gotOther) || !bytes.Equal(wantOther[k].Data[ipv4Fixed:], gotOther[k].Data[ipv4Fixed:]) || wantOther[k].T != gotOther[k].T {
+		if k >= len(wantOther) || k >= len(gotOther) || !stack.SentMatches(wantOther[k], gotOther[k]) {
 			r.OtherDiff = fmt.Sprintf("%d recorded, %d replayed; the %d. differs", len(wantOther), len(gotOther), k+1)
 			break
 		}
@@ -243,7 +243,7 @@ func Replay(rec *record.Recording, opt ReplayOptions) (*Report, error) {
 				d.Got = f.seg(&gs, ge.T-time.Duration(rec.Header.Origin), ts0)
 			}
 			if we != nil && ge != nil {
-				if samePacket(we, ge) {
+				if stack.SentMatches(we, ge) {
 					continue
 				}
 				d.Fields = diffSeg(&ws, &gs, we.T, ge.T, 0, 0, 0)
@@ -279,16 +279,6 @@ func firstTSVal(pkts []*record.Event) uint32 {
 // ipv4Fixed is the part of an IPv4 header up to the checksum's end: the
 // version to the checksum; the addresses follow.
 const ipv4Fixed = 12
-
-// samePacket compares two IPv4 packets sent, less the IP ID and checksum,
-// and their instants.
-func samePacket(a, b *record.Event) bool {
-	x, y := a.Data, b.Data
-	if a.T != b.T || len(x) != len(y) || len(x) < ipv4Fixed {
-		return false
-	}
-	return bytes.Equal(x[:4], y[:4]) && bytes.Equal(x[6:10], y[6:10]) && bytes.Equal(x[ipv4Fixed:], y[ipv4Fixed:])
-}
 
 // byConn splits the packets sent by connection; those of none (ICMP) apart.
 func byConn(evs []record.Event) (map[tcp.ID][]*record.Event, []*record.Event) {
