@@ -2,6 +2,7 @@ package stack
 
 import (
 	"net"
+	"time"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
 )
@@ -53,4 +54,22 @@ func (s *Stack) SetTCPConfig(cfg tcp.Config) error {
 		return net.ErrClosed
 	}
 	return nil
+}
+
+// SetSendBuffer changes the connection's send buffer (tcp.Endpoint.SetSendBuffer).
+func (c *Conn) SetSendBuffer(n int) error {
+	var err error
+	if c.s.do(func() { err = c.ep.SetSendBuffer(n) }) != nil {
+		return c.opErr("set", net.ErrClosed)
+	}
+	return err
+}
+
+// SetUserTimeout changes the connection's user timeout (tcp.Endpoint.SetUserTimeout).
+func (c *Conn) SetUserTimeout(d time.Duration) error {
+	var err error
+	if c.s.do(func() { err = c.ep.SetUserTimeout(d) }) != nil {
+		return c.opErr("set", net.ErrClosed)
+	}
+	return err
 }

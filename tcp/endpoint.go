@@ -193,6 +193,21 @@ func (e *Endpoint) Write(p []byte) (int, error) {
 // Writable returns the free space in the send buffer.
 func (e *Endpoint) Writable() int { return max(0, e.cfg.SendBuffer-e.snd.buf.len()) }
 
+// SetSendBuffer changes the send buffer's size (Config.SendBuffer), as
+// SO_SNDBUF on an open socket: data already in a smaller buffer stays, and
+// Write takes more once it has drained below n. n must be in (0, 1 GiB].
+func (e *Endpoint) SetSendBuffer(n int) error {
+	if n <= 0 || n > 1<<30 {
+		return ErrInvalidConfig
+	}
+	defer e.flush()
+	e.cfg.SendBuffer = n
+	if e.Writable() > 0 {
+		e.event(EventWritable)
+	}
+	return nil
+}
+
 // CloseWrite queues a FIN after the buffered data (the half-close, RFC 9293
 // 3.10.4). Further Writes fail with ErrWriteClosed.
 func (e *Endpoint) CloseWrite() error {

@@ -298,3 +298,19 @@ func (e *Endpoint) SetKeepAlive(on bool, idle, interval time.Duration, count int
 		e.stopTimer(timerKeepalive)
 	}
 }
+
+// SetUserTimeout changes the user timeout (RFC 5482; Config.UserTimeout): zero
+// turns it off; a new one applies from now to the data already waiting for an
+// ACK, as Linux's TCP_USER_TIMEOUT does. A negative d is an error.
+func (e *Endpoint) SetUserTimeout(d time.Duration) error {
+	if d < 0 {
+		return ErrInvalidConfig
+	}
+	defer e.flush()
+	e.cfg.UserTimeout = d
+	e.stopTimer(timerUser)
+	if d > 0 && len(e.snd.rtxq) > 0 && e.state != StateClosed {
+		e.startTimer(timerUser, d)
+	}
+	return nil
+}

@@ -128,7 +128,10 @@ func (s *Shim) Setsockopt(fd, level, name int, val []byte) error {
 		return nil // the stack binds a port in use by TIME-WAIT as RFC 6191 allows
 	case [2]int{unix.SOL_SOCKET, unix.SO_SNDBUF}:
 		o.sndbuf = max(v, 2304) // Linux's SOCK_MIN_SNDBUF/2
-		return s.started(k, "SO_SNDBUF")
+		if k.c != nil {
+			return errno(k.c.SetSendBuffer(2 * o.sndbuf))
+		}
+		return nil
 	case [2]int{unix.SOL_SOCKET, unix.SO_RCVBUF}:
 		o.rcvbuf = max(v, 1152) // Linux's SOCK_MIN_RCVBUF/2
 		return s.started(k, "SO_RCVBUF")
@@ -150,7 +153,10 @@ func (s *Shim) Setsockopt(fd, level, name int, val []byte) error {
 			return syscall.EINVAL
 		}
 		o.userTimeout = time.Duration(v) * time.Millisecond
-		return s.started(k, "TCP_USER_TIMEOUT")
+		if k.c != nil {
+			return errno(k.c.SetUserTimeout(o.userTimeout))
+		}
+		return nil
 	case [2]int{unix.SOL_TCP, unix.TCP_KEEPIDLE}, [2]int{unix.SOL_TCP, unix.TCP_KEEPINTVL}, [2]int{unix.SOL_TCP, unix.TCP_KEEPCNT}:
 		if v < 1 {
 			return syscall.EINVAL

@@ -1,0 +1,108 @@
+package tcp
+
+import (
+	"testing"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+)
+
+// Behaviour that packetdrill's scripts (make conformance) found, each checked
+// here on the manual clock.
+
+// TestPSHOnLastBufferedSegment: RFC 1122 4.2.2.2, as Linux: the segment that
+// empties the buffer of unsent data carries PSH, and so does the last of a
+// burst that the congestion window ends; the others, and a lone segment that
+// leaves data behind, do not.
+func TestPSHOnLastBufferedSegment(t *testing.T) {
+	h := established(t, testConfig())
+	mss := h.ep.Info().SndMSS
+	h.ep.Write(data(3*mss + 100))
+	for range 3 {
+		h.expect(flagsAre(FlagACK), lenIs(mss))
+	}
+	h.expect(flagsAre(FlagACK|FlagPSH), lenIs(100))
+	h.expectNone()
+
+	// More than the initial window of 10: the tenth leaves data unsent.
+	h = established(t, testConfig())
+	h.ep.Write(data(30 * mss))
+	for range 9 {
+		h.expect(flagsAre(FlagACK), lenIs(mss))
+	}
+	h.expect(flagsAre(FlagACK|FlagPSH), lenIs(mss)) // the window's last
+	h.expectNone()
+	// Slow start: an ACK of 2 segments lets 4 out, the last with PSH.
+	h.ackUpTo(seqnum.Value(testISS + 1).Add(seqnum.Size(2 * mss)))
+	for range 3 {
+		h.expect(flagsAre(FlagACK), lenIs(mss))
+	}
+	h.expect(flagsAre(FlagACK|FlagPSH), lenIs(mss))
+	h.expectNone()
+}
+
+// TestSetSendBuffer: SO_SNDBUF on an open connection bounds Write from then
+// on.
+func TestSetSendBuffer(t *testing.T) {
+	h := established(t, testConfig())
+	if err := h.ep.SetSendBuffer(0); err == nil {
+		t.Fatal("SetSendBuffer(0): no error")
+	}
+	if err := h.ep.SetSendBuffer(5000); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := h.ep.Write(data(8000)); n != 5000 || h.ep.Writable() != 0 {
+		t.Fatalf("Write: got %d (writable %d), want 5000 (0)", n, h.ep.Writable())
+	}
+}
+
+// TestSetUserTimeout: TCP_USER_TIMEOUT set while data waits for its ACK
+// aborts the connection that long after it was set, not before.
+func TestSetUserTimeout(t *testing.T) {
+	h := established(t, noTLPConfig())
+	h.ep.Write(data(100))
+	h.expect(lenIs(100))
+	h.advance(50 * time.Millisecond)
+	if err := h.ep.SetUserTimeout(-1); err == nil {
+		t.Fatal("SetUserTimeout(-1): no error")
+	}
+	if err := h.ep.SetUserTimeout(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	set := h.now()
+	h.advanceTo(set + time.Second - testTick)
+	h.wantState(StateEstablished)
+	h.advanceTo(set + time.Second)
+	h.wantState(StateClosed)
+	h.wantErr(ErrTimeout)
+}
+
+// TestSlowStartABC: RFC 3465 2.3 with L = 2 SMSS: an ACK of two segments
+// opens cwnd by two in slow start (one ACK of four, by two too); after an
+// RTO, by one.
+func TestSlowStartABC(t *testing.T) {
+	h := established(t, noTLPConfig())
+	mss := h.ep.Info().SndMSS
+	h.ep.Write(data(40 * mss))
+	for range 10 {
+		h.expect(lenIs(mss))
+	}
+	una := seqnum.Value(testISS + 1)
+	iw := h.ep.Info().Cwnd
+	h.ackUpTo(una.Add(seqnum.Size(2 * mss)))
+	if got := h.ep.Info().Cwnd; got != iw+2*mss {
+		t.Fatalf("cwnd after an ACK of 2: got %d, want %d", got, iw+2*mss)
+	}
+	h.ackUpTo(una.Add(seqnum.Size(6 * mss)))
+	if got := h.ep.Info().Cwnd; got != iw+4*mss {
+		t.Fatalf("cwnd after an ACK of 4: got %d, want %d (L = 2 SMSS)", got, iw+4*mss)
+	}
+	h.out.segs = nil
+	h.advance(time.Minute) // RTOs: cwnd 1 SMSS, slow start again
+	h.out.segs = nil
+	info := h.ep.Info()
+	h.ackUpTo(una.Add(seqnum.Size(8 * mss)))
+	if got := h.ep.Info().Cwnd; got != info.Cwnd+mss {
+		t.Fatalf("cwnd after an RTO and an ACK of 2: got %d, want %d (L = 1 SMSS)", got, info.Cwnd+mss)
+	}
+}
