@@ -106,3 +106,26 @@ func TestSlowStartABC(t *testing.T) {
 		t.Fatalf("cwnd after an RTO and an ACK of 2: got %d, want %d (L = 1 SMSS)", got, info.Cwnd+mss)
 	}
 }
+
+// TestQuickAck: the first data segments of a connection are ACKed at once
+// (Linux's quickack mode), Config.QuickAcks of them; then delayed ACKs; and
+// again at once after more than an RTO without data.
+func TestQuickAck(t *testing.T) {
+	cfg := testConfig()
+	cfg.QuickAcks = 3
+	h := established(t, cfg)
+	ack := peerISS + 1
+	for range 3 {
+		h.sendData(data(100))
+		ack += 100
+		h.expect(flagsAre(FlagACK), ackIs(ack)) // at once
+	}
+	h.sendData(data(100))
+	ack += 100
+	h.expectNothingUntil(h.now() + DefaultDelayedACK - testTick)
+	h.expectAt(h.now()+testTick, ackIs(ack))  // delayed
+	h.advance(time.Second + time.Millisecond) // idle for more than the RTO (200 ms at least)
+	h.sendData(data(100))
+	ack += 100
+	h.expect(ackIs(ack)) // at once again
+}
