@@ -142,9 +142,13 @@ run() {
 	# sh writes its pid, which exec keeps through ip netns exec to
 	# packetdrill: the $PPID of the script's commands, whose restore script
 	# (/tmp/sysctl_restore_PID.sh) the cleanup removes.
-	local cmd=("$ipbin" netns exec "$ns" "$pd" "${addrs[@]}")
+	local cmd=("$ipbin" netns exec "$ns")
 	if [ "$mode" = so ]; then
-		cmd+=(--so_filename="$so" --so_flags="local=$local_ip sysctls=$sysctls")
+		# LD_PRELOAD (packetdrill alone) lets the shim answer the direct
+		# getsockopt(TCP_INFO) of the scripts' code events (shim.c).
+		cmd+=(env LD_PRELOAD="$so" "$pd" "${addrs[@]}" --so_filename="$so" --so_flags="local=$local_ip sysctls=$sysctls")
+	else
+		cmd+=("$pd" "${addrs[@]}")
 	fi
 	rc=0
 	(cd "$dir" && PATH="$([ "$mode" = so ] && echo "$tmp/bin:")$PATH" timeout -k 5 60 \

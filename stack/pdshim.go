@@ -73,3 +73,23 @@ func (c *Conn) SetUserTimeout(d time.Duration) error {
 	}
 	return err
 }
+
+// LossCounts returns the connection's tcp.Endpoint.LossCounts.
+func (c *Conn) LossCounts() (lost, retrans int) {
+	c.s.do(func() { lost, retrans = c.ep.LossCounts() })
+	return lost, retrans
+}
+
+// SetTCPConfig replaces the TCP configuration of the connections the listener
+// accepts from now on (tcp.Listener.SetEndpointConfig). A zero MSS means the
+// device's MTU less 40, as in New.
+func (l *Listener) SetTCPConfig(cfg tcp.Config) error {
+	if cfg.MSS == 0 {
+		cfg.MSS = l.s.cfg.Device.MTU() - ipv4HeaderLen - tcp.HeaderMinSize
+	}
+	var err error
+	if l.s.do(func() { err = l.tl.SetEndpointConfig(cfg) }) != nil {
+		return net.ErrClosed
+	}
+	return err
+}

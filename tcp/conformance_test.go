@@ -129,3 +129,38 @@ func TestQuickAck(t *testing.T) {
 	ack += 100
 	h.expect(ackIs(ack)) // at once again
 }
+
+// TestListenerSetEndpointConfig: TCP_MAXSEG set on a listening socket is the
+// MSS of the SYN-ACKs from then on.
+func TestListenerSetEndpointConfig(t *testing.T) {
+	h := listen(t, ListenerConfig{})
+	cfg := testConfig()
+	cfg.MSS = 1100
+	if err := h.ln.SetEndpointConfig(Config{MSS: 10}); err == nil {
+		t.Fatal("SetEndpointConfig(MSS 10): no error")
+	}
+	if err := h.ln.SetEndpointConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	h.send(h.peerSyn())
+	h.expect(flagsAre(FlagSYN|FlagACK), mssIs(1100))
+}
+
+// TestLossCounts: segments resent and not yet acknowledged count as lost and
+// retransmitted (Linux's lost_out and retrans_out in TCP_INFO).
+func TestLossCounts(t *testing.T) {
+	h := established(t, noTLPConfig())
+	mss := h.ep.Info().SndMSS
+	h.ep.Write(data(3 * mss))
+	for range 3 {
+		h.expect(lenIs(mss))
+	}
+	if lost, rtx := h.ep.LossCounts(); lost != 0 || rtx != 0 {
+		t.Fatalf("before the RTO: lost %d retrans %d, want 0 0", lost, rtx)
+	}
+	h.advanceTo(h.ep.Info().RTO)
+	h.expect(seqIs(testISS + 1)) // the RTO resends the first
+	if lost, rtx := h.ep.LossCounts(); lost != 1 || rtx != 1 {
+		t.Fatalf("after the RTO: lost %d retrans %d, want 1 1", lost, rtx)
+	}
+}

@@ -454,3 +454,22 @@ func (e *Endpoint) Info() Info {
 	}
 	return i
 }
+
+// LossCounts returns the segments in flight that are marked lost (by RACK, or
+// resent and not yet acknowledged: Linux's lost_out) and those resent and not
+// yet acknowledged (retrans_out), for TCP_INFO. It walks the retransmission
+// queue.
+func (e *Endpoint) LossCounts() (lost, retrans int) {
+	for _, s := range e.snd.rtxq {
+		if s.sacked {
+			continue
+		}
+		if s.lost || s.xmits > 1 {
+			lost++
+		}
+		if s.xmits > 1 {
+			retrans++
+		}
+	}
+	return lost, retrans
+}

@@ -131,7 +131,7 @@ func (s *Shim) Setsockopt(fd, level, name int, val []byte) error {
 		if k.c != nil {
 			return errno(k.c.SetSendBuffer(2 * o.sndbuf))
 		}
-		return nil
+		return s.started(k, "SO_SNDBUF")
 	case [2]int{unix.SOL_SOCKET, unix.SO_RCVBUF}:
 		o.rcvbuf = max(v, 1152) // Linux's SOCK_MIN_RCVBUF/2
 		return s.started(k, "SO_RCVBUF")
@@ -156,7 +156,7 @@ func (s *Shim) Setsockopt(fd, level, name int, val []byte) error {
 		if k.c != nil {
 			return errno(k.c.SetUserTimeout(o.userTimeout))
 		}
-		return nil
+		return s.started(k, "TCP_USER_TIMEOUT")
 	case [2]int{unix.SOL_TCP, unix.TCP_KEEPIDLE}, [2]int{unix.SOL_TCP, unix.TCP_KEEPINTVL}, [2]int{unix.SOL_TCP, unix.TCP_KEEPCNT}:
 		if v < 1 {
 			return syscall.EINVAL
@@ -177,11 +177,14 @@ func (s *Shim) Setsockopt(fd, level, name int, val []byte) error {
 	return s.unsupported("setsockopt " + optName(level, name))
 }
 
-// started fails an option that only a new connection takes when the socket
-// already has its connection.
+// started applies an option that new connections take: to those a listener
+// accepts from now on; on a connection it is unsupported.
 func (s *Shim) started(k *sock, name string) error {
-	if k.c != nil {
+	switch {
+	case k.c != nil:
 		return s.unsupported(name + " on a connection (set it before connect or listen)")
+	case k.ln != nil:
+		return errno(k.ln.SetTCPConfig(s.tcpConfig(k.opts)))
 	}
 	return nil
 }
@@ -227,6 +230,21 @@ func (s *Shim) Getsockopt(fd, level, name int, val []byte) (int, error) {
 		return putInt(val, 536) // Linux's TCP_MSS_DEFAULT before a connection
 	case [2]int{unix.SOL_TCP, unix.TCP_USER_TIMEOUT}:
 		return putInt(val, int(o.userTimeout/time.Millisecond))
+	case [2]int{unix.SOL_TCP, unix.TCP_INFO}:
+		if k.c == nil {
+			return 0, s.unsupported("TCP_INFO on a socket without a connection")
+		}
+		advmss := o.mss
+		if advmss == 0 {
+			advmss = 1460
+		}
+		return tcpInfo(val, k.c, advmss), nil
+	case [2]int{unix.SOL_TCP, unix.TCP_CC_INFO}, [2]int{unix.SOL_SOCKET, unix.SO_MEMINFO}:
+		// packetdrill reads both for every code event; NewReno has no
+		// TCP_CC_INFO of its own (Linux reports zeros for it too), and the
+		// stack keeps no kernel memory accounting: zeros.
+		clear(val)
+		return len(val), nil
 	}
 	return 0, s.unsupported("getsockopt " + optName(level, name))
 }

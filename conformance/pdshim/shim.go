@@ -364,3 +364,10 @@ func (d *queueDev) pop() (sent, bool) {
 func (d *queueDev) MTU() int     { return 1500 }
 func (d *queueDev) Name() string { return "pdshim" }
 func (d *queueDev) Close() error { return nil }
+
+// waiting reports whether a call is blocked on packetdrill's syscall thread.
+func (s *Shim) waiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiter != nil
+}

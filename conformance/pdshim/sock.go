@@ -440,3 +440,11 @@ func (s *Shim) Ioctl(fd int, req uint) (int, error) {
 	}
 	return -1, s.unsupported(fmt.Sprintf("ioctl %#x", req))
 }
+
+// Owns reports whether fd is one of the shim's sockets.
+func (s *Shim) Owns(fd int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.files[fd].(*sock)
+	return ok
+}

@@ -286,3 +286,11 @@ func pdEpollWait(h C.uintptr_t, epfd C.int, events *C.uint32_t, data *C.uint64_t
 	}
 	return res(n, err)
 }
+
+//export pdOwns
+func pdOwns(h C.uintptr_t, fd C.int) C.int {
+	if shim(h).Owns(int(fd)) {
+		return 1
+	}
+	return 0
+}

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 
 #include "shim.h"
 #include "_cgo_export.h"
@@ -36,7 +37,15 @@ static long long ret(long long r)
 	return r;
 }
 
-static void shim_free(void *u) { pdFree(H(u)); }
+// The run's shim, for getsockopt below: packetdrill loads one shared object
+// and makes one interface. Zero when there is none.
+static uintptr_t current;
+
+static void shim_free(void *u)
+{
+	current = 0;
+	pdFree(H(u));
+}
 
 static int shim_socket(void *u, int domain, int type, int protocol)
 {
@@ -352,6 +361,7 @@ void packetdrill_interface_init(const char *flags, struct pd_interface *ifc)
 {
 	memset(ifc, 0, sizeof(*ifc));
 	ifc->userdata = (void *)pdNew((char *)flags);
+	current = H(ifc->userdata);
 	ifc->free = shim_free;
 	ifc->socket = shim_socket;
 	ifc->bind = shim_bind;
@@ -384,4 +394,17 @@ void packetdrill_interface_init(const char *flags, struct pd_interface *ifc)
 	ifc->epoll_wait = shim_epoll_wait;
 	ifc->pipe = shim_pipe;
 	ifc->splice = shim_splice;
+}
+
+// getsockopt interposes on the C library's when the shared object is also in
+// LD_PRELOAD (scripts/conformance.sh does that): packetdrill's code events
+// (%{ assert tcpi_snd_cwnd == 10 }%) read TCP_INFO with a direct
+// getsockopt(2) on the socket's descriptor, not through the interface. Ours
+// answer from the shim; any other descriptor goes to the kernel. Loaded by
+// dlopen alone (RTLD_LOCAL), this definition is not seen by packetdrill.
+int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	if (current != 0 && pdOwns(current, fd))
+		return shim_getsockopt((void *)current, fd, level, name, val, len);
+	return syscall(SYS_getsockopt, fd, level, name, val, len);
 }
