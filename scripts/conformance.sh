@@ -150,6 +150,9 @@ run() {
 	else
 		cmd+=("$pd" "${addrs[@]}")
 	fi
+	# PDCONF_ARGS: more packetdrill flags (-v) for one debugging run.
+	# shellcheck disable=SC2206
+	cmd+=(${PDCONF_ARGS:-})
 	rc=0
 	(cd "$dir" && PATH="$([ "$mode" = so ] && echo "$tmp/bin:")$PATH" timeout -k 5 60 \
 		sh -c 'echo $$ >>"$0"; exec "$@"' "$tmp/pids" "${cmd[@]}" "$base") >"$out" 2>&1 || rc=$?
@@ -169,6 +172,8 @@ run() {
 		echo "FAIL timed out (60 s of real time)"
 		return
 	fi
+	# PDCONF_VERBOSE=1: all of packetdrill's output, on stderr.
+	[ -n "${PDCONF_VERBOSE:-}" ] && sed 's/^/    | /' "$out" >&2
 	line=$(grep -m1 -E '\.pkt:[0-9]+: ' "$out" || grep -m1 -v '^\s*$' "$out" || echo "exit status $rc")
 	# A note of the shim's (unsupported, would block) says why.
 	note=$(grep -m1 -E '^(unsupported: |pdshim: )' "$out" || true)

@@ -258,7 +258,7 @@ func (e *Endpoint) Close() error {
 		return nil
 	}
 	if e.rcv.buf.len() > 0 || len(e.rcv.ooo) > 0 {
-		e.abort(nil, true) // RFC 2525 2.17: unread data is lost: reset (sendRST counts it)
+		e.activeReset() // RFC 2525 2.17: unread data is lost: reset (sendRST counts it)
 		return nil
 	}
 	e.closeWrite()
@@ -276,7 +276,23 @@ func (e *Endpoint) Abort() {
 	if e.state == StateClosed {
 		return
 	}
-	e.abort(nil, e.state != StateSynSent)
+	if e.state == StateSynSent {
+		e.enterClosed(nil)
+		return
+	}
+	e.activeReset()
+}
+
+// activeReset is the application's reset (Abort, or Close with unread data):
+// <SEQ=SND.NXT><ACK=RCV.NXT><CTL=RST,ACK> (RFC 9293 3.10.5 allows the ACK; Linux's
+// tcp_send_active_reset sends it, with the timestamps), then CLOSED.
+func (e *Endpoint) activeReset() {
+	if e.state != StateClosed && e.state != StateTimeWait {
+		e.stats.ResetsSent++
+		seg := Segment{Seq: e.snd.nxt, Flags: FlagRST | FlagACK}
+		e.send(&seg)
+	}
+	e.enterClosed(nil)
 }
 
 // abort sends a RST (if rst) and closes with err.

@@ -286,12 +286,11 @@ func (s *Shim) Recv(fd int, p []byte, n int, flags int) (int, error) {
 	}
 	var got int
 	var rerr error
+	// After SHUT_RD, data still queued (or arriving: Linux takes it) is read;
+	// with none, read returns 0 at once.
 	try := func(time.Duration) bool {
-		if k.rdShut {
-			return true
-		}
 		got, rerr = k.c.TryRead(p)
-		return got > 0 || rerr != nil
+		return got > 0 || rerr != nil || k.rdShut
 	}
 	if nonblock {
 		if !try(0) {
