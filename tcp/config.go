@@ -116,6 +116,12 @@ type Config struct {
 
 	InitialCwnd int // segments
 
+	// Nagle turns on Nagle's algorithm (RFC 896, RFC 1122 4.2.3.4) with
+	// Minshall's refinement, as Linux has it: a segment short of a full one
+	// waits while an earlier short segment is unacknowledged. Off by default,
+	// as Go's net.TCPConn (TCP_NODELAY); Endpoint.SetNoDelay changes it.
+	Nagle bool
+
 	// DisableRACKTLP turns off RACK-TLP (RFC 8985): time-based loss detection
 	// and tail-loss probes. Loss is then detected by three duplicate ACKs
 	// (RFC 5681, RFC 6582, with SACK holes resent) and the RTO alone.

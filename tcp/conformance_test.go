@@ -164,3 +164,30 @@ func TestLossCounts(t *testing.T) {
 		t.Fatalf("after the RTO: lost %d retrans %d, want 1 1", lost, rtx)
 	}
 }
+
+// TestNagle: with Config.Nagle (Minshall's variant, as Linux), a short segment
+// waits while an earlier short one is unacknowledged, and goes with its ACK
+// or with SetNoDelay; full segments never wait; without Nagle nothing waits.
+func TestNagle(t *testing.T) {
+	cfg := testConfig()
+	cfg.Nagle = true
+	h := established(t, cfg)
+	h.ep.Write(data(10))
+	h.expect(lenIs(10)) // nothing short is outstanding: it goes
+	h.ep.Write(data(10))
+	h.expectNone() // held: the first short segment is unacknowledged
+	h.ackUpTo(testISS + 11)
+	h.expect(lenIs(10)) // its ACK lets it go
+	h.ep.Write(data(5))
+	h.expectNone()
+	h.ep.SetNoDelay(true)
+	h.expect(lenIs(5))
+	h.ep.Write(data(5))
+	h.expect(lenIs(5)) // TCP_NODELAY: nothing waits
+
+	h = established(t, testConfig()) // the default: no Nagle
+	h.ep.Write(data(10))
+	h.ep.Write(data(10))
+	h.expect(lenIs(10))
+	h.expect(lenIs(10))
+}

@@ -193,6 +193,16 @@ func (e *Endpoint) Write(p []byte) (int, error) {
 // Writable returns the free space in the send buffer.
 func (e *Endpoint) Writable() int { return max(0, e.cfg.SendBuffer-e.snd.buf.len()) }
 
+// SetNoDelay turns Nagle's algorithm off (true: TCP_NODELAY) or on
+// (Config.Nagle). Turning it off sends what it held back.
+func (e *Endpoint) SetNoDelay(noDelay bool) {
+	defer e.flush()
+	e.cfg.Nagle = !noDelay
+	if noDelay {
+		e.output()
+	}
+}
+
 // SetSendBuffer changes the send buffer's size (Config.SendBuffer), as
 // SO_SNDBUF on an open socket: data already in a smaller buffer stays, and
 // Write takes more once it has drained below n. n must be in (0, 1 GiB].

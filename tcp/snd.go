@@ -70,16 +70,17 @@ type sender struct {
 	rtxq      []*txSeg     // sent, unacknowledged segments, by sequence
 	freeSegs  []*txSeg
 
-	rtoRetries     int  // RTO expirations since the last progress (tcpi_retransmits)
-	synRetries     int  // SYN or SYN-ACK retransmissions
-	synRetransmit  bool // the SYN or SYN-ACK was resent: RFC 6298 (5.7), RFC 5681 3.1
-	persistBackoff int  // zero-window probe doublings (RFC 1122 4.2.2.17)
-	persistProbes  int  // unanswered zero-window probes
-	burst          int  // segments of new data sent by the current output pass
+	rtoRetries     int          // RTO expirations since the last progress (tcpi_retransmits)
+	synRetries     int          // SYN or SYN-ACK retransmissions
+	synRetransmit  bool         // the SYN or SYN-ACK was resent: RFC 6298 (5.7), RFC 5681 3.1
+	persistBackoff int          // zero-window probe doublings (RFC 1122 4.2.2.17)
+	persistProbes  int          // unanswered zero-window probes
+	burst          int          // segments of new data sent by the current output pass
+	sml            seqnum.Value // the end of the last segment sent short of a full one (Nagle)
 }
 
 func newSender(iss seqnum.Value) sender {
-	return sender{iss: iss, una: iss, nxt: iss, max: iss, bufSeq: iss + 1, peerMSS: DefaultMSS, smss: DefaultMSS}
+	return sender{iss: iss, una: iss, nxt: iss, max: iss, sml: iss, bufSeq: iss + 1, peerMSS: DefaultMSS, smss: DefaultMSS}
 }
 
 // flightSize is the data sent and not yet acknowledged (RFC 5681 2).
@@ -393,6 +394,13 @@ func (e *Endpoint) outputOne() bool {
 	if n < e.snd.smss && n < avail && inflight > 0 && n < int(e.snd.maxWnd/2) {
 		return false
 	}
+	// Nagle (RFC 896, RFC 1122 4.2.3.4) with Minshall's refinement, as Linux:
+	// with Config.Nagle, a segment short of a full one waits while a short
+	// segment sent before is unacknowledged; one that carries the FIN does
+	// not wait.
+	if e.cfg.Nagle && n < e.snd.smss && e.snd.una.LessThan(e.snd.sml) && !(e.snd.finQueued && n == avail) {
+		return false
+	}
 	// Linux's PSH (as packetdrill's scripts show it): besides the segment that
 	// empties the buffer, the last of a burst of two or more, the one after
 	// which the windows leave no room for the next; not a lone segment that
@@ -444,6 +452,9 @@ func (e *Endpoint) sendData(n int, push bool) {
 			l++
 			flags |= FlagFIN
 		}
+	}
+	if n < e.snd.smss {
+		e.snd.sml = e.snd.nxt.Add(seqnum.Size(n))
 	}
 	s := e.queueNew(l, flags)
 	e.stopTimer(timerPersist)

@@ -54,6 +54,7 @@ func (s *Shim) tcpConfig(o sockOpts) tcp.Config {
 	cfg.KeepAlive = o.keepalive
 	cfg.KeepIdle, cfg.KeepInterval, cfg.KeepCount = o.keepIdle, o.keepIntvl, o.keepCnt
 	cfg.UserTimeout = o.userTimeout
+	cfg.Nagle = !o.nodelay // Linux's sockets have Nagle on until TCP_NODELAY
 	return cfg
 }
 
@@ -141,7 +142,10 @@ func (s *Shim) Setsockopt(fd, level, name int, val []byte) error {
 		return nil
 	case [2]int{unix.SOL_TCP, unix.TCP_NODELAY}:
 		o.nodelay = v != 0
-		return nil
+		if k.c != nil {
+			return errno(k.c.SetNoDelay(o.nodelay))
+		}
+		return s.started(k, "TCP_NODELAY")
 	case [2]int{unix.SOL_TCP, unix.TCP_MAXSEG}:
 		if v < 88 || v > 65535 {
 			return syscall.EINVAL
