@@ -191,3 +191,32 @@ func TestNagle(t *testing.T) {
 	h.expect(lenIs(10))
 	h.expect(lenIs(10))
 }
+
+// TestCwndValidation: an application-limited sender's ACKs do not grow cwnd
+// (RFC 7661; Linux: in slow start, cwnd grows while below twice the largest
+// flight of the window).
+func TestCwndValidation(t *testing.T) {
+	h := established(t, noTLPConfig())
+	mss := h.ep.Info().SndMSS
+	iw := h.ep.Info().Cwnd
+	h.ep.Write(data(5 * mss)) // half the initial window
+	for range 5 {
+		h.expect(lenIs(mss))
+	}
+	una := seqnum.Value(testISS + 1)
+	h.ackUpTo(una.Add(seqnum.Size(2 * mss)))
+	h.ackUpTo(una.Add(seqnum.Size(5 * mss)))
+	if got := h.ep.Info().Cwnd; got != iw {
+		t.Fatalf("cwnd after ACKs of an app-limited flight of 5: got %d, want %d", got, iw)
+	}
+	h.ep.Write(data(9 * mss)) // 9 of 10: slow start grows cwnd, up to twice the flight
+	for range 9 {
+		h.expect(lenIs(mss))
+	}
+	for i := 1; i <= 9; i++ {
+		h.ackUpTo(una.Add(seqnum.Size((5 + i) * mss)))
+	}
+	if got, want := h.ep.Info().Cwnd, 18*mss; got != want {
+		t.Fatalf("cwnd after ACKs of a flight of 9: got %d, want %d (2 x 9 segments)", got, want)
+	}
+}

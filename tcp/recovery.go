@@ -50,7 +50,9 @@ func (f *fastRecovery) enter(sndMax seqnum.Value) {
 func (e *Endpoint) congestionOnAck(acked int) {
 	if !e.fr.active {
 		e.fr.dupAcks = 0
-		e.cc.onAck(acked)
+		if e.cwndLimited() {
+			e.cc.onAck(acked)
+		}
 		return
 	}
 	if !e.snd.una.LessThan(e.fr.recover) {
@@ -61,6 +63,19 @@ func (e *Endpoint) congestionOnAck(acked int) {
 	}
 	e.cc.onRecoveryAck(acked)
 	e.resendFirstHole()
+}
+
+// cwndLimited reports whether the congestion window limited the sender in
+// this window, so that an ACK may grow it (RFC 7661 4.x: a sender that is
+// not using its cwnd must not grow it; as Linux's tcp_is_cwnd_limited): in
+// slow start while cwnd is below twice the window's largest flight, in
+// congestion avoidance while that flight came within one segment of cwnd.
+func (e *Endpoint) cwndLimited() bool {
+	cwnd := e.cc.cwnd()
+	if cwnd < e.cc.ssthresh() {
+		return cwnd < 2*e.snd.maxOut
+	}
+	return e.snd.maxOut+e.snd.smss > cwnd
 }
 
 // resendFirstHole is a partial ACK's retransmission: the first

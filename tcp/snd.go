@@ -77,6 +77,10 @@ type sender struct {
 	persistProbes  int          // unanswered zero-window probes
 	burst          int          // segments of new data sent by the current output pass
 	sml            seqnum.Value // the end of the last segment sent short of a full one (Nagle)
+	// maxOut is the most data outstanding in the current window (since
+	// maxOutSeq was sent), for congestion window validation (cwndLimited).
+	maxOut    int
+	maxOutSeq seqnum.Value
 }
 
 func newSender(iss seqnum.Value) sender {
@@ -457,6 +461,10 @@ func (e *Endpoint) sendData(n int, push bool) {
 		e.snd.sml = e.snd.nxt.Add(seqnum.Size(n))
 	}
 	s := e.queueNew(l, flags)
+	// Linux's tcp_cwnd_validate: the window's largest flight.
+	if out := e.snd.inflight(); !e.snd.una.LessThan(e.snd.maxOutSeq) || out > e.snd.maxOut {
+		e.snd.maxOut, e.snd.maxOutSeq = out, e.snd.nxt
+	}
 	e.stopTimer(timerPersist)
 	e.transmit(s, false)
 }
