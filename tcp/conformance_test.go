@@ -220,3 +220,29 @@ func TestCwndValidation(t *testing.T) {
 		t.Fatalf("cwnd after ACKs of a flight of 9: got %d, want %d (2 x 9 segments)", got, want)
 	}
 }
+
+// TestLimitedTransmit: RFC 3042: the first and second duplicate ACKs each send
+// one new segment beyond cwnd; the third starts fast retransmit.
+func TestLimitedTransmit(t *testing.T) {
+	h := established(t, noTLPConfig())
+	mss := h.ep.Info().SndMSS
+	h.ep.Write(data(20 * mss))
+	for range 10 {
+		h.expect(lenIs(mss))
+	}
+	h.expectNone()
+	una := seqnum.Value(testISS + 1)
+	sack := func(k int) {
+		s := h.seg(FlagACK, nil)
+		s.Options.NSACK = 1
+		s.Options.SACK[0] = SACKBlock{Start: una.Add(seqnum.Size(mss)), End: una.Add(seqnum.Size((1 + k) * mss))}
+		h.send(s)
+	}
+	sack(1)
+	h.expect(seqIs(una.Add(seqnum.Size(10*mss))), lenIs(mss)) // new data
+	sack(2)
+	h.expect(seqIs(una.Add(seqnum.Size(11*mss))), lenIs(mss))
+	if got := h.ep.Info().InRecovery; got {
+		t.Fatal("in recovery after two duplicate ACKs")
+	}
+}

@@ -120,7 +120,11 @@ func (e *Endpoint) onDupAck() {
 		e.output() // RFC 6582 3.2 (4): send new data as cwnd and rwnd allow
 		return
 	}
-	if e.fr.dupAcks < 3 || len(e.snd.rtxq) == 0 {
+	if e.fr.dupAcks < 3 {
+		e.limitedTransmit()
+		return
+	}
+	if len(e.snd.rtxq) == 0 {
 		return
 	}
 	if e.snd.una.LessThan(e.fr.recover) {
@@ -132,6 +136,21 @@ func (e *Endpoint) onDupAck() {
 	e.fr.enter(e.snd.max)                               // RFC 6582 3.2 (2): recover <- highest sent
 	e.fastRetransmit(e.snd.rtxq[0])                     // RFC 5681 3.2 (3): retransmit the lost segment
 	e.output()
+}
+
+// limitedTransmit is RFC 3042: on each of the first two duplicate ACKs, one
+// new segment, if the peer's window takes it and the flight stays within
+// cwnd plus two segments; cwnd itself does not change.
+func (e *Endpoint) limitedTransmit() {
+	if e.fr.dupAcks > 2 || e.snd.nxt != e.snd.max || e.snd.finSent {
+		return
+	}
+	n := min(e.snd.unsent(), e.snd.smss)
+	inflight := e.snd.inflight()
+	if n <= 0 || inflight+n > int(e.snd.wnd) || inflight+n > e.cc.cwnd()+e.fr.dupAcks*e.snd.smss {
+		return
+	}
+	e.sendData(n, false)
 }
 
 // retransmitNextHole resends, in fast recovery with SACK and without RACK
