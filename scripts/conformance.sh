@@ -19,7 +19,8 @@
 # stand-ins that only record the sysctls in a file the shim reads (so a script
 # that turns timestamps off gets a stack without them), inside a namespace of
 # their own as well, so that no command of a script can reach the host's
-# settings. Everything lives in one temporary directory and the namespaces
+# settings. packetdrill runs with a private /tmp bound to one in the run's
+# temporary directory. Everything lives in that directory and the namespaces
 # this run creates; the trap removes them, also on failure or interrupt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,18 +63,15 @@ fi
 local_ip=198.18.0.1 remote_ip=198.19.0.2 gateway_ip=198.18.0.1 netmask_ip=255.255.0.0
 addrs=(--ip_version=ipv4 --local_ip=$local_ip --remote_ip=$remote_ip --gateway_ip=$gateway_ip --netmask_ip=$netmask_ip)
 
-tmp=$(mktemp -d /tmp/pdconf.XXXXXX)
+# Not under /tmp: packetdrill gets a private /tmp of its own (run).
+mkdir -p build
+tmp=$(mktemp -d "$repo/build/conformance.XXXXXX")
 namespaces=()
 cleanup() {
 	local ns
 	for ns in "${namespaces[@]}"; do
 		[ -n "$ns" ] && "$ipbin" netns del "$ns" 2>/dev/null || true
 	done
-	# The restore scripts the scripts' set_sysctls.py wrote (one per
-	# packetdrill process; their pids are listed as they run).
-	if [ -f "$tmp/pids" ]; then
-		while read -r p; do rm -f "/tmp/sysctl_restore_$p.sh"; done <"$tmp/pids"
-	fi
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -132,16 +130,19 @@ chmod +x "$tmp/so/common/defaults.sh" "$tmp/so/tcp/common/set_sysctls.py" "$tmp/
 # run MODE SCRIPT: runs one script; prints "PASS", "FAIL <first error>" or
 # "CRASH <why>".
 run() {
-	local mode=$1 script=$2 dir base out rc ns line note pid
+	local mode=$1 script=$2 dir base out rc ns line note
 	dir=$tmp/$mode/$(dirname "$script") base=$(basename "$script")
 	out=$tmp/out.$mode
 	[ -f "$dir/$base" ] || { echo "FAIL no such script"; return; }
 	rm -f "$sysctls"
 	ns=$(newns "$mode")
 	namespaces+=("$ns")
-	# sh writes its pid, which exec keeps through ip netns exec to
-	# packetdrill: the $PPID of the script's commands, whose restore script
-	# (/tmp/sysctl_restore_PID.sh) the cleanup removes.
+	# packetdrill runs with a private /tmp (a mount namespace of its own, in
+	# which our directory ptmp is bound over /tmp): what it and the scripts
+	# write there (the Python of code events, set_sysctls.py's restore
+	# script) stays in $tmp, even when packetdrill dies.
+	rm -rf "$tmp/ptmp"
+	mkdir "$tmp/ptmp"
 	local cmd=("$ipbin" netns exec "$ns")
 	if [ "$mode" = so ]; then
 		# LD_PRELOAD (packetdrill alone) lets the shim answer the direct
@@ -155,8 +156,8 @@ run() {
 	cmd+=(${PDCONF_ARGS:-})
 	rc=0
 	(cd "$dir" && PATH="$([ "$mode" = so ] && echo "$tmp/bin:")$PATH" timeout -k 5 60 \
-		sh -c 'echo $$ >>"$0"; exec "$@"' "$tmp/pids" "${cmd[@]}" "$base") >"$out" 2>&1 || rc=$?
-	while read -r pid; do rm -f "/tmp/sysctl_restore_$pid.sh"; done <"$tmp/pids"
+		unshare --mount --propagation private sh -c 'mount --bind "$0" /tmp && exec "$@"' "$tmp/ptmp" \
+		"${cmd[@]}" "$base") >"$out" 2>&1 || rc=$?
 	"$ipbin" netns del "$ns"
 	namespaces=("${namespaces[@]/$ns/}")
 	if grep -q -m1 -e '^panic:' -e '^fatal error:' -e 'SIGSEGV' "$out" || { [ "$rc" -ge 128 ] && [ "$rc" -ne 137 ]; }; then
