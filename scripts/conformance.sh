@@ -189,10 +189,11 @@ if [ -f "$expected" ]; then
 	done <"$expected"
 fi
 
-pass=0 total=0 exp_pass=0 regressions=0 crashes=0
+pass=0 total=0 exp_pass=0 regressions=0 crashes=0 own=0 own_pass=0
 table=$tmp/table
 for s in "${scripts[@]}"; do
 	total=$((total + 1))
+	case "$s" in tcpwheel/*) own=$((own + 1)) ;; esac
 	r=$(run so "$s")
 	w=${want[$s]:-fail}
 	[ "$w" = pass ] && exp_pass=$((exp_pass + 1))
@@ -202,6 +203,7 @@ for s in "${scripts[@]}"; do
 	*) status=FAIL ;;
 	esac
 	mark=""
+	case "$s" in tcpwheel/*) [ "$status" = PASS ] && own_pass=$((own_pass + 1)) ;; esac
 	if [ "$w" = pass ] && [ "$status" != PASS ]; then
 		regressions=$((regressions + 1)); mark=" (REGRESSION: expected to pass)"
 	elif [ "$w" != pass ] && [ "$status" = PASS ]; then
@@ -236,15 +238,19 @@ if [ -n "$results" ]; then
 		while IFS=$'\t' read -r s r ref; do
 			printf '%s\n  tcpwheel: %s\n  linux:    %s\n' "$s" "$r" "${ref:-not run}"
 		done <"$table"
-		echo "# tcpwheel: $pass of $total pass"
+		echo "# tcpwheel: $pass of $total pass (upstream $((pass - own_pass)) of $((total - own)), ours $own_pass of $own)"
 		if [ $reference -eq 1 ]; then
 			echo "# linux: $(cut -f3 "$table" | grep -c '^PASS') of $total pass"
+		fi
+		if [ -f conformance/causes.txt ]; then
+			echo
+			cat conformance/causes.txt
 		fi
 	} >"$results"
 	echo "conformance: wrote $results"
 fi
 
-echo "conformance: $pass of $total scripts pass (expected $exp_pass)"
+echo "conformance: $pass of $total scripts pass (expected $exp_pass): upstream $((pass - own_pass)) of $((total - own)), ours (conformance/scripts) $own_pass of $own"
 if [ $reference -eq 1 ]; then
 	echo "conformance: linux (local mode): $(cut -f3 "$table" | grep -c '^PASS') of $total scripts pass"
 fi
