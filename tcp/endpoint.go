@@ -268,7 +268,7 @@ func (e *Endpoint) Close() error {
 		return nil
 	}
 	if e.rcv.buf.len() > 0 || len(e.rcv.ooo) > 0 {
-		e.activeReset() // RFC 2525 2.17: unread data is lost: reset (sendRST counts it)
+		e.activeReset(nil) // RFC 2525 2.17: unread data is lost: reset (sendRST counts it)
 		return nil
 	}
 	e.closeWrite()
@@ -290,19 +290,20 @@ func (e *Endpoint) Abort() {
 		e.enterClosed(nil)
 		return
 	}
-	e.activeReset()
+	e.activeReset(nil)
 }
 
-// activeReset is the application's reset (Abort, or Close with unread data):
+// activeReset is our own reset of a synchronized connection (Abort, Close
+// with unread data, keepalive's dead peer):
 // <SEQ=SND.NXT><ACK=RCV.NXT><CTL=RST,ACK> (RFC 9293 3.10.5 allows the ACK; Linux's
-// tcp_send_active_reset sends it, with the timestamps), then CLOSED.
-func (e *Endpoint) activeReset() {
+// tcp_send_active_reset sends it, with the timestamps), then CLOSED with err.
+func (e *Endpoint) activeReset(err error) {
 	if e.state != StateClosed && e.state != StateTimeWait {
 		e.stats.ResetsSent++
 		seg := Segment{Seq: e.snd.nxt, Flags: FlagRST | FlagACK}
 		e.send(&seg)
 	}
-	e.enterClosed(nil)
+	e.enterClosed(err)
 }
 
 // abort sends a RST (if rst) and closes with err.

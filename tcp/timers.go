@@ -192,7 +192,7 @@ func (e *Endpoint) onKeepalive() {
 		return
 	}
 	if e.keepProbes >= e.cfg.KeepCount {
-		e.abort(ErrTimeout, true) // RFC 1122 4.2.3.6: the peer is dead
+		e.activeReset(ErrTimeout) // RFC 1122 4.2.3.6: the peer is dead (RST|ACK, as Linux)
 		return
 	}
 	e.keepProbes++
