@@ -13,7 +13,7 @@ STATICCHECK_VERSION ?= 0.8.2
 TOOLBIN     ?= $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
 STATICCHECK ?= $(TOOLBIN)/staticcheck
 
-.PHONY: all build test lint vet fmt fmt-check staticcheck bench fuzz run deps
+.PHONY: all build test lint vet fmt fmt-check staticcheck bench fuzz run deps packetdrill packetdrill-shim conformance conformance-reference
 
 all: build
 
@@ -75,3 +75,22 @@ fuzz:
 # handler was installed) counts as a clean stop as well.
 run: build
 	@if [ -t 0 ]; then set -m; fi; ./bin/tcpwheel run $(ARGS) || [ $$? -eq 130 ]
+
+# packetdrill conformance (issue 13). packetdrill is built out of tree from the
+# source snapshot in ../shared/packetdrill (PACKETDRILL_SRC), into build/; the
+# shim is our shared object for its --so_filename mode. `make conformance` runs
+# the portable scripts against the stack in virtual time and fails only on a
+# regression against conformance/expected.txt or a crash of the shim.
+packetdrill: deps
+	@scripts/packetdrill.sh
+
+packetdrill-shim:
+	$(GO) build -buildmode=c-shared -o build/packetdrill.so ./conformance/shim
+
+conformance: packetdrill packetdrill-shim
+	@scripts/conformance.sh $(ARGS)
+
+# Both columns (tcpwheel, and Linux in packetdrill's local mode, each script in
+# a fresh network namespace) into integration/results.
+conformance-reference: packetdrill packetdrill-shim
+	@scripts/conformance.sh --reference --results integration/results/conformance-$$(date -u +%F).txt $(ARGS)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh Debian machine: iproute2 (ip, for
 # inspecting namespaces), tcpdump (reads our pcaps), curl and python3 (kernel-side
-# peers in integration tests), iputils-ping. Installs only what is missing; needs root.
+# peers in integration tests), iputils-ping; gcc, make, bison and flex build
+# packetdrill for make conformance. Installs only what is missing; needs root.
 set -euo pipefail
 need=()
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
@@ -9,6 +10,11 @@ command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+# packetdrill (make conformance builds it from source).
+command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v bison >/dev/null 2>&1 || need+=(bison)
+command -v flex >/dev/null 2>&1 || need+=(flex)
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
 fi

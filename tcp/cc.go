@@ -57,6 +57,9 @@ type newReno struct {
 	thresh  int  // ssthresh
 	caAcked int  // bytes acknowledged in congestion avoidance, RFC 5681 3.1 (3)
 	sack    bool // SACK is on: no inflation or deflation in recovery
+	// afterRTO: slow start follows a retransmission timeout, where RFC 3465
+	// 2.3 keeps L at 1 SMSS.
+	afterRTO bool
 }
 
 func newNewReno() *newReno {
@@ -73,9 +76,18 @@ func (r *newReno) start(smss, segs int, sack bool) {
 
 func (r *newReno) onAck(acked int) {
 	if r.wnd < r.thresh {
-		r.wnd += min(acked, r.smss) // RFC 5681 (2): slow start, RFC 3465 L = 1 SMSS
+		// RFC 5681 (2): slow start by bytes acknowledged, with RFC 3465 2.3's
+		// limit L = 2 SMSS per ACK (1 SMSS after an RTO), so that a
+		// receiver that ACKs every second segment still doubles cwnd each
+		// RTT, as Linux does (which sets no limit).
+		l := 2 * r.smss
+		if r.afterRTO {
+			l = r.smss
+		}
+		r.wnd += min(acked, l)
 		return
 	}
+	r.afterRTO = false
 	r.caAcked += acked // RFC 5681 3.1 (3): congestion avoidance by bytes acked
 	if r.caAcked >= r.wnd {
 		r.caAcked -= r.wnd
@@ -124,6 +136,7 @@ func (r *newReno) onRTO(flight int, first bool) {
 	}
 	r.wnd = r.smss // RFC 5681 3.1: LW = 1 SMSS
 	r.caAcked = 0
+	r.afterRTO = true
 }
 
 func (r *newReno) onProbeRepair() {

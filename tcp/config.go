@@ -77,6 +77,7 @@ const (
 	DefaultTimeWait     = 60 * time.Second       // 2*MSL with MSL = 30 s, as Linux
 	DefaultFinWait2     = 60 * time.Second       // Linux tcp_fin_timeout
 	DefaultInitialCwnd  = 10                     // RFC 6928, segments
+	DefaultQuickAcks    = 16                     // Linux TCP_MAX_QUICKACKS
 	DefaultKeepIdle     = 2 * time.Hour          // RFC 1122 4.2.3.6
 	DefaultKeepInterval = 75 * time.Second
 	DefaultKeepCount    = 9
@@ -121,10 +122,23 @@ type Config struct {
 	KeepCount    int
 
 	DelayedACK time.Duration // default 40 ms, at most MaxDelayedACK; negative disables
-	TimeWait   time.Duration // 2*MSL
-	FinWait2   time.Duration // FIN_WAIT_2 timeout after Close
+	// QuickAcks: how many data segments are ACKed at once, without delay, at
+	// the start of a connection and when data comes after more than an RTO
+	// without any (Linux's quickack mode: the peer's slow start, or its
+	// restart, is not held back by our delayed ACKs; RFC 1122 4.2.3.2 lets
+	// an ACK be delayed, never requires it). At most RecvBuffer/(2 MSS), at
+	// least 2. Zero means DefaultQuickAcks; negative none.
+	QuickAcks int
+	TimeWait  time.Duration // 2*MSL
+	FinWait2  time.Duration // FIN_WAIT_2 timeout after Close
 
 	InitialCwnd int // segments
+
+	// Nagle turns on Nagle's algorithm (RFC 896, RFC 1122 4.2.3.4) with
+	// Minshall's refinement, as Linux has it: a segment short of a full one
+	// waits while an earlier short segment is unacknowledged. Off by default,
+	// as Go's net.TCPConn (TCP_NODELAY); Endpoint.SetNoDelay changes it.
+	Nagle bool
 
 	// DisableRACKTLP turns off RACK-TLP (RFC 8985): time-based loss detection
 	// and tail-loss probes. Loss is then detected by three duplicate ACKs
@@ -195,6 +209,9 @@ func (cfg Config) withDefaults() Config {
 		cfg.KeepCount = DefaultKeepCount
 	}
 	def(&cfg.DelayedACK, DefaultDelayedACK)
+	if cfg.QuickAcks == 0 {
+		cfg.QuickAcks = DefaultQuickAcks
+	}
 	def(&cfg.TimeWait, DefaultTimeWait)
 	def(&cfg.FinWait2, DefaultFinWait2)
 	def(&cfg.TLPMaxAckDelay, DefaultTLPMaxAckDelay) // negative stays: none

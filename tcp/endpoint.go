@@ -200,6 +200,31 @@ func (e *Endpoint) Write(p []byte) (int, error) {
 // Writable returns the free space in the send buffer.
 func (e *Endpoint) Writable() int { return max(0, e.cfg.SendBuffer-e.snd.buf.len()) }
 
+// SetNoDelay turns Nagle's algorithm off (true: TCP_NODELAY) or on
+// (Config.Nagle). Turning it off sends what it held back.
+func (e *Endpoint) SetNoDelay(noDelay bool) {
+	defer e.flush()
+	e.cfg.Nagle = !noDelay
+	if noDelay {
+		e.output()
+	}
+}
+
+// SetSendBuffer changes the send buffer's size (Config.SendBuffer), as
+// SO_SNDBUF on an open socket: data already in a smaller buffer stays, and
+// Write takes more once it has drained below n. n must be in (0, 1 GiB].
+func (e *Endpoint) SetSendBuffer(n int) error {
+	if n <= 0 || n > 1<<30 {
+		return ErrInvalidConfig
+	}
+	defer e.flush()
+	e.cfg.SendBuffer = n
+	if e.Writable() > 0 {
+		e.event(EventWritable)
+	}
+	return nil
+}
+
 // CloseWrite queues a FIN after the buffered data (the half-close, RFC 9293
 // 3.10.4). Further Writes fail with ErrWriteClosed.
 func (e *Endpoint) CloseWrite() error {
@@ -250,7 +275,7 @@ func (e *Endpoint) Close() error {
 		return nil
 	}
 	if e.rcv.buf.len() > 0 || len(e.rcv.ooo) > 0 {
-		e.abort(nil, true) // RFC 2525 2.17: unread data is lost: reset (sendRST counts it)
+		e.activeReset(nil) // RFC 2525 2.17: unread data is lost: reset (sendRST counts it)
 		return nil
 	}
 	e.closeWrite()
@@ -268,7 +293,24 @@ func (e *Endpoint) Abort() {
 	if e.state == StateClosed {
 		return
 	}
-	e.abort(nil, e.state != StateSynSent)
+	if e.state == StateSynSent {
+		e.enterClosed(nil)
+		return
+	}
+	e.activeReset(nil)
+}
+
+// activeReset is our own reset of a synchronized connection (Abort, Close
+// with unread data, keepalive's dead peer):
+// <SEQ=SND.NXT><ACK=RCV.NXT><CTL=RST,ACK> (RFC 9293 3.10.5 allows the ACK; Linux's
+// tcp_send_active_reset sends it, with the timestamps), then CLOSED with err.
+func (e *Endpoint) activeReset(err error) {
+	if e.state != StateClosed && e.state != StateTimeWait {
+		e.stats.ResetsSent++
+		seg := Segment{Seq: e.snd.nxt, Flags: FlagRST | FlagACK}
+		e.send(&seg)
+	}
+	e.enterClosed(err)
 }
 
 // abort sends a RST (if rst) and closes with err.
@@ -445,4 +487,23 @@ func (e *Endpoint) Info() Info {
 		i.SndWScale, i.RcvWScale = int(e.snd.ws), int(e.rcv.ws)
 	}
 	return i
+}
+
+// LossCounts returns the segments in flight that are marked lost (by RACK, or
+// resent and not yet acknowledged: Linux's lost_out) and those resent and not
+// yet acknowledged (retrans_out), for TCP_INFO. It walks the retransmission
+// queue.
+func (e *Endpoint) LossCounts() (lost, retrans int) {
+	for _, s := range e.snd.rtxq {
+		if s.sacked {
+			continue
+		}
+		if s.lost || s.xmits > 1 {
+			lost++
+		}
+		if s.xmits > 1 {
+			retrans++
+		}
+	}
+	return lost, retrans
 }

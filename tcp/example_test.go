@@ -24,9 +24,9 @@ import (
 // SRTT + 4*RTTVAR from the handshake's 20 ms sample, 60 ms, raised to
 // Config.MinRTO, 200 ms by default as in Linux. (A tail-loss probe, RFC
 // 8985, is not armed: with one segment in flight it would come at 2*SRTT +
-// 200 ms, after the RTO.) The server acknowledges the segment when its
-// delayed-ACK timer fires, 40 ms later, and that ACK stops the segment's
-// retransmission timer (STOP_TIMER).
+// 200 ms, after the RTO.) The server acknowledges the segment at once, as the
+// first data of the connection (quickack: Config.QuickAcks), and that ACK
+// stops the segment's retransmission timer (STOP_TIMER).
 func Example() {
 	clk := timer.NewManualClock(0)
 	w, err := timer.New(timer.Config{Clock: clk})
@@ -72,7 +72,7 @@ func Example() {
 	// 20ms   client established, RTO 200ms
 	// 20ms   client > server  PSH|ACK      seq=1001 ack=5001 len=5 (dropped)
 	// 220ms  client > server  PSH|ACK      seq=1001 ack=5001 len=5
-	// 270ms  server > client  ACK          seq=5001 ack=1006 len=0
+	// 230ms  server > client  ACK          seq=5001 ack=1006 len=0
 	// server read "hello"; client: ESTABLISHED, 0 unacked, 1 retransmitted
 }
 

@@ -67,8 +67,10 @@ type harness struct {
 	lastTS uint32 // last TSVal seen from the endpoint
 }
 
+// testConfig has no quickack mode: the tests of delayed ACKs see them from
+// the first segment (TestQuickAck tests the mode).
 func testConfig() Config {
-	return Config{ISN: func(ID, time.Duration) seqnum.Value { return testISS }}
+	return Config{ISN: func(ID, time.Duration) seqnum.Value { return testISS }, QuickAcks: -1}
 }
 
 // noTLPConfig is testConfig without RACK-TLP, for the tests of what recovers

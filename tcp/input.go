@@ -378,7 +378,7 @@ func (e *Endpoint) processText(seg *Segment) {
 	if len(seg.Payload) > 0 {
 		e.stats.DataSegsIn++
 	}
-	e.rcv.mss = max(e.rcv.mss, len(seg.Payload))
+	e.rcv.mss = max(e.rcv.mss, min(len(seg.Payload), e.cfg.MSS))
 	if len(seg.Payload) > 0 && e.appClosed {
 		// RFC 2525 2.17 / Linux: data for a closed socket resets the connection.
 		e.abort(nil, true)
@@ -402,6 +402,7 @@ func (e *Endpoint) processText(seg *Segment) {
 	e.stats.BytesReceived += uint64(n)
 	if len(data) > 0 {
 		e.event(EventReadable)
+		e.quickAckMode()
 	}
 	if fin {
 		e.rcv.nxt++
@@ -409,6 +410,18 @@ func (e *Endpoint) processText(seg *Segment) {
 		return
 	}
 	e.ackReceived(filled || probe)
+}
+
+// quickAckMode notes in-order data: the first of the connection, or the first
+// after more than an RTO without any, starts Config.QuickAcks immediate ACKs
+// (Linux's tcp_event_data_recv and tcp_incr_quickack).
+func (e *Endpoint) quickAckMode() {
+	now := e.now()
+	if e.cfg.QuickAcks > 0 && (!e.rcv.gotData || now-e.rcv.dataAt > e.rtt.rto()) {
+		q := min(e.cfg.QuickAcks, max(2, e.rcv.size/(2*max(e.rcv.mss, 1))))
+		e.rcv.quick = max(e.rcv.quick, q)
+	}
+	e.rcv.gotData, e.rcv.dataAt = true, now
 }
 
 // ignoreText counts the text of a segment that came after the peer's FIN
@@ -421,11 +434,16 @@ func (e *Endpoint) ignoreText(seg *Segment) {
 
 // ackReceived ACKs in-order text (RFC 5681 4.2): at once when it filled a
 // hole or came into a window the peer may know as below one MSS (now: see
-// receiver.nearlyClosed), or with delayed ACKs off; for at least every
-// second full-sized segment, at the end of the input batch when the Output
-// holds ACKs that long (AckHolder), else at once; else after the
+// receiver.nearlyClosed), in quickack mode (quickAckMode), or with delayed
+// ACKs off; for at least every second full-sized segment (full-sized: the
+// largest seen, at most our MSS), at the end of the input batch when the
+// Output holds ACKs that long (AckHolder), else at once; else after the
 // delayed-ACK timeout (RFC 1122 4.2.3.2).
 func (e *Endpoint) ackReceived(now bool) {
+	if e.rcv.quick > 0 {
+		e.rcv.quick--
+		now = true
+	}
 	if now || e.cfg.DelayedACK < 0 {
 		e.sendAck()
 		return

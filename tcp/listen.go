@@ -390,3 +390,15 @@ func (l *Listener) Close() {
 		e.Abort()
 	}
 }
+
+// SetEndpointConfig replaces the configuration of the endpoints the listener
+// accepts from now on (a socket option such as TCP_MAXSEG set on a listening
+// socket); the half-open ones keep theirs. A configuration that cannot work is
+// an error wrapping ErrInvalidConfig.
+func (l *Listener) SetEndpointConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	l.cfg.Endpoint, l.epCfg = cfg, cfg.withDefaults()
+	return nil
+}

@@ -86,6 +86,7 @@ func TestTimeWaitReuse(t *testing.T) {
 			t.Fatal("no new connection accepted")
 		}
 		h.wantState(StateEstablished)
+		h.expect(flagsAre(FlagACK), ackIs(seq+6)) // the first data: quickack
 		h.expectNone()
 	}
 	t.Run("timestamps, newer TSval: a new connection", func(t *testing.T) {

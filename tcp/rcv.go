@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"sort"
+	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
@@ -21,11 +22,14 @@ type receiver struct {
 	buf      buffer
 	ooo      []oooSeg // out-of-order segments, by sequence
 	lastOOO  seqnum.Value
-	finRcvd  bool // FIN consumed: Read returns io.EOF after the data
-	mss      int  // largest segment seen, for the delayed-ACK rule
-	unacked  int  // in-order bytes received since the last ACK
-	size     int  // Config.RecvBuffer
-	sws      int  // the smallest step of the right edge: min(RecvBuffer/2, MSS)
+	finRcvd  bool          // FIN consumed: Read returns io.EOF after the data
+	mss      int           // largest segment seen (at most our MSS), for the delayed-ACK rule
+	unacked  int           // in-order bytes received since the last ACK
+	quick    int           // data segments still to ACK at once (Config.QuickAcks)
+	gotData  bool          // data has been received
+	dataAt   time.Duration // when data was last received
+	size     int           // Config.RecvBuffer
+	sws      int           // the smallest step of the right edge: min(RecvBuffer/2, MSS)
 	// smallEdge is the right edge of the last window smaller than one MSS
 	// that we advertised, while small is set: until data beyond it arrives,
 	// the peer may know no larger window (the update that opened it may have

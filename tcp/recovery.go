@@ -50,7 +50,9 @@ func (f *fastRecovery) enter(sndMax seqnum.Value) {
 func (e *Endpoint) congestionOnAck(acked int) {
 	if !e.fr.active {
 		e.fr.dupAcks = 0
-		e.cc.onAck(acked)
+		if e.cwndLimited() {
+			e.cc.onAck(acked)
+		}
 		return
 	}
 	if !e.snd.una.LessThan(e.fr.recover) {
@@ -61,6 +63,19 @@ func (e *Endpoint) congestionOnAck(acked int) {
 	}
 	e.cc.onRecoveryAck(acked)
 	e.resendFirstHole()
+}
+
+// cwndLimited reports whether the congestion window limited the sender in
+// this window, so that an ACK may grow it (RFC 7661 4.x: a sender that is
+// not using its cwnd must not grow it; as Linux's tcp_is_cwnd_limited): in
+// slow start while cwnd is below twice the window's largest flight, in
+// congestion avoidance while that flight came within one segment of cwnd.
+func (e *Endpoint) cwndLimited() bool {
+	cwnd := e.cc.cwnd()
+	if cwnd < e.cc.ssthresh() {
+		return cwnd < 2*e.snd.maxOut
+	}
+	return e.snd.maxOut+e.snd.smss > cwnd
 }
 
 // resendFirstHole is a partial ACK's retransmission: the first
@@ -105,7 +120,11 @@ func (e *Endpoint) onDupAck() {
 		e.output() // RFC 6582 3.2 (4): send new data as cwnd and rwnd allow
 		return
 	}
-	if e.fr.dupAcks < 3 || len(e.snd.rtxq) == 0 {
+	if e.fr.dupAcks < 3 {
+		e.limitedTransmit()
+		return
+	}
+	if len(e.snd.rtxq) == 0 {
 		return
 	}
 	if e.snd.una.LessThan(e.fr.recover) {
@@ -117,6 +136,21 @@ func (e *Endpoint) onDupAck() {
 	e.fr.enter(e.snd.max)                               // RFC 6582 3.2 (2): recover <- highest sent
 	e.fastRetransmit(e.snd.rtxq[0])                     // RFC 5681 3.2 (3): retransmit the lost segment
 	e.output()
+}
+
+// limitedTransmit is RFC 3042: on each of the first two duplicate ACKs, one
+// new segment, if the peer's window takes it and the flight stays within
+// cwnd plus two segments; cwnd itself does not change.
+func (e *Endpoint) limitedTransmit() {
+	if e.fr.dupAcks > 2 || e.snd.nxt != e.snd.max || e.snd.finSent {
+		return
+	}
+	n := min(e.snd.unsent(), e.snd.smss)
+	inflight := e.snd.inflight()
+	if n <= 0 || inflight+n > int(e.snd.wnd) || inflight+n > e.cc.cwnd()+e.fr.dupAcks*e.snd.smss {
+		return
+	}
+	e.sendData(n, false)
 }
 
 // retransmitNextHole resends, in fast recovery with SACK and without RACK

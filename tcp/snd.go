@@ -17,7 +17,7 @@ type txSeg struct {
 	entry  timer.Entry
 	seq    seqnum.Value
 	len    seqnum.Size   // in sequence space: data plus SYN and FIN
-	flags  Flags         // FlagSYN and FlagFIN
+	flags  Flags         // FlagSYN, FlagFIN, and FlagPSH (sendData)
 	sentAt time.Duration // RFC 8985 5.2: Segment.xmit_ts
 	order  uint64        // rackState.xmits at the latest transmission
 	// prevSentAt is the time of the transmission before, when xmits > 1.
@@ -70,15 +70,21 @@ type sender struct {
 	rtxq      []*txSeg     // sent, unacknowledged segments, by sequence
 	freeSegs  []*txSeg
 
-	rtoRetries     int  // RTO expirations since the last progress (tcpi_retransmits)
-	synRetries     int  // SYN or SYN-ACK retransmissions
-	synRetransmit  bool // the SYN or SYN-ACK was resent: RFC 6298 (5.7), RFC 5681 3.1
-	persistBackoff int  // zero-window probe doublings (RFC 1122 4.2.2.17)
-	persistProbes  int  // unanswered zero-window probes
+	rtoRetries     int          // RTO expirations since the last progress (tcpi_retransmits)
+	synRetries     int          // SYN or SYN-ACK retransmissions
+	synRetransmit  bool         // the SYN or SYN-ACK was resent: RFC 6298 (5.7), RFC 5681 3.1
+	persistBackoff int          // zero-window probe doublings (RFC 1122 4.2.2.17)
+	persistProbes  int          // unanswered zero-window probes
+	burst          int          // segments of new data sent by the current output pass
+	sml            seqnum.Value // the end of the last segment sent short of a full one (Nagle)
+	// maxOut is the most data outstanding in the current window (since
+	// maxOutSeq was sent), for congestion window validation (cwndLimited).
+	maxOut    int
+	maxOutSeq seqnum.Value
 }
 
 func newSender(iss seqnum.Value) sender {
-	return sender{iss: iss, una: iss, nxt: iss, max: iss, bufSeq: iss + 1, peerMSS: DefaultMSS, smss: DefaultMSS}
+	return sender{iss: iss, una: iss, nxt: iss, max: iss, sml: iss, bufSeq: iss + 1, peerMSS: DefaultMSS, smss: DefaultMSS}
 }
 
 // flightSize is the data sent and not yet acknowledged (RFC 5681 2).
@@ -245,7 +251,6 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 	if n := s.dataLen(); n > 0 {
 		off := int(s.seq - e.snd.bufSeq)
 		seg.Payload = e.snd.buf.at(off, n)
-		seg.Flags |= FlagPSH
 		e.stats.DataSegsOut++
 		e.stats.BytesSent += uint64(n)
 		if retransmit {
@@ -359,6 +364,7 @@ func (e *Endpoint) output() {
 		return
 	}
 	sndMax := e.snd.max
+	e.snd.burst = 0
 	for e.state != StateClosed && e.outputOne() {
 	}
 	if e.snd.max != sndMax && e.state != StateClosed && e.rackOn() {
@@ -414,7 +420,20 @@ func (e *Endpoint) outputOne() bool {
 	if n < e.snd.smss && n < avail && inflight > 0 && n < int(e.snd.maxWnd/2) {
 		return false
 	}
-	e.sendData(n)
+	// Nagle (RFC 896, RFC 1122 4.2.3.4) with Minshall's refinement, as Linux:
+	// with Config.Nagle, a segment short of a full one waits while a short
+	// segment sent before is unacknowledged; one that carries the FIN does
+	// not wait.
+	if e.cfg.Nagle && n < e.snd.smss && e.snd.una.LessThan(e.snd.sml) && !(e.snd.finQueued && n == avail) {
+		return false
+	}
+	// Linux's PSH (as packetdrill's scripts show it): besides the segment that
+	// empties the buffer, the last of a burst of two or more, the one after
+	// which the windows leave no room for the next; not a lone segment that
+	// leaves data behind (limited transmit, PRR's one per ACK).
+	burstEnd := usable-n < min(avail-n, e.snd.smss)
+	e.sendData(n, burstEnd && e.snd.burst > 0)
+	e.snd.burst++
 	return true
 }
 
@@ -441,14 +460,33 @@ func (e *Endpoint) resendNext(wnd int) bool {
 
 // sendData queues and sends the next n bytes of unsent data, with the FIN if
 // they are the last and the FIN is queued.
-func (e *Endpoint) sendData(n int) {
+//
+// The segment that empties the send buffer of unsent data carries PSH, and
+// keeps it when resent: RFC 1122 4.2.2.2 (a TCP without PUSH flags on SEND
+// "MUST set the PSH bit in the last buffered segment"), as Linux marks the
+// last segment of a write (tcp_push); so does one sent with push (output: the
+// end of a burst); the others go without.
+func (e *Endpoint) sendData(n int, push bool) {
 	l := seqnum.Size(n)
 	var flags Flags
-	if e.snd.finQueued && n == e.snd.unsent() {
-		l++
-		flags = FlagFIN
+	if push {
+		flags = FlagPSH
+	}
+	if n == e.snd.unsent() {
+		flags = FlagPSH
+		if e.snd.finQueued {
+			l++
+			flags |= FlagFIN
+		}
+	}
+	if n < e.snd.smss {
+		e.snd.sml = e.snd.nxt.Add(seqnum.Size(n))
 	}
 	s := e.queueNew(l, flags)
+	// Linux's tcp_cwnd_validate: the window's largest flight.
+	if out := e.snd.inflight(); !e.snd.una.LessThan(e.snd.maxOutSeq) || out > e.snd.maxOut {
+		e.snd.maxOut, e.snd.maxOutSeq = out, e.snd.nxt
+	}
 	e.stopTimer(timerPersist)
 	e.transmit(s, false)
 }
@@ -472,7 +510,7 @@ func (e *Endpoint) sendNewSegment() bool {
 	if e.snd.inflight()+n > int(e.snd.wnd) {
 		return false // RFC 8985 7.3: the receive window does not allow new data
 	}
-	e.sendData(n)
+	e.sendData(n, false)
 	return true
 }
 

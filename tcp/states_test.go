@@ -419,7 +419,7 @@ func TestEstablished(t *testing.T) {
 	t.Run("Abort sends RST", func(t *testing.T) {
 		h := established(t, testConfig())
 		h.ep.Abort()
-		h.expect(flagsAre(FlagRST), seqIs(testISS+1))
+		h.expect(flagsAre(FlagRST|FlagACK), seqIs(testISS+1), ackIs(peerISS+1), tsIs(true)) // as Linux's active reset
 		h.wantState(StateClosed)
 		if _, err := h.ep.Read(nil); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Read: got %v, want ErrClosed", err)
@@ -429,7 +429,7 @@ func TestEstablished(t *testing.T) {
 		h := established(t, testConfig())
 		h.sendData([]byte("unread"))
 		h.ep.Close()
-		h.expect(flagsHave(FlagRST))
+		h.expect(flagsAre(FlagRST|FlagACK), ackIs(peerISS+1+6))
 		h.wantState(StateClosed)
 	})
 }

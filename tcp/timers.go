@@ -192,7 +192,7 @@ func (e *Endpoint) onKeepalive() {
 		return
 	}
 	if e.keepProbes >= e.cfg.KeepCount {
-		e.abort(ErrTimeout, true) // RFC 1122 4.2.3.6: the peer is dead
+		e.activeReset(ErrTimeout) // RFC 1122 4.2.3.6: the peer is dead (RST|ACK, as Linux)
 		return
 	}
 	e.keepProbes++
@@ -297,4 +297,20 @@ func (e *Endpoint) SetKeepAlive(on bool, idle, interval time.Duration, count int
 	} else {
 		e.stopTimer(timerKeepalive)
 	}
+}
+
+// SetUserTimeout changes the user timeout (RFC 5482; Config.UserTimeout): zero
+// turns it off; a new one applies from now to the data already waiting for an
+// ACK, as Linux's TCP_USER_TIMEOUT does. A negative d is an error.
+func (e *Endpoint) SetUserTimeout(d time.Duration) error {
+	if d < 0 {
+		return ErrInvalidConfig
+	}
+	defer e.flush()
+	e.cfg.UserTimeout = d
+	e.stopTimer(timerUser)
+	if d > 0 && len(e.snd.rtxq) > 0 && e.state != StateClosed {
+		e.startTimer(timerUser, d)
+	}
+	return nil
 }

@@ -22,8 +22,19 @@ func benchWriter(b *testing.B, w io.Writer) *Writer {
 // BenchmarkWriterPacket is the recorder's cost per packet: a 1500-byte
 // packet, as the stack's loop hands it over, through the Writer's buffer to
 // io.Discard (the encoding and copying alone) or to a file (with the
-// writes to the file).
+// writes to the file); whole, or its 52 bytes of IPv4 and TCP headers (with
+// timestamps) only, as a recording without payloads keeps it.
 func BenchmarkWriterPacket(b *testing.B) {
+	for _, caplen := range []int{1500, 52} {
+		name := "whole"
+		if caplen < 1500 {
+			name = "headers"
+		}
+		b.Run(name, func(b *testing.B) { benchPacket(b, caplen) })
+	}
+}
+
+func benchPacket(b *testing.B, caplen int) {
 	pkt := make([]byte, 1500)
 	for i := range pkt {
 		pkt[i] = byte(i)
@@ -34,7 +45,7 @@ func BenchmarkWriterPacket(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := range b.N {
-			rw.Packet(i&1 == 0, time.Duration(i), pkt)
+			rw.PacketCap(i&1 == 0, time.Duration(i), pkt, caplen)
 		}
 		if err := rw.Flush(); err != nil {
 			b.Fatal(err)

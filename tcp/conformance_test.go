@@ -1,0 +1,248 @@
+package tcp
+
+import (
+	"testing"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+)
+
+// Behaviour that packetdrill's scripts (make conformance) found, each checked
+// here on the manual clock.
+
+// TestPSHOnLastBufferedSegment: RFC 1122 4.2.2.2, as Linux: the segment that
+// empties the buffer of unsent data carries PSH, and so does the last of a
+// burst that the congestion window ends; the others, and a lone segment that
+// leaves data behind, do not.
+func TestPSHOnLastBufferedSegment(t *testing.T) {
+	h := established(t, testConfig())
+	mss := h.ep.Info().SndMSS
+	h.ep.Write(data(3*mss + 100))
+	for range 3 {
+		h.expect(flagsAre(FlagACK), lenIs(mss))
+	}
+	h.expect(flagsAre(FlagACK|FlagPSH), lenIs(100))
+	h.expectNone()
+
+	// More than the initial window of 10: the tenth leaves data unsent.
+	h = established(t, testConfig())
+	h.ep.Write(data(30 * mss))
+	for range 9 {
+		h.expect(flagsAre(FlagACK), lenIs(mss))
+	}
+	h.expect(flagsAre(FlagACK|FlagPSH), lenIs(mss)) // the window's last
+	h.expectNone()
+	// Slow start: an ACK of 2 segments lets 4 out, the last with PSH.
+	h.ackUpTo(seqnum.Value(testISS + 1).Add(seqnum.Size(2 * mss)))
+	for range 3 {
+		h.expect(flagsAre(FlagACK), lenIs(mss))
+	}
+	h.expect(flagsAre(FlagACK|FlagPSH), lenIs(mss))
+	h.expectNone()
+}
+
+// TestSetSendBuffer: SO_SNDBUF on an open connection bounds Write from then
+// on.
+func TestSetSendBuffer(t *testing.T) {
+	h := established(t, testConfig())
+	if err := h.ep.SetSendBuffer(0); err == nil {
+		t.Fatal("SetSendBuffer(0): no error")
+	}
+	if err := h.ep.SetSendBuffer(5000); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := h.ep.Write(data(8000)); n != 5000 || h.ep.Writable() != 0 {
+		t.Fatalf("Write: got %d (writable %d), want 5000 (0)", n, h.ep.Writable())
+	}
+}
+
+// TestSetUserTimeout: TCP_USER_TIMEOUT set while data waits for its ACK
+// aborts the connection that long after it was set, not before.
+func TestSetUserTimeout(t *testing.T) {
+	h := established(t, noTLPConfig())
+	h.ep.Write(data(100))
+	h.expect(lenIs(100))
+	h.advance(50 * time.Millisecond)
+	if err := h.ep.SetUserTimeout(-1); err == nil {
+		t.Fatal("SetUserTimeout(-1): no error")
+	}
+	if err := h.ep.SetUserTimeout(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	set := h.now()
+	h.advanceTo(set + time.Second - testTick)
+	h.wantState(StateEstablished)
+	h.advanceTo(set + time.Second)
+	h.wantState(StateClosed)
+	h.wantErr(ErrTimeout)
+}
+
+// TestSlowStartABC: RFC 3465 2.3 with L = 2 SMSS: an ACK of two segments
+// opens cwnd by two in slow start (one ACK of four, by two too); after an
+// RTO, by one.
+func TestSlowStartABC(t *testing.T) {
+	h := established(t, noTLPConfig())
+	mss := h.ep.Info().SndMSS
+	h.ep.Write(data(40 * mss))
+	for range 10 {
+		h.expect(lenIs(mss))
+	}
+	una := seqnum.Value(testISS + 1)
+	iw := h.ep.Info().Cwnd
+	h.ackUpTo(una.Add(seqnum.Size(2 * mss)))
+	if got := h.ep.Info().Cwnd; got != iw+2*mss {
+		t.Fatalf("cwnd after an ACK of 2: got %d, want %d", got, iw+2*mss)
+	}
+	h.ackUpTo(una.Add(seqnum.Size(6 * mss)))
+	if got := h.ep.Info().Cwnd; got != iw+4*mss {
+		t.Fatalf("cwnd after an ACK of 4: got %d, want %d (L = 2 SMSS)", got, iw+4*mss)
+	}
+	h.out.segs = nil
+	h.advance(time.Minute) // RTOs: cwnd 1 SMSS, slow start again
+	h.out.segs = nil
+	info := h.ep.Info()
+	h.ackUpTo(una.Add(seqnum.Size(8 * mss)))
+	if got := h.ep.Info().Cwnd; got != info.Cwnd+mss {
+		t.Fatalf("cwnd after an RTO and an ACK of 2: got %d, want %d (L = 1 SMSS)", got, info.Cwnd+mss)
+	}
+}
+
+// TestQuickAck: the first data segments of a connection are ACKed at once
+// (Linux's quickack mode), Config.QuickAcks of them; then delayed ACKs; and
+// again at once after more than an RTO without data.
+func TestQuickAck(t *testing.T) {
+	cfg := testConfig()
+	cfg.QuickAcks = 3
+	h := established(t, cfg)
+	ack := peerISS + 1
+	for range 3 {
+		h.sendData(data(100))
+		ack += 100
+		h.expect(flagsAre(FlagACK), ackIs(ack)) // at once
+	}
+	h.sendData(data(100))
+	ack += 100
+	h.expectNothingUntil(h.now() + DefaultDelayedACK - testTick)
+	h.expectAt(h.now()+testTick, ackIs(ack))  // delayed
+	h.advance(time.Second + time.Millisecond) // idle for more than the RTO (200 ms at least)
+	h.sendData(data(100))
+	ack += 100
+	h.expect(ackIs(ack)) // at once again
+}
+
+// TestListenerSetEndpointConfig: TCP_MAXSEG set on a listening socket is the
+// MSS of the SYN-ACKs from then on.
+func TestListenerSetEndpointConfig(t *testing.T) {
+	h := listen(t, ListenerConfig{})
+	cfg := testConfig()
+	cfg.MSS = 1100
+	if err := h.ln.SetEndpointConfig(Config{MSS: 10}); err == nil {
+		t.Fatal("SetEndpointConfig(MSS 10): no error")
+	}
+	if err := h.ln.SetEndpointConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	h.send(h.peerSyn())
+	h.expect(flagsAre(FlagSYN|FlagACK), mssIs(1100))
+}
+
+// TestLossCounts: segments resent and not yet acknowledged count as lost and
+// retransmitted (Linux's lost_out and retrans_out in TCP_INFO).
+func TestLossCounts(t *testing.T) {
+	h := established(t, noTLPConfig())
+	mss := h.ep.Info().SndMSS
+	h.ep.Write(data(3 * mss))
+	for range 3 {
+		h.expect(lenIs(mss))
+	}
+	if lost, rtx := h.ep.LossCounts(); lost != 0 || rtx != 0 {
+		t.Fatalf("before the RTO: lost %d retrans %d, want 0 0", lost, rtx)
+	}
+	h.advanceTo(h.ep.Info().RTO)
+	h.expect(seqIs(testISS + 1)) // the RTO resends the first
+	if lost, rtx := h.ep.LossCounts(); lost != 1 || rtx != 1 {
+		t.Fatalf("after the RTO: lost %d retrans %d, want 1 1", lost, rtx)
+	}
+}
+
+// TestNagle: with Config.Nagle (Minshall's variant, as Linux), a short segment
+// waits while an earlier short one is unacknowledged, and goes with its ACK
+// or with SetNoDelay; full segments never wait; without Nagle nothing waits.
+func TestNagle(t *testing.T) {
+	cfg := testConfig()
+	cfg.Nagle = true
+	h := established(t, cfg)
+	h.ep.Write(data(10))
+	h.expect(lenIs(10)) // nothing short is outstanding: it goes
+	h.ep.Write(data(10))
+	h.expectNone() // held: the first short segment is unacknowledged
+	h.ackUpTo(testISS + 11)
+	h.expect(lenIs(10)) // its ACK lets it go
+	h.ep.Write(data(5))
+	h.expectNone()
+	h.ep.SetNoDelay(true)
+	h.expect(lenIs(5))
+	h.ep.Write(data(5))
+	h.expect(lenIs(5)) // TCP_NODELAY: nothing waits
+
+	h = established(t, testConfig()) // the default: no Nagle
+	h.ep.Write(data(10))
+	h.ep.Write(data(10))
+	h.expect(lenIs(10))
+	h.expect(lenIs(10))
+}
+
+// TestCwndValidation: an application-limited sender's ACKs do not grow cwnd
+// (RFC 7661; Linux: in slow start, cwnd grows while below twice the largest
+// flight of the window).
+func TestCwndValidation(t *testing.T) {
+	h := established(t, noTLPConfig())
+	mss := h.ep.Info().SndMSS
+	iw := h.ep.Info().Cwnd
+	h.ep.Write(data(5 * mss)) // half the initial window
+	for range 5 {
+		h.expect(lenIs(mss))
+	}
+	una := seqnum.Value(testISS + 1)
+	h.ackUpTo(una.Add(seqnum.Size(2 * mss)))
+	h.ackUpTo(una.Add(seqnum.Size(5 * mss)))
+	if got := h.ep.Info().Cwnd; got != iw {
+		t.Fatalf("cwnd after ACKs of an app-limited flight of 5: got %d, want %d", got, iw)
+	}
+	h.ep.Write(data(9 * mss)) // 9 of 10: slow start grows cwnd, up to twice the flight
+	for range 9 {
+		h.expect(lenIs(mss))
+	}
+	for i := 1; i <= 9; i++ {
+		h.ackUpTo(una.Add(seqnum.Size((5 + i) * mss)))
+	}
+	if got, want := h.ep.Info().Cwnd, 18*mss; got != want {
+		t.Fatalf("cwnd after ACKs of a flight of 9: got %d, want %d (2 x 9 segments)", got, want)
+	}
+}
+
+// TestLimitedTransmit: RFC 3042: the first and second duplicate ACKs each send
+// one new segment beyond cwnd; the third starts fast retransmit.
+func TestLimitedTransmit(t *testing.T) {
+	h := established(t, noTLPConfig())
+	mss := h.ep.Info().SndMSS
+	h.ep.Write(data(20 * mss))
+	for range 10 {
+		h.expect(lenIs(mss))
+	}
+	h.expectNone()
+	una := seqnum.Value(testISS + 1)
+	sack := func(k int) {
+		s := h.seg(FlagACK, nil)
+		s.Options.NSACK = 1
+		s.Options.SACK[0] = SACKBlock{Start: una.Add(seqnum.Size(mss)), End: una.Add(seqnum.Size((1 + k) * mss))}
+		h.send(s)
+	}
+	sack(1)
+	h.expect(seqIs(una.Add(seqnum.Size(10*mss))), lenIs(mss)) // new data
+	sack(2)
+	h.expect(seqIs(una.Add(seqnum.Size(11*mss))), lenIs(mss))
+	if got := h.ep.Info().InRecovery; got {
+		t.Fatal("in recovery after two duplicate ACKs")
+	}
+}
