@@ -14,7 +14,7 @@ import (
 // the client's connection.
 func ackBatchSetup(t *testing.T, n int) (p *manualPair, c *Conn, segs [][]byte, mss int) {
 	t.Helper()
-	return ackBatchSetupWith(t, n, tcp.Config{})
+	return ackBatchSetupWith(t, n, tcp.Config{QuickAcks: -1})
 }
 
 // ackBatchSetupWith is ackBatchSetup with both stacks' TCP configured by tc.
@@ -116,7 +116,7 @@ func TestAckPerBatch(t *testing.T) {
 	}{{"one at a time", false}, {"coalescing off", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 10
-			p, _, segs, mss := ackBatchSetupWith(t, n, tcp.Config{DisableAckCoalescing: tc.batched})
+			p, _, segs, mss := ackBatchSetupWith(t, n, tcp.Config{DisableAckCoalescing: tc.batched, QuickAcks: -1})
 			base := firstSeq(t, segs[0])
 			batches := [][][]byte{segs}
 			if !tc.batched {

@@ -145,7 +145,7 @@ func TestReplayEditedRecording(t *testing.T) {
 		if len(rep.Divergences) != 0 || len(rep.Conns[0].Diffs) != 0 || len(rep.Conns[1].Diffs) != 1 {
 			t.Errorf("divergences %v, diffs %d and %d, want only one on connection 2", rep.Divergences, len(rep.Conns[0].Diffs), len(rep.Conns[1].Diffs))
 		}
-		checkFirstDiff(t, rep.Err(), c2, index, 3, "win differ", fmt.Sprintf("[PSH|ACK] seq=1 ack=1 win=%d len=1448 tsval=+", win+1), fmt.Sprintf("[PSH|ACK] seq=1 ack=1 win=%d len=1448 tsval=+", win))
+		checkFirstDiff(t, rep.Err(), c2, index, 3, "win differ", fmt.Sprintf("] seq=1 ack=1 win=%d len=1448 tsval=+", win+1), fmt.Sprintf("] seq=1 ack=1 win=%d len=1448 tsval=+", win))
 	})
 
 	t.Run("tsval", func(t *testing.T) {
