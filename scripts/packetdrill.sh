@@ -18,7 +18,10 @@ if [ ! -f "$src/gtests/net/packetdrill/packetdrill.c" ]; then
 fi
 rm -rf "$out"
 mkdir -p build
-cp -a "$src" "$out"
+# The snapshot may be read-only (CI's shared/ is): the copy must be writable
+# for configure and make.
+cp -R "$src" "$out"
+chmod -R u+w "$out"
 echo "packetdrill: building in $out" >&2
 (cd "$out/gtests/net/packetdrill" && ./configure >/dev/null && make -j2 >make.log 2>&1) || {
 	echo "packetdrill: build failed; see $out/gtests/net/packetdrill/make.log" >&2
