@@ -63,7 +63,16 @@ fi
 local_ip=198.18.0.1 remote_ip=198.19.0.2 gateway_ip=198.18.0.1 netmask_ip=255.255.0.0
 addrs=(--ip_version=ipv4 --local_ip=$local_ip --remote_ip=$remote_ip --gateway_ip=$gateway_ip --netmask_ip=$netmask_ip)
 
-# Not under /tmp: packetdrill gets a private /tmp of its own (run).
+# packetdrill gets a private /tmp of its own (run): $tmp/ptmp bound over /tmp
+# in a mount namespace. A checkout under /tmp (a CI clone) would vanish under
+# it, so the checkout is bound into ptmp at its own path first.
+repo_real=$(cd "$repo" && pwd -P)
+private_tmp='mount --bind "$0" /tmp && exec "$@"'
+case $repo_real in
+/tmp/*)
+	private_tmp='mkdir -p "$0'"${repo_real#/tmp}"'" && mount --bind "'"$repo_real"'" "$0'"${repo_real#/tmp}"'" && mount --rbind "$0" /tmp && exec "$@"'
+	;;
+esac
 mkdir -p build
 tmp=$(mktemp -d "$repo/build/conformance.XXXXXX")
 namespaces=()
@@ -156,7 +165,7 @@ run() {
 	cmd+=(${PDCONF_ARGS:-})
 	rc=0
 	(cd "$dir" && PATH="$([ "$mode" = so ] && echo "$tmp/bin:")$PATH" timeout -k 5 60 \
-		unshare --mount --propagation private sh -c 'mount --bind "$0" /tmp && exec "$@"' "$tmp/ptmp" \
+		unshare --mount --propagation private sh -c "$private_tmp" "$tmp/ptmp" \
 		"${cmd[@]}" "$base") >"$out" 2>&1 || rc=$?
 	"$ipbin" netns del "$ns"
 	namespaces=("${namespaces[@]/$ns/}")
