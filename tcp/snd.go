@@ -468,12 +468,17 @@ func (e *Endpoint) resendNext(wnd int) bool {
 // end of a burst); the others go without.
 func (e *Endpoint) sendData(n int, push bool) {
 	l := seqnum.Size(n)
-	var flags Flags
-	if push {
-		flags = FlagPSH
-	}
+	// Every data segment carries PSH, as tcpwheel always did, not only the
+	// last of a write or a burst as Linux marks them (the RFCs leave it open:
+	// RFC 1122 4.2.2.2 asks for PSH on the last buffered segment, and allows
+	// it on others). Measured against the Linux kernel as the receiver over
+	// TUN: 20 MB uploads at 1% loss took 165-172 ms with PSH on every segment
+	// and 352-374 ms with Linux's marking (tcpwheel compare, 5 runs each, two
+	// sets). Six packetdrill scripts that assert Linux's marking fail for it
+	// (conformance/causes.txt).
+	_ = push
+	flags := FlagPSH
 	if n == e.snd.unsent() {
-		flags = FlagPSH
 		if e.snd.finQueued {
 			l++
 			flags |= FlagFIN
