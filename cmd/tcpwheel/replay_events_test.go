@@ -2,55 +2,20 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"io"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/tcpwheel/tcpwheel/stack"
-	"github.com/tcpwheel/tcpwheel/tun/tuntest"
+	"github.com/tcpwheel/tcpwheel/stack/flighttest"
 )
 
 // TestReplayEvents: `tcpwheel replay -events` prints a recording's events, the
 // handshake among them, and `tcpwheel replay` replays it.
 func TestReplayEvents(t *testing.T) {
-	da, db := tuntest.Pipe(1500)
-	var rec bytes.Buffer
-	a, err := stack.New(stack.Config{Device: da, Addr: netip.MustParseAddr("198.18.0.1"), Record: &rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := stack.New(stack.Config{Device: db, Addr: netip.MustParseAddr("198.18.0.2")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := b.Listen("tcp", ":9")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			io.Copy(io.Discard, c)
-			c.Close()
-		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := a.DialTCP(ctx, "tcp", "198.18.0.2:9")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Write([]byte("hello"))
-	c.Close()
-	time.Sleep(20 * time.Millisecond) // the peer's FIN and the last ACK
-	a.Close()
-	b.Close()
+	dialer, _ := flighttest.Echo(t, 1, 5)
 	path := filepath.Join(t.TempDir(), "dial.pcapng")
-	if err := os.WriteFile(path, rec.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, dialer, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer

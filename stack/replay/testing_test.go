@@ -2,67 +2,24 @@ package replay_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"io"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/tcpwheel/tcpwheel/stack"
+	"github.com/tcpwheel/tcpwheel/stack/flighttest"
 	"github.com/tcpwheel/tcpwheel/stack/record"
 	"github.com/tcpwheel/tcpwheel/stack/replay"
-	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 )
 
 // recordEcho records the listener's side of an echo of n bytes between two
 // stacks over an in-memory link, into a file under dir.
 func recordEcho(t *testing.T, dir string, n int) string {
 	t.Helper()
-	da, db := tuntest.Pipe(1500)
-	var rb bytes.Buffer
-	a, err := stack.New(stack.Config{Device: da, Addr: netip.MustParseAddr("198.18.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := stack.New(stack.Config{Device: db, Addr: netip.MustParseAddr("198.18.0.2"), Record: &rb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := b.Listen("tcp", ":7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		io.Copy(c, c)
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := a.DialTCP(ctx, "tcp", "198.18.0.2:7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	msg := bytes.Repeat([]byte("x"), n)
-	go func() { c.Write(msg); c.CloseWrite() }()
-	got, err := io.ReadAll(c)
-	if err != nil || len(got) != n {
-		t.Fatalf("echo: %d of %d bytes, %v", len(got), n, err)
-	}
-	c.Close()
-	ln.Close()
-	a.Close()
-	b.Close()
+	_, listener := flighttest.Echo(t, 1, n)
 	path := filepath.Join(dir, "echo.pcapng")
-	if err := os.WriteFile(path, rb.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, listener, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path
