@@ -225,34 +225,6 @@ func checkRerecord(t *testing.T, buf []byte) {
 	}
 }
 
-// TestDumpRecording prints the recording named by TCPWHEEL_DUMP: a
-// debugging aid, skipped without it.
-func TestDumpRecording(t *testing.T) {
-	path := os.Getenv("TCPWHEEL_DUMP")
-	if path == "" {
-		t.Skip("TCPWHEEL_DUMP names no recording")
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := record.Parse(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range rec.Events {
-		e := &rec.Events[i]
-		if e.Kind == record.In || e.Kind == record.Out {
-			id, seg, ok := parseTCP(e.Data)
-			if ok {
-				fmt.Printf("#%d %s t=%v %v->%v %v seq=%d ack=%d win=%d len=%d\n", e.Index, e.Kind, e.T, id.Local, id.Remote, seg.Flags, uint32(seg.Seq), uint32(seg.Ack), seg.Window, len(seg.Payload))
-				continue
-			}
-		}
-		fmt.Println(e.String())
-	}
-}
-
 // A listener closed with connections still waiting for Accept resets them
 // (closeLoop): the recording must say so, for in a Playback the accept
 // queue is empty (the recording answers whether a connection went into it,
