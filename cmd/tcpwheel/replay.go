@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/stack/record"
@@ -75,7 +74,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) error {
 				return nil
 			}
 			return replayRecording(path, rec, *conn, *list, *update, stdout)
-		} else if !errors.Is(err, replay.ErrCapture) || !strings.Contains(err.Error(), "without a tcpwheel recording") {
+		} else if !errors.Is(err, replay.ErrNotRecording) {
 			return err
 		}
 	}

@@ -96,6 +96,11 @@ type ReplayOptions struct {
 	Rerecord io.Writer
 }
 
+// ErrNotRecording is wrapped by OpenRecording's error for a pcapng file that
+// holds no tcpwheel recording (a capture of another tool, for Open and Run).
+// It wraps ErrCapture.
+var ErrNotRecording = fmt.Errorf("%w: not a flight recording", ErrCapture)
+
 // OpenRecording reads the flight recording at path. A pcapng file without a
 // recorder header, a pcap file or anything else is an error wrapping
 // ErrCapture or record.ErrFormat.
@@ -109,7 +114,7 @@ func OpenRecording(path string) (*record.Recording, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if rec.Header == nil {
-		return nil, fmt.Errorf("%w: %s: a pcapng file without a tcpwheel recording in it", ErrCapture, path)
+		return nil, fmt.Errorf("%w: %s: a pcapng file without a tcpwheel recording in it", ErrNotRecording, path)
 	}
 	if len(Conns(rec)) == 0 {
 		return nil, fmt.Errorf("%w: %s: no TCP connection in the recording", ErrCapture, path)
