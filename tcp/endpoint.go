@@ -48,7 +48,8 @@ type Endpoint struct {
 	keepProbes int            // unanswered keepalive probes (timers.go)
 	challenges challengeLimit // RFC 5961 7 (input.go)
 
-	stats Counters
+	stats   Counters
+	lastRTO RTOExpiry // Info().LastRTO
 }
 
 // Dial starts an active open (RFC 9293 3.5): it sends a SYN for id and returns
@@ -393,7 +394,20 @@ type Info struct {
 	KeepIdle       time.Duration
 	KeepInterval   time.Duration
 	KeepCount      int
+	// LastRTO is the retransmission timer whose expiry was the latest RTO
+	// event (zero before the first): see RTOExpiry.
+	LastRTO RTOExpiry
 	Counters
+}
+
+// RTOExpiry is one retransmission timer's life on the endpoint's clock: when
+// it was started, when it was due, and when the wheel ran its expiry. Due -
+// Armed is the RTO it waited, backoff included (RFC 6298 (5.5)); Fired - Due is
+// how late the loop ran it. These are the stack's own instants, so a test
+// against a real peer can tell a timer armed with the wrong duration from a
+// loop that a busy machine delayed.
+type RTOExpiry struct {
+	Armed, Due, Fired time.Duration
 }
 
 // Counters count what the endpoint did and what it dropped. Every segment
@@ -481,6 +495,7 @@ func (e *Endpoint) Info() Info {
 		KeepIdle:       e.cfg.KeepIdle,
 		KeepInterval:   e.cfg.KeepInterval,
 		KeepCount:      e.cfg.KeepCount,
+		LastRTO:        e.lastRTO,
 		Counters:       e.stats,
 	}
 	if e.wsOK {

@@ -23,6 +23,7 @@ type txSeg struct {
 	// prevSentAt is the time of the transmission before, when xmits > 1.
 	prevSentAt time.Duration
 	rtoAt      time.Duration // when its retransmission timer expires, while it runs
+	rtoArmed   time.Duration // when that timer was started (rtoAt less the RTO it runs)
 	xmits      int           // times sent
 	sacked     bool          // covered by a SACK block
 	lost       bool          // RFC 8985 5.2: Segment.lost, by RACK, until resent
@@ -289,7 +290,7 @@ func (e *Endpoint) armRTOAt(s *txSeg, at time.Duration) {
 	if at > math.MaxInt64-d {
 		at = math.MaxInt64 - d // a MaxRTO of centuries
 	}
-	s.rtoAt = at + d
+	s.rtoArmed, s.rtoAt = at, at+d
 	if err := e.w.StartAt(&s.entry, s.rtoAt); err != nil {
 		e.timerFailed(err)
 	}
@@ -537,6 +538,7 @@ func (e *Endpoint) onRTO(s *txSeg) {
 		return
 	}
 	e.stats.RTOEvents++
+	e.lastRTO = RTOExpiry{Armed: s.rtoArmed, Due: s.rtoAt, Fired: e.w.Now()}
 	if head.flags&FlagSYN != 0 {
 		limit := e.cfg.SYNRetries
 		if l := e.listener; l != nil {
@@ -551,6 +553,7 @@ func (e *Endpoint) onRTO(s *txSeg) {
 		e.rtt.backOff() // RFC 6298 (5.5): SYNs back off 1, 2, 4, ... s
 		e.snd.rtoRetries++
 		e.transmit(head, true) // RFC 6298 (5.4)
+		e.noteRTOSent(head)
 		return
 	}
 	if e.snd.rtoRetries >= e.cfg.Retries2 {
@@ -569,8 +572,19 @@ func (e *Endpoint) onRTO(s *txSeg) {
 	}
 	e.snd.nxt = e.snd.una
 	e.transmit(head, true) // RFC 6298 (5.4): retransmit the earliest unacknowledged segment
+	e.noteRTOSent(head)
 	e.snd.nxt = head.end() // RFC 6298 (5.6): its timer runs with the doubled RTO
 	e.output()
+}
+
+// noteRTOSent completes Info().LastRTO once the RTO event resent head: the
+// instant it fired is the clock reading its retransmission's timer started
+// from (transmit), which, unlike the wheel's Now inside the expiry (the
+// deadline's tick), shows how late the loop ran it.
+func (e *Endpoint) noteRTOSent(head *txSeg) {
+	if head.entry.Pending() {
+		e.lastRTO.Fired = head.rtoArmed
+	}
 }
 
 // handleAck processes SEG.ACK in a synchronized state (RFC 9293 3.10.7.4, fifth

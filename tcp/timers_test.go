@@ -35,7 +35,26 @@ func TestRetransmission(t *testing.T) {
 		h.ep.Write(data(100))
 		h.expect(seqIs(testISS+1), lenIs(100))
 		h.expectAt(205*time.Millisecond, seqIs(testISS+1), lenIs(100))
+		if got, want := h.ep.Info().LastRTO, (RTOExpiry{Armed: 5 * time.Millisecond, Due: 205 * time.Millisecond, Fired: 205 * time.Millisecond}); got != want {
+			t.Fatalf("LastRTO after the first expiry: got %+v, want %+v", got, want)
+		}
 		h.expectAt(605*time.Millisecond, seqIs(testISS+1), lenIs(100)) // the backoff too
+		if got, want := h.ep.Info().LastRTO, (RTOExpiry{Armed: 205 * time.Millisecond, Due: 605 * time.Millisecond, Fired: 605 * time.Millisecond}); got != want {
+			t.Fatalf("LastRTO after the second expiry: got %+v, want %+v", got, want)
+		}
+	})
+	t.Run("LastRTO tells a late loop from a wrong duration", func(t *testing.T) {
+		h := established(t, noTLPConfig())
+		if got := h.ep.Info().LastRTO; got != (RTOExpiry{}) {
+			t.Fatalf("LastRTO before any expiry: got %+v, want zero", got)
+		}
+		h.ep.Write(data(100))
+		h.expect(seqIs(testISS+1), lenIs(100))
+		h.advance(230 * time.Millisecond) // the loop wakes 30 ms after the deadline
+		h.expect(seqIs(testISS+1), lenIs(100))
+		if got, want := h.ep.Info().LastRTO, (RTOExpiry{Armed: 0, Due: 200 * time.Millisecond, Fired: 230 * time.Millisecond}); got != want {
+			t.Fatalf("LastRTO: got %+v, want %+v", got, want)
+		}
 	})
 	t.Run("each segment has its own timer; ACK stops them", func(t *testing.T) {
 		h := established(t, noTLPConfig())
