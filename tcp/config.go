@@ -171,6 +171,13 @@ type Config struct {
 	// together), and for measuring what coalescing changes.
 	DisableAckCoalescing bool
 
+	// TraceTimers keeps a log of the endpoint's timer expiries (Info.TimerLog:
+	// each timer's start, deadline and the instant its expiry ran, on the
+	// endpoint's clock), for tests against a real peer on a busy machine,
+	// which can then tell a timer that ran a wrong duration from a loop that
+	// ran it late. Off, the endpoint keeps none (Info.LastRTO is always kept).
+	TraceTimers bool
+
 	// ISN picks the initial sequence number; nil means RFC 6528: a keyed hash of
 	// the 4-tuple plus a 4 µs clock.
 	ISN ISNFunc

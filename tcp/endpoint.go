@@ -49,7 +49,8 @@ type Endpoint struct {
 	challenges challengeLimit // RFC 5961 7 (input.go)
 
 	stats   Counters
-	lastRTO RTOExpiry // Info().LastRTO
+	lastRTO TimerExpiry // Info().LastRTO
+	trace   *timerTrace // Config.TraceTimers
 }
 
 // Dial starts an active open (RFC 9293 3.5): it sends a SYN for id and returns
@@ -90,6 +91,9 @@ func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *End
 		ws = windowShift(cfg.RecvBuffer)
 	}
 	e.rcv = newReceiver(cfg, ws)
+	if cfg.TraceTimers {
+		e.trace = &timerTrace{}
+	}
 	e.initTimers()
 	e.rack.fack = iss
 	return e
@@ -395,19 +399,12 @@ type Info struct {
 	KeepInterval   time.Duration
 	KeepCount      int
 	// LastRTO is the retransmission timer whose expiry was the latest RTO
-	// event (zero before the first): see RTOExpiry.
-	LastRTO RTOExpiry
+	// event (zero before the first): see TimerExpiry.
+	LastRTO TimerExpiry
+	// TimerLog: with Config.TraceTimers, every timer expiry so far, oldest
+	// first (the first 256); nil without.
+	TimerLog []TimerExpiry
 	Counters
-}
-
-// RTOExpiry is one retransmission timer's life on the endpoint's clock: when
-// it was started, when it was due, and when the wheel ran its expiry. Due -
-// Armed is the RTO it waited, backoff included (RFC 6298 (5.5)); Fired - Due is
-// how late the loop ran it. These are the stack's own instants, so a test
-// against a real peer can tell a timer armed with the wrong duration from a
-// loop that a busy machine delayed.
-type RTOExpiry struct {
-	Armed, Due, Fired time.Duration
 }
 
 // Counters count what the endpoint did and what it dropped. Every segment
@@ -500,6 +497,9 @@ func (e *Endpoint) Info() Info {
 	}
 	if e.wsOK {
 		i.SndWScale, i.RcvWScale = int(e.snd.ws), int(e.rcv.ws)
+	}
+	if e.trace != nil {
+		i.TimerLog = append([]TimerExpiry(nil), e.trace.log...)
 	}
 	return i
 }

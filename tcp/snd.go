@@ -538,7 +538,10 @@ func (e *Endpoint) onRTO(s *txSeg) {
 		return
 	}
 	e.stats.RTOEvents++
-	e.lastRTO = RTOExpiry{Armed: s.rtoArmed, Due: s.rtoAt, Fired: e.w.Now()}
+	e.lastRTO = TimerExpiry{Timer: TimerRTO, Armed: s.rtoArmed, Due: s.rtoAt, Fired: e.w.Target()}
+	if e.trace != nil {
+		e.traceExpiry(e.lastRTO)
+	}
 	if head.flags&FlagSYN != 0 {
 		limit := e.cfg.SYNRetries
 		if l := e.listener; l != nil {
@@ -553,7 +556,6 @@ func (e *Endpoint) onRTO(s *txSeg) {
 		e.rtt.backOff() // RFC 6298 (5.5): SYNs back off 1, 2, 4, ... s
 		e.snd.rtoRetries++
 		e.transmit(head, true) // RFC 6298 (5.4)
-		e.noteRTOSent(head)
 		return
 	}
 	if e.snd.rtoRetries >= e.cfg.Retries2 {
@@ -572,19 +574,8 @@ func (e *Endpoint) onRTO(s *txSeg) {
 	}
 	e.snd.nxt = e.snd.una
 	e.transmit(head, true) // RFC 6298 (5.4): retransmit the earliest unacknowledged segment
-	e.noteRTOSent(head)
 	e.snd.nxt = head.end() // RFC 6298 (5.6): its timer runs with the doubled RTO
 	e.output()
-}
-
-// noteRTOSent completes Info().LastRTO once the RTO event resent head: the
-// instant it fired is the clock reading its retransmission's timer started
-// from (transmit), which, unlike the wheel's Now inside the expiry (the
-// deadline's tick), shows how late the loop ran it.
-func (e *Endpoint) noteRTOSent(head *txSeg) {
-	if head.entry.Pending() {
-		e.lastRTO.Fired = head.rtoArmed
-	}
 }
 
 // handleAck processes SEG.ACK in a synchronized state (RFC 9293 3.10.7.4, fifth

@@ -70,6 +70,9 @@ import (
 // knows better when a segment leaves can say so itself.
 type Timers interface {
 	Now() time.Duration
+	// Target is, inside an expiry, the instant the loop's Advance moves to
+	// (timer.Wheel.Target): Target - Now is how late the expiry runs.
+	Target() time.Duration
 	SendTime() time.Duration
 	Tick() time.Duration
 	Start(e *timer.Entry, d time.Duration) error
@@ -123,6 +126,10 @@ func (e *Endpoint) initTimers() {
 		timerReorder:    e.onReorderTimer,
 	}
 	for k, fn := range fns {
+		if e.trace != nil {
+			run, kind := fn, timerKind(k)
+			fn = func() { e.traceFired(kind); run() }
+		}
 		e.timers[k].Init(fn)
 	}
 }
@@ -131,6 +138,10 @@ func (e *Endpoint) initTimers() {
 // refuses it (closed, full) aborts the connection, for a connection without
 // its timers is not TCP.
 func (e *Endpoint) startTimer(k timerKind, d time.Duration) {
+	if e.trace != nil {
+		now := e.w.Now()
+		e.trace.started[k] = [2]time.Duration{now, now + d}
+	}
 	if err := e.w.Start(&e.timers[k], d); err != nil {
 		e.timerFailed(err)
 	}

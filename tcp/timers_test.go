@@ -35,24 +35,24 @@ func TestRetransmission(t *testing.T) {
 		h.ep.Write(data(100))
 		h.expect(seqIs(testISS+1), lenIs(100))
 		h.expectAt(205*time.Millisecond, seqIs(testISS+1), lenIs(100))
-		if got, want := h.ep.Info().LastRTO, (RTOExpiry{Armed: 5 * time.Millisecond, Due: 205 * time.Millisecond, Fired: 205 * time.Millisecond}); got != want {
+		if got, want := h.ep.Info().LastRTO, (TimerExpiry{Timer: TimerRTO, Armed: 5 * time.Millisecond, Due: 205 * time.Millisecond, Fired: 205 * time.Millisecond}); got != want {
 			t.Fatalf("LastRTO after the first expiry: got %+v, want %+v", got, want)
 		}
 		h.expectAt(605*time.Millisecond, seqIs(testISS+1), lenIs(100)) // the backoff too
-		if got, want := h.ep.Info().LastRTO, (RTOExpiry{Armed: 205 * time.Millisecond, Due: 605 * time.Millisecond, Fired: 605 * time.Millisecond}); got != want {
+		if got, want := h.ep.Info().LastRTO, (TimerExpiry{Timer: TimerRTO, Armed: 205 * time.Millisecond, Due: 605 * time.Millisecond, Fired: 605 * time.Millisecond}); got != want {
 			t.Fatalf("LastRTO after the second expiry: got %+v, want %+v", got, want)
 		}
 	})
 	t.Run("LastRTO tells a late loop from a wrong duration", func(t *testing.T) {
 		h := established(t, noTLPConfig())
-		if got := h.ep.Info().LastRTO; got != (RTOExpiry{}) {
+		if got := h.ep.Info().LastRTO; got != (TimerExpiry{}) {
 			t.Fatalf("LastRTO before any expiry: got %+v, want zero", got)
 		}
 		h.ep.Write(data(100))
 		h.expect(seqIs(testISS+1), lenIs(100))
 		h.advance(230 * time.Millisecond) // the loop wakes 30 ms after the deadline
 		h.expect(seqIs(testISS+1), lenIs(100))
-		if got, want := h.ep.Info().LastRTO, (RTOExpiry{Armed: 0, Due: 200 * time.Millisecond, Fired: 230 * time.Millisecond}); got != want {
+		if got, want := h.ep.Info().LastRTO, (TimerExpiry{Timer: TimerRTO, Armed: 0, Due: 200 * time.Millisecond, Fired: 230 * time.Millisecond}); got != want {
 			t.Fatalf("LastRTO: got %+v, want %+v", got, want)
 		}
 	})
@@ -244,6 +244,39 @@ func TestKeepalive(t *testing.T) {
 		}
 		h.expectAt(16*time.Second, flagsAre(FlagRST|FlagACK), seqIs(testISS+1), ackIs(peerISS+1)) // as Linux's tcp_send_active_reset
 		h.wantErr(ErrTimeout)
+	})
+	t.Run("TraceTimers logs each expiry: start, deadline, and how late it ran", func(t *testing.T) {
+		cfg := kcfg()
+		cfg.TraceTimers = true
+		h := established(t, cfg)
+		const ms = time.Millisecond
+		for _, at := range []time.Duration{10300, 12000, 14500} { // two late wakes
+			h.advanceTo(at * ms)
+			h.expect(flagsAre(FlagACK), seqIs(testISS), lenIs(0))
+		}
+		h.advanceTo(16 * time.Second)
+		h.expect(flagsAre(FlagRST | FlagACK))
+		// Each probe's timer is started inside the expiry before it, from the
+		// wheel's Now there (the deadline's tick), so a late wake delays the
+		// probe it runs and no later one.
+		want := []TimerExpiry{
+			{TimerKeepalive, 0, 10 * time.Second, 10300 * ms},
+			{TimerKeepalive, 10 * time.Second, 12 * time.Second, 12 * time.Second},
+			{TimerKeepalive, 12 * time.Second, 14 * time.Second, 14500 * ms},
+			{TimerKeepalive, 14 * time.Second, 16 * time.Second, 16 * time.Second},
+		}
+		got := h.ep.Info().TimerLog
+		if len(got) != len(want) {
+			t.Fatalf("timer log: got %+v, want %+v", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("timer log entry %d: got %+v, want %+v", i, got[i], want[i])
+			}
+		}
+		if got := (established(t, kcfg())).ep.Info().TimerLog; got != nil {
+			t.Fatalf("timer log without TraceTimers: %+v, want nil", got)
+		}
 	})
 	t.Run("an answer restarts the idle time", func(t *testing.T) {
 		h := established(t, kcfg())

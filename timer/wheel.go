@@ -115,7 +115,8 @@ type Wheel struct {
 	clock     Clock
 	closed    bool
 	advancing bool
-	collect   *[]func() // when set, fire appends due entries' functions instead of running them
+	target    time.Duration // inside Advance: the instant it moves to (Target)
+	collect   *[]func()     // when set, fire appends due entries' functions instead of running them
 
 	fired, cascaded, dropped uint64 // dropped: pending when closed
 	late                     LateHistogram
@@ -187,6 +188,16 @@ func (w *Wheel) Clock() Clock { return w.clock }
 // Now returns the wheel's current time on its clock: the time of the last Advance,
 // or, inside an expiry callback, the tick being processed. Start measures from it.
 func (w *Wheel) Now() time.Duration { return w.origin + w.now }
+
+// Target returns, inside an expiry callback, the instant the running Advance
+// moves the wheel to (its now, or Now if that was earlier): Target - Now is how
+// late the callback runs. Outside an Advance it returns Now.
+func (w *Wheel) Target() time.Duration {
+	if w.advancing {
+		return w.origin + w.target
+	}
+	return w.Now()
+}
 
 // Len returns the number of pending entries.
 func (w *Wheel) Len() int { return int(w.pending()) }
@@ -330,7 +341,7 @@ func (w *Wheel) Advance(now time.Duration) int {
 		w.elapsed, w.now = target, rel
 		return 0
 	}
-	w.advancing = true
+	w.advancing, w.target = true, rel
 	defer func() { w.advancing = false }()
 	fired := 0
 	if due := w.dueLoc; w.lists[due] != nil {

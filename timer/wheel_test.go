@@ -609,6 +609,31 @@ func TestLateHistogram(t *testing.T) {
 	}
 }
 
+// TestTarget: inside a callback, Now is the tick being processed and Target the
+// instant the Advance moves to; outside, both are Now.
+func TestTarget(t *testing.T) {
+	const ms = time.Millisecond
+	f := newFixture(t, Config{Tick: ms})
+	var now, target []time.Duration
+	e := &Entry{}
+	e.Init(func() { now, target = append(now, f.w.Now()), append(target, f.w.Target()) })
+	f.start(e, 10*ms)
+	if got := f.w.Target(); got != 0 {
+		t.Fatalf("Target before any Advance: %v, want 0", got)
+	}
+	f.advanceTo(37 * ms) // a wake 27 ms late
+	if len(now) != 1 || now[0] != 10*ms || target[0] != 37*ms {
+		t.Fatalf("inside the callback: Now %v, Target %v; want [10ms] and [37ms]", now, target)
+	}
+	if got := f.w.Target(); got != 37*ms {
+		t.Fatalf("Target after the Advance: %v, want 37ms (Now)", got)
+	}
+	f.w.MoveNow(40 * ms)
+	if got := f.w.Target(); got != 40*ms {
+		t.Fatalf("Target after MoveNow(40ms): %v, want 40ms", got)
+	}
+}
+
 func TestReciprocalDivision(t *testing.T) {
 	ticks := []time.Duration{MinTick, 10001, 16383, 16384, 16385, 100 * time.Microsecond, 333333, 1 << 29, 1<<29 + 1, 999999937, MaxTick}
 	// And random ticks, checked at the edges of the range below.
