@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/bytesrv"
 	"github.com/tcpwheel/tcpwheel/internal/metrics"
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/stack"
@@ -387,9 +388,6 @@ func acceptLoop(ln net.Listener, handle func(net.Conn)) {
 	}
 }
 
-// maxBytes bounds GET /bytes/N.
-const maxBytes = 1 << 40
-
 func httpHandler(s *stack.Stack) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
@@ -406,25 +404,6 @@ func httpHandler(s *stack.Stack) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, statsReport(s))
 	})
-	mux.HandleFunc("GET /bytes/{n}", func(w http.ResponseWriter, r *http.Request) {
-		n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
-		if err != nil || n < 0 || n > maxBytes {
-			http.Error(w, "N must be an integer in [0, 2^40]", http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
-		buf := make([]byte, 64<<10)
-		for i := range buf {
-			buf[i] = byte('a' + i%26)
-		}
-		for n > 0 {
-			k := min(n, int64(len(buf)))
-			if _, err := w.Write(buf[:k]); err != nil {
-				return
-			}
-			n -= k
-		}
-	})
+	bytesrv.Register(mux, nil)
 	return mux
 }
