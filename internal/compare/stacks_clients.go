@@ -62,7 +62,8 @@ func (k *kernelStack) Close() error      { return nil }
 // inside the bed's namespace, opened with IFF_VNET_HDR and offloads
 // (gvisor.OpenVnetTUN: host GSO out, the kernel's TSO segments in, see
 // internal/baseline/gvisor/gso.go), which takes the kernel's address from the
-// bed's TUN.
+// bed's TUN; with the TCP tuning of gVisor's throughput users (gvisor.Config.Tuned:
+// receive-buffer auto-tuning, larger buffers).
 func newGVisorGSO(bed *testbed.Bed) (stackUnderTest, error) {
 	var vt *gvisor.VnetTUN
 	mtu := tun.DefaultMTU
@@ -76,7 +77,7 @@ func newGVisorGSO(bed *testbed.Bed) (stackUnderTest, error) {
 		vt.Close()
 		return nil, err
 	}
-	s, err := gvisor.New(gvisor.Config{VnetTUN: vt, Addr: bed.StackAddr})
+	s, err := gvisor.New(gvisor.Config{VnetTUN: vt, Addr: bed.StackAddr, Tuned: true})
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func gsoBed(t *testing.T) (*Stack, *testbed.Bed) {
 		vt.Close()
 		t.Fatal(err)
 	}
-	s, err := New(Config{VnetTUN: vt, Addr: bed.StackAddr})
+	s, err := New(Config{VnetTUN: vt, Addr: bed.StackAddr, Tuned: true})
 	if err != nil {
 		t.Fatal(err)
 	}
