@@ -221,16 +221,8 @@ func (l *gsoLink) reader() {
 			l.readErrors.Add(1)
 			continue
 		}
-		if n < vnetHdrLen+header.IPv4MinimumSize {
-			l.notIPv4.Add(1)
-			continue
-		}
-		if gso := buf[1] &^ vnetGSOECN; gso != vnetGSONone && gso != vnetGSOTCPv4 {
-			l.notIPv4.Add(1)
-			continue
-		}
-		p := buf[vnetHdrLen:n]
-		if header.IPVersion(p) != header.IPv4Version {
+		p, ok := vnetPayload(buf[:n])
+		if !ok {
 			l.notIPv4.Add(1)
 			continue
 		}
@@ -239,4 +231,24 @@ func (l *gsoLink) reader() {
 		}
 		l.deliver(p)
 	}
+}
+
+// vnetPayload returns the IPv4 packet behind a virtio-net header, and false
+// for what gVisor must not be given: a read shorter than the header and an
+// IPv4 header, a GSO type other than none or TCPv4 (the only offload turned
+// on), a packet that is not IPv4. The rest (checksum offsets, GSO sizes) is
+// the kernel's own description of a packet it built, which gVisor does not
+// need: it takes the segment whole and parses its headers itself.
+func vnetPayload(b []byte) ([]byte, bool) {
+	if len(b) < vnetHdrLen+header.IPv4MinimumSize {
+		return nil, false
+	}
+	if gso := b[1] &^ vnetGSOECN; gso != vnetGSONone && gso != vnetGSOTCPv4 {
+		return nil, false
+	}
+	p := b[vnetHdrLen:]
+	if header.IPVersion(p) != header.IPv4Version {
+		return nil, false
+	}
+	return p, true
 }
