@@ -395,6 +395,7 @@ func httpHandler(s *stack.Stack) http.Handler {
 		fmt.Fprintf(w, "tcpwheel %s: a userspace TCP/IP stack whose every TCP timer runs on a hashed timing wheel.\n", version)
 		fmt.Fprintf(w, "You reached it at %s from %s, over a TUN device; the Linux kernel is your end.\n\n", r.Host, r.RemoteAddr)
 		fmt.Fprintln(w, "  GET /bytes/N   streams N bytes (N up to 2^40)")
+		fmt.Fprintln(w, "  PUT /upload    reads the body, answers its length; GET /small: a short answer")
 		fmt.Fprintln(w, "  GET /stats     the stack's counters")
 		fmt.Fprintln(w, "  GET /metrics   the same, as Prometheus metrics (GET /debug/vars: as JSON)")
 		fmt.Fprintln(w, "  port 7 echoes (TCP and UDP), port 9 discards")

@@ -62,7 +62,8 @@ func Handler(c *Counters) http.Handler {
 	return mux
 }
 
-// serveBytes streams N bytes of a repeating pattern, 64 KiB per write.
+// serveBytes streams N bytes: the lowercase alphabet over and over, starting
+// again at a every 64 KiB (one write each).
 func serveBytes(w http.ResponseWriter, r *http.Request) {
 	n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
 	if err != nil || n < 0 || n > MaxBytes {
