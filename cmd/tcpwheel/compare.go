@@ -42,6 +42,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compare.Config, error) 
 	fs.IntVar(&cfg.FloodSYNs, "flood-syns", cfg.FloodSYNs, "spoofed SYNs of the synflood scenario (sources 198.18.N.10-250, inside the run's namespace)")
 	fs.IntVar(&cfg.FloodRate, "flood-rate", cfg.FloodRate, "their rate, SYNs per second")
 	fs.IntVar(&cfg.FloodConns, "flood-conns", cfg.FloodConns, "legitimate kernel connects started evenly over the flood")
+	fs.IntVar(&cfg.HTTPStreams, "http-streams", cfg.HTTPStreams, "parallel transfers of the http-par scenario, -http-size in all")
 	fs.IntVar(&cfg.WrkConns, "wrk-conns", cfg.WrkConns, "wrk's keep-alive connections (the wrk scenario)")
 	fs.DurationVar(&cfg.WrkTime, "wrk-time", cfg.WrkTime, "how long wrk runs, whole seconds")
 	fs.IntVar(&cfg.ABRequests, "ab-requests", cfg.ABRequests, "ab's requests, each on a new connection (the ab scenario)")
@@ -55,7 +56,7 @@ impairment layer and pcap tap, with the Linux kernel in a fresh network namespac
 per run as the peer, and prints a table of median, p90, p99 and max with ratios
 against gvisor (and the kernel). Needs root.
 
-The real-client scenarios (http-down, http-up, wrk, ab) run curl, wrk and ab
+The real-client scenarios (http-down, http-up, http-par, wrk, ab) run curl, wrk and ab
 (Debian packages curl, wrk, apache2-utils) inside the run's namespace against
 the same HTTP server on each stack. Two stacks take part only in them: kernel
 (the server on kernel sockets, the clients over the namespace's loopback: the

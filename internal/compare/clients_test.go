@@ -85,6 +85,7 @@ func TestValidateClients(t *testing.T) {
 	}{
 		{"kernel alone in a loss scenario", func(c *Config) { c.Stacks, c.Scenarios = []string{stackKernel}, []string{"tail-loss"} }, "real-client"},
 		{"http size", func(c *Config) { c.HTTPSize = 0 }, "-http-size"},
+		{"http streams", func(c *Config) { c.HTTPStreams = 65 }, "-http-streams"},
 		{"wrk conns", func(c *Config) { c.WrkConns = 0 }, "-wrk-conns"},
 		{"wrk time", func(c *Config) { c.WrkTime = 1500 * time.Millisecond }, "-wrk-time"},
 		{"wrk time vs run timeout", func(c *Config) { c.WrkTime, c.RunTimeout = 60*time.Second, 30*time.Second }, "-run-timeout"},
@@ -138,7 +139,7 @@ func TestClientsSmoke(t *testing.T) {
 		t.Fatalf("compare: %v\n%s\n%s", err, out.String(), errOut.String())
 	}
 	t.Logf("\n%s", out.String())
-	for _, want := range []string{"×kernel", "MB/s (curl's)", "CPU s per GB moved", "requests/s (wrk", "connections/s (ab", "gvisor-gso", "issue 15"} {
+	for _, want := range []string{"×kernel", "MB/s (http-par", "CPU s per GB moved", "requests/s (wrk", "connections/s (ab", "gvisor-gso", "issue 15"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -151,12 +152,13 @@ func TestClientsSmoke(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Runs) != 16 {
-		t.Fatalf("%d runs, want 16", len(rep.Runs))
+	if len(rep.Runs) != 20 {
+		t.Fatalf("%d runs, want 20", len(rep.Runs))
 	}
 	want := map[string][]string{
 		"http-down": {"mbytes_per_s", "cpu_s_per_gb", "client_cpu_s_per_gb"},
 		"http-up":   {"mbytes_per_s", "cpu_s_per_gb", "client_cpu_s_per_gb"},
+		"http-par":  {"mbytes_per_s", "cpu_s_per_gb", "streams"},
 		"wrk":       {"requests_per_s", "latency_p99_ms"},
 		"ab":        {"conns_per_s", "ab_complete"},
 	}

@@ -88,12 +88,13 @@ type Config struct {
 	// Hog is the command of one such process; nil means DefaultHog().
 	Hog []string
 
-	// The real-client scenarios (http-down, http-up, wrk, ab).
-	HTTPSize   int64         // -http-size: bytes curl downloads and uploads, 1 to MaxBulkSize
-	WrkConns   int           // -wrk-conns: wrk's connections, 1 to 10000
-	WrkTime    time.Duration // -wrk-time: how long wrk runs, 1s to 10m (whole seconds)
-	ABRequests int           // -ab-requests: ab's requests, each on a new connection, 1 to 1000000
-	ABConns    int           // -ab-conns: ab's concurrency, 1 to 1000 and at most -ab-requests
+	// The real-client scenarios (http-down, http-up, http-par, wrk, ab).
+	HTTPSize    int64         // -http-size: bytes curl downloads and uploads, 1 to MaxBulkSize
+	HTTPStreams int           // -http-streams: http-par's parallel transfers, 1 to 64
+	WrkConns    int           // -wrk-conns: wrk's connections, 1 to 10000
+	WrkTime     time.Duration // -wrk-time: how long wrk runs, 1s to 10m (whole seconds)
+	ABRequests  int           // -ab-requests: ab's requests, each on a new connection, 1 to 1000000
+	ABConns     int           // -ab-conns: ab's concurrency, 1 to 1000 and at most -ab-requests
 }
 
 // MaxLoad is the largest Config.Load.
@@ -107,23 +108,24 @@ func DefaultHog() []string { return []string{"sh", "-c", "while :; do :; done"} 
 // DefaultConfig returns the defaults of `tcpwheel compare`.
 func DefaultConfig() Config {
 	return Config{
-		Stacks:     slices.Clone(defaultStacks),
-		Scenarios:  Scenarios(),
-		Runs:       3,
-		Seed:       1,
-		BulkSize:   20e6,
-		BulkLoss:   []float64{0, 0.01, 0.05},
-		Conns:      10000,
-		Hold:       10 * time.Second,
-		RunTimeout: 3 * time.Minute,
-		FloodSYNs:  20000,
-		FloodRate:  20000,
-		FloodConns: 100,
-		HTTPSize:   200e6,
-		WrkConns:   50,
-		WrkTime:    5 * time.Second,
-		ABRequests: 20000,
-		ABConns:    50,
+		Stacks:      slices.Clone(defaultStacks),
+		Scenarios:   Scenarios(),
+		Runs:        3,
+		Seed:        1,
+		BulkSize:    20e6,
+		BulkLoss:    []float64{0, 0.01, 0.05},
+		Conns:       10000,
+		Hold:        10 * time.Second,
+		RunTimeout:  3 * time.Minute,
+		FloodSYNs:   20000,
+		FloodRate:   20000,
+		FloodConns:  100,
+		HTTPSize:    200e6,
+		HTTPStreams: 8,
+		WrkConns:    50,
+		WrkTime:     5 * time.Second,
+		ABRequests:  20000,
+		ABConns:     50,
 	}
 }
 
@@ -188,6 +190,8 @@ func (c *Config) checkClients() error {
 	switch {
 	case c.HTTPSize <= 0 || c.HTTPSize > MaxBulkSize:
 		return fmt.Errorf("-http-size %d: want 1 byte to 1 TiB", c.HTTPSize)
+	case c.HTTPStreams < 1 || c.HTTPStreams > 64:
+		return fmt.Errorf("-http-streams %d: want 1 to 64", c.HTTPStreams)
 	case c.WrkConns < 1 || c.WrkConns > 10000:
 		return fmt.Errorf("-wrk-conns %d: want 1 to 10000", c.WrkConns)
 	case c.WrkTime < time.Second || c.WrkTime > 10*time.Minute || c.WrkTime%time.Second != 0:

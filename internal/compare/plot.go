@@ -198,7 +198,8 @@ func scatterByCase(p *plot.Plot, stacks, cases []string, value func(c, st string
 
 // clientRates are the real-client cases and the rate each reports.
 var clientRates = []struct{ c, metric string }{
-	{"http-down", "mbytes_per_s"}, {"http-up", "mbytes_per_s"}, {"wrk", "requests_per_s"}, {"ab", "conns_per_s"},
+	{"http-down", "mbytes_per_s"}, {"http-up", "mbytes_per_s"}, {"http-par", "mbytes_per_s"},
+	{"wrk", "requests_per_s"}, {"ab", "conns_per_s"},
 }
 
 // kernelRatios is each stack's median rate over the kernel's in the

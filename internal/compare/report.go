@@ -199,9 +199,10 @@ var metricOrder = []metricInfo{
 	{"flood_syns_sent", "spoofed SYNs sent"},
 	{"flood_send_errors", "spoofed SYNs the kernel refused (ENOBUFS)"},
 	{"flood_rate_per_s", "flood rate achieved (SYNs/s)"},
-	{"mbytes_per_s", "MB/s (curl's)"},
+	{"mbytes_per_s", "MB/s (http-par: all streams, over the wall time)"},
 	{"cpu_s_per_gb", "CPU s per GB moved (this process: stack, server, their syscalls)"},
 	{"client_cpu_s_per_gb", "CPU s per GB moved (the client process)"},
+	{"streams", "parallel transfers"},
 	{"requests_per_s", "requests/s (wrk, keep-alive)"},
 	{"conns_per_s", "connections/s (ab, one request each)"},
 	{"latency_p50_ms", "latency p50 (ms)"},
@@ -274,6 +275,7 @@ type reportConfig struct {
 	FloodRate    int       `json:"flood_rate"`
 	FloodConns   int       `json:"flood_conns"`
 	HTTPBytes    int64     `json:"http_bytes"`
+	HTTPStreams  int       `json:"http_streams"`
 	WrkConns     int       `json:"wrk_conns"`
 	WrkTimeMS    float64   `json:"wrk_time_ms"`
 	ABRequests   int       `json:"ab_requests"`
@@ -290,7 +292,7 @@ func reportConfigOf(cfg Config) reportConfig {
 		BulkBytes: cfg.BulkSize, BulkLoss: cfg.BulkLoss, Conns: cfg.Conns,
 		HoldMS: ms(cfg.Hold), RunTimeoutMS: ms(cfg.RunTimeout),
 		FloodSYNs: cfg.FloodSYNs, FloodRate: cfg.FloodRate, FloodConns: cfg.FloodConns,
-		HTTPBytes: cfg.HTTPSize, WrkConns: cfg.WrkConns, WrkTimeMS: ms(cfg.WrkTime),
+		HTTPBytes: cfg.HTTPSize, HTTPStreams: cfg.HTTPStreams, WrkConns: cfg.WrkConns, WrkTimeMS: ms(cfg.WrkTime),
 		ABRequests: cfg.ABRequests, ABConns: cfg.ABConns,
 		Load: cfg.Load, CPUs: runtime.NumCPU(),
 	}

@@ -43,6 +43,7 @@ var scenarios = [...]scenario{
 	{name: "synflood", help: "-flood-syns spoofed SYNs at -flood-rate/s while -flood-conns clients connect", run: scenarioSYNFlood, unwatched: true},
 	{name: "http-down", help: "curl downloads -http-size from the stack's HTTP server: MB/s, CPU per GB", run: scenarioHTTPDown, unwatched: true, clients: true},
 	{name: "http-up", help: "curl uploads -http-size to it (PUT): MB/s, CPU per GB", run: scenarioHTTPUp, unwatched: true, clients: true},
+	{name: "http-par", help: "curl downloads -http-size in -http-streams parallel transfers: aggregate MB/s, CPU per GB", run: scenarioHTTPPar, unwatched: true, clients: true},
 	{name: "wrk", help: "wrk keep-alive, -wrk-conns connections for -wrk-time: requests/s, p99 latency", run: scenarioWrk, unwatched: true, clients: true},
 	{name: "ab", help: "ab -n -ab-requests -c -ab-conns, a new connection per request: connections/s, failures", run: scenarioAB, unwatched: true, clients: true},
 }

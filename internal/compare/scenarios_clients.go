@@ -232,6 +232,44 @@ func (e *runEnv) curlTransfer(n int64, size string, args func(url string) []stri
 	return nil
 }
 
+// scenarioHTTPPar: one curl downloads -http-size in -http-streams parallel
+// transfers of -http-size/-http-streams bytes each (curl -Z), each on its
+// own connection: aggregate MB/s over the wall time of the whole (measured
+// here, around the curl process) and CPU per GB. Issue 15's "8 parallel
+// streams on 2 loops" is this case's rate with two loops over one.
+func scenarioHTTPPar(e *runEnv) error {
+	url, _, err := e.httpServer()
+	if err != nil {
+		return err
+	}
+	k := e.cfg.HTTPStreams
+	each := max(e.cfg.HTTPSize/int64(k), 1)
+	args := []string{"-sS", "-Z", "--parallel-immediate", "--parallel-max", strconv.Itoa(k), "--max-time", e.secondsLeft(),
+		"-w", "%{size_download} %{http_code}\n"}
+	for range k {
+		args = append(args, "-o", "/dev/null", url+"/bytes/"+strconv.FormatInt(each, 10))
+	}
+	c0, t0 := cpuTime(), time.Now()
+	r, err := e.client(toolCurl, args...)
+	wall, cpu := time.Since(t0), cpuTime()-c0
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	if len(lines) != k {
+		return fmt.Errorf("curl reported %d transfers, want %d: %q", len(lines), k, lastLines(r.out, 3))
+	}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 2 || f[0] != strconv.FormatInt(each, 10) || f[1] != "200" {
+			return fmt.Errorf("%w: a transfer ended with %q, want %d bytes and status 200", errShort, l, each)
+		}
+	}
+	e.bulkClientMetrics(each*int64(k), wall.Seconds(), cpu, r)
+	e.res.Metrics["streams"] = float64(k)
+	return nil
+}
+
 // wrk's output.
 var (
 	wrkRate    = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
