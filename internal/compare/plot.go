@@ -155,7 +155,7 @@ func (rep *report) transferBars(stacks []string) (*plot.Plot, bool, error) {
 		return nil, false, err
 	}
 	if lo <= hi {
-		p.Y.Min, p.Y.Max = lo/2, hi*2
+		p.Y.Min, p.Y.Max = lo/2, hi*4 // room for the legend
 	}
 	p.Legend.Top = true
 	p.NominalX(cases...)
