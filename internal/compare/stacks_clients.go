@@ -79,6 +79,7 @@ func newGVisorGSO(bed *testbed.Bed) (stackUnderTest, error) {
 	}
 	s, err := gvisor.New(gvisor.Config{VnetTUN: vt, Addr: bed.StackAddr, Tuned: true})
 	if err != nil {
+		vt.Close() // New closes it on some failures only; a second Close is harmless
 		return nil, err
 	}
 	return &gvisorStack{s: s, kernel: bed.KernelAddr}, nil
