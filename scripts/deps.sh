@@ -2,7 +2,9 @@
 # Installs what the tests need on a fresh Debian machine: iproute2 (ip, for
 # inspecting namespaces), tcpdump (reads our pcaps), curl and python3 (kernel-side
 # peers in integration tests), iputils-ping; gcc, make, bison and flex build
-# packetdrill for make conformance. Installs only what is missing; needs root.
+# packetdrill for make conformance; wrk and ab (apache2-utils) are, with curl,
+# the real clients of tcpwheel compare's http-down, http-up, wrk and ab
+# scenarios. Installs only what is missing; needs root.
 set -euo pipefail
 need=()
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
@@ -10,6 +12,8 @@ command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v ab >/dev/null 2>&1 || need+=(apache2-utils)
 # packetdrill (make conformance builds it from source).
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v make >/dev/null 2>&1 || need+=(make)

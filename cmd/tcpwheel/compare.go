@@ -28,6 +28,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compare.Config, error) 
 		scenarios = fs.String("scenarios", strings.Join(cfg.Scenarios, ","), "comma-separated scenarios: "+strings.Join(compare.Scenarios(), ", "))
 		bulkSize  = fs.String("bulk-size", "20MB", "bytes per bulk transfer (suffixes KB, MB: powers of 1000... KiB, MiB: of 1024)")
 		bulkLoss  = fs.String("bulk-loss", "0,1,5", "comma-separated random loss rates of the bulk scenario, in percent, applied to both directions")
+		httpSize  = fs.String("http-size", "200MB", "bytes curl downloads (http-down) and uploads (http-up), with the same suffixes as -bulk-size")
 	)
 	fs.IntVar(&cfg.Runs, "runs", cfg.Runs, "runs of each scenario for each stack (interleaved between stacks)")
 	fs.StringVar(&cfg.JSONPath, "json", "", "write the results, every run and every retransmission, as JSON to this file")
@@ -41,6 +42,11 @@ func parseCompareFlags(args []string, stderr io.Writer) (compare.Config, error) 
 	fs.IntVar(&cfg.FloodSYNs, "flood-syns", cfg.FloodSYNs, "spoofed SYNs of the synflood scenario (sources 198.18.N.10-250, inside the run's namespace)")
 	fs.IntVar(&cfg.FloodRate, "flood-rate", cfg.FloodRate, "their rate, SYNs per second")
 	fs.IntVar(&cfg.FloodConns, "flood-conns", cfg.FloodConns, "legitimate kernel connects started evenly over the flood")
+	fs.IntVar(&cfg.HTTPStreams, "http-streams", cfg.HTTPStreams, "parallel transfers of the http-par scenario, -http-size in all")
+	fs.IntVar(&cfg.WrkConns, "wrk-conns", cfg.WrkConns, "wrk's keep-alive connections (the wrk scenario)")
+	fs.DurationVar(&cfg.WrkTime, "wrk-time", cfg.WrkTime, "how long wrk runs, whole seconds")
+	fs.IntVar(&cfg.ABRequests, "ab-requests", cfg.ABRequests, "ab's requests, each on a new connection (the ab scenario)")
+	fs.IntVar(&cfg.ABConns, "ab-conns", cfg.ABConns, "ab's concurrency")
 	fs.IntVar(&cfg.Load, "load", 0, "run every scenario beside N CPU-bound processes (0: none; -load alone: GOMAXPROCS), killed at the end of each run")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: tcpwheel compare [flags]
@@ -48,7 +54,14 @@ func parseCompareFlags(args []string, stderr io.Writer) (compare.Config, error) 
 Runs the same scenarios for each stack, through the same TUN device path,
 impairment layer and pcap tap, with the Linux kernel in a fresh network namespace
 per run as the peer, and prints a table of median, p90, p99 and max with ratios
-against gvisor. Needs root.
+against gvisor (and the kernel). Needs root.
+
+The real-client scenarios (http-down, http-up, http-par, wrk, ab) run curl, wrk and ab
+(Debian packages curl, wrk, apache2-utils) inside the run's namespace against
+the same HTTP server on each stack. Two stacks take part only in them: kernel
+(the server on kernel sockets, the clients over the namespace's loopback: the
+ceiling) and gvisor-gso (gVisor on its own TUN opened with IFF_VNET_HDR: host
+GSO out, the kernel's 64 KB segments in, checksums left to the kernel).
 
 scenarios:
 `+compare.ScenarioHelp()+`
@@ -77,6 +90,9 @@ flags:
 	}
 	if cfg.BulkSize, err = compare.ParseSize(*bulkSize); err != nil || cfg.BulkSize <= 0 || cfg.BulkSize > compare.MaxBulkSize {
 		return bad("-bulk-size %q: want a size like 20MB, from 1 byte to 1 TiB", *bulkSize)
+	}
+	if cfg.HTTPSize, err = compare.ParseSize(*httpSize); err != nil || cfg.HTTPSize <= 0 || cfg.HTTPSize > compare.MaxBulkSize {
+		return bad("-http-size %q: want a size like 200MB, from 1 byte to 1 TiB", *httpSize)
 	}
 	if cfg.BulkLoss, err = compare.ParsePercentages(*bulkLoss); err != nil {
 		return bad("-bulk-loss %v", err)

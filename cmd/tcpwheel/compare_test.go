@@ -42,6 +42,17 @@ func TestCompareFlags(t *testing.T) {
 		{[]string{"-conns", "100000"}, false},
 		{[]string{"-hold", "-1s"}, false},
 		{[]string{"-run-timeout", "10ms"}, false},
+		{[]string{"-stacks", "tcpwheel,gvisor,gvisor-gso,kernel", "-scenarios", "http-down,http-up,wrk,ab", "-http-size", "2MB", "-wrk-conns", "4", "-wrk-time", "2s", "-ab-requests", "100", "-ab-conns", "4"}, true},
+		{[]string{"-stacks", "kernel", "-scenarios", "tail-loss"}, false},
+		{[]string{"-stacks", "gvisor-gso,kernel", "-scenarios", "bulk,synflood"}, false},
+		{[]string{"-http-size", "0"}, false},
+		{[]string{"-http-size", "much"}, false},
+		{[]string{"-wrk-conns", "0"}, false},
+		{[]string{"-wrk-time", "500ms"}, false},
+		{[]string{"-wrk-time", "1h"}, false},
+		{[]string{"-ab-requests", "0"}, false},
+		{[]string{"-ab-requests", "10", "-ab-conns", "11"}, false},
+		{[]string{"-ab-conns", "-1"}, false},
 		{[]string{"-bogus"}, false},
 		{[]string{"extra"}, false},
 	} {
@@ -77,7 +88,7 @@ func TestCompareBadInputExit2(t *testing.T) {
 		}
 	}
 	var out, errOut bytes.Buffer
-	if err := run([]string{"compare", "-h"}, &out, &errOut); !strings.Contains(errOut.String(), "tail-loss") {
+	if err := run([]string{"compare", "-h"}, &out, &errOut); !strings.Contains(errOut.String(), "tail-loss") || !strings.Contains(errOut.String(), "gvisor-gso") {
 		t.Errorf("compare -h printed %q, want the scenarios listed (err %v)", errOut.String(), err)
 	}
 }

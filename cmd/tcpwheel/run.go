@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/bytesrv"
 	"github.com/tcpwheel/tcpwheel/internal/metrics"
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/stack"
@@ -387,9 +388,6 @@ func acceptLoop(ln net.Listener, handle func(net.Conn)) {
 	}
 }
 
-// maxBytes bounds GET /bytes/N.
-const maxBytes = 1 << 40
-
 func httpHandler(s *stack.Stack) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
@@ -397,6 +395,7 @@ func httpHandler(s *stack.Stack) http.Handler {
 		fmt.Fprintf(w, "tcpwheel %s: a userspace TCP/IP stack whose every TCP timer runs on a hashed timing wheel.\n", version)
 		fmt.Fprintf(w, "You reached it at %s from %s, over a TUN device; the Linux kernel is your end.\n\n", r.Host, r.RemoteAddr)
 		fmt.Fprintln(w, "  GET /bytes/N   streams N bytes (N up to 2^40)")
+		fmt.Fprintln(w, "  PUT /upload    reads the body, answers its length; GET /small: a short answer")
 		fmt.Fprintln(w, "  GET /stats     the stack's counters")
 		fmt.Fprintln(w, "  GET /metrics   the same, as Prometheus metrics (GET /debug/vars: as JSON)")
 		fmt.Fprintln(w, "  port 7 echoes (TCP and UDP), port 9 discards")
@@ -406,25 +405,6 @@ func httpHandler(s *stack.Stack) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, statsReport(s))
 	})
-	mux.HandleFunc("GET /bytes/{n}", func(w http.ResponseWriter, r *http.Request) {
-		n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
-		if err != nil || n < 0 || n > maxBytes {
-			http.Error(w, "N must be an integer in [0, 2^40]", http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
-		buf := make([]byte, 64<<10)
-		for i := range buf {
-			buf[i] = byte('a' + i%26)
-		}
-		for n > 0 {
-			k := min(n, int64(len(buf)))
-			if _, err := w.Write(buf[:k]); err != nil {
-				return
-			}
-			n -= k
-		}
-	})
+	bytesrv.Register(mux, nil)
 	return mux
 }

@@ -114,6 +114,12 @@ func TestServe(t *testing.T) {
 	if o, err := inNS("curl", "-s", "-m", "10", "-o", "/dev/null", "-w", "%{http_code}", "http://198.18.0.2/bytes/-5"); err != nil || o != "400" {
 		t.Fatalf("GET /bytes/-5: status %q, %v; want 400", o, err)
 	}
+	if o, err := inNS("curl", "-s", "-m", "10", "-T", "/dev/null", "-H", "Expect:", "http://198.18.0.2/upload"); err != nil || o != "0\n" {
+		t.Fatalf("PUT /upload: %q, %v", o, err)
+	}
+	if o, err := inNS("curl", "-s", "-m", "10", "http://198.18.0.2/small"); err != nil || o != "tcpwheel: hello\n" {
+		t.Fatalf("GET /small: %q, %v", o, err)
+	}
 	if _, err := exec.LookPath("ping"); err == nil {
 		if o, err := inNS("ping", "-c", "2", "-W", "2", "198.18.0.2"); err != nil {
 			t.Fatalf("ping: %v\n%s", err, o)

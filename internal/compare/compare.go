@@ -41,15 +41,18 @@ const (
 	stackTcpwheelRec = "tcpwheel-rec" // tcpwheel with its flight recorder on (stack.Config.Record, to a temporary file)
 	stackGVisor      = "gvisor"
 	stackGVisorWheel = "gvisor-wheel"
+	stackGVisorGSO   = "gvisor-gso" // gVisor in its best configuration on a TUN: host GSO, the kernel's large segments in (real-client scenarios only)
+	stackKernel      = "kernel"     // the kernel's own loopback in the run's namespace: the ceiling (real-client scenarios only)
 )
 
 // allStacks are the stacks, in the order they are reported.
-var allStacks = []string{stackTcpwheel, stackTcpwheelRT, stackTcpwheelRec, stackGVisor, stackGVisorWheel}
+var allStacks = []string{stackTcpwheel, stackTcpwheelRT, stackTcpwheelRec, stackGVisor, stackGVisorWheel, stackGVisorGSO, stackKernel}
 
 // defaultStacks are the stacks compared when -stacks is not given: tcpwheel-rt
 // only when asked for (with -load, to see what real-time priority buys), and
 // tcpwheel-rec too (beside tcpwheel, to see what the flight recorder costs).
-var defaultStacks = []string{stackTcpwheel, stackGVisor, stackGVisorWheel}
+// gvisor-gso and kernel run only the real-client scenarios.
+var defaultStacks = []string{stackTcpwheel, stackGVisor, stackGVisorWheel, stackGVisorGSO, stackKernel}
 
 // rtPriority is tcpwheel-rt's SCHED_FIFO priority, as `tcpwheel run -rt`'s.
 const rtPriority = 10
@@ -84,6 +87,14 @@ type Config struct {
 	Load int
 	// Hog is the command of one such process; nil means DefaultHog().
 	Hog []string
+
+	// The real-client scenarios (http-down, http-up, http-par, wrk, ab).
+	HTTPSize    int64         // -http-size: bytes curl downloads and uploads, 1 to MaxBulkSize
+	HTTPStreams int           // -http-streams: http-par's parallel transfers, 1 to 64
+	WrkConns    int           // -wrk-conns: wrk's connections, 1 to 10000
+	WrkTime     time.Duration // -wrk-time: how long wrk runs, 1s to 10m (whole seconds)
+	ABRequests  int           // -ab-requests: ab's requests, each on a new connection, 1 to 1000000
+	ABConns     int           // -ab-conns: ab's concurrency, 1 to 1000 and at most -ab-requests
 }
 
 // MaxLoad is the largest Config.Load.
@@ -97,18 +108,24 @@ func DefaultHog() []string { return []string{"sh", "-c", "while :; do :; done"} 
 // DefaultConfig returns the defaults of `tcpwheel compare`.
 func DefaultConfig() Config {
 	return Config{
-		Stacks:     slices.Clone(defaultStacks),
-		Scenarios:  Scenarios(),
-		Runs:       3,
-		Seed:       1,
-		BulkSize:   20e6,
-		BulkLoss:   []float64{0, 0.01, 0.05},
-		Conns:      10000,
-		Hold:       10 * time.Second,
-		RunTimeout: 3 * time.Minute,
-		FloodSYNs:  20000,
-		FloodRate:  20000,
-		FloodConns: 100,
+		Stacks:      slices.Clone(defaultStacks),
+		Scenarios:   Scenarios(),
+		Runs:        3,
+		Seed:        1,
+		BulkSize:    20e6,
+		BulkLoss:    []float64{0, 0.01, 0.05},
+		Conns:       10000,
+		Hold:        10 * time.Second,
+		RunTimeout:  3 * time.Minute,
+		FloodSYNs:   20000,
+		FloodRate:   20000,
+		FloodConns:  100,
+		HTTPSize:    200e6,
+		HTTPStreams: 8,
+		WrkConns:    50,
+		WrkTime:     5 * time.Second,
+		ABRequests:  20000,
+		ABConns:     50,
 	}
 }
 
@@ -142,6 +159,9 @@ func (c *Config) Validate() error {
 	if err := c.checkFlood(); err != nil {
 		return err
 	}
+	if err := c.checkClients(); err != nil {
+		return err
+	}
 	return c.checkOutputs()
 }
 
@@ -161,6 +181,41 @@ func (c *Config) checkFlood() error {
 			c.FloodSYNs, c.FloodRate, d, legitLimit, c.RunTimeout)
 	}
 	return nil
+}
+
+// checkClients checks the real-client scenarios' parameters, and that some
+// chosen stack runs some chosen scenario (kernel and gvisor-gso run only the
+// real-client ones).
+func (c *Config) checkClients() error {
+	switch {
+	case c.HTTPSize <= 0 || c.HTTPSize > MaxBulkSize:
+		return fmt.Errorf("-http-size %d: want 1 byte to 1 TiB", c.HTTPSize)
+	case c.HTTPStreams < 1 || c.HTTPStreams > 64:
+		return fmt.Errorf("-http-streams %d: want 1 to 64", c.HTTPStreams)
+	case c.WrkConns < 1 || c.WrkConns > 10000:
+		return fmt.Errorf("-wrk-conns %d: want 1 to 10000", c.WrkConns)
+	case c.WrkTime < time.Second || c.WrkTime > 10*time.Minute || c.WrkTime%time.Second != 0:
+		return fmt.Errorf("-wrk-time %v: want whole seconds, 1s to 10m", c.WrkTime)
+	case c.WrkTime+10*time.Second > c.RunTimeout:
+		return fmt.Errorf("-wrk-time %v: want at least 10s less than -run-timeout %v", c.WrkTime, c.RunTimeout)
+	case c.ABRequests < 1 || c.ABRequests > 1000000:
+		return fmt.Errorf("-ab-requests %d: want 1 to 1000000", c.ABRequests)
+	case c.ABConns < 1 || c.ABConns > 1000 || c.ABConns > c.ABRequests:
+		return fmt.Errorf("-ab-conns %d: want 1 to 1000, and at most -ab-requests (%d)", c.ABConns, c.ABRequests)
+	}
+	for _, st := range c.Stacks {
+		for _, name := range c.Scenarios {
+			if sc, ok := scenarioNamed(name); ok && runs(st, sc) {
+				return nil
+			}
+		}
+	}
+	verb := "takes"
+	if len(c.Stacks) > 1 {
+		verb = "take"
+	}
+	return fmt.Errorf("-stacks %s: %s %s part only in the real-client scenarios (%s), none of which -scenarios names",
+		strings.Join(c.Stacks, ","), strings.Join(c.Stacks, " and "), verb, strings.Join(clientScenarios(), ", "))
 }
 
 // checkOutputs checks that the JSON, the plot and the pcaps can be written.
@@ -279,7 +334,14 @@ func ParsePercentages(s string) ([]float64, error) {
 func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	cases := expandCases(cfg)
 	rep := &report{Config: reportConfigOf(cfg), Started: time.Now().UTC()}
-	total := len(cases) * cfg.Runs * len(cfg.Stacks)
+	total := 0
+	for _, c := range cases {
+		for _, st := range cfg.Stacks {
+			if caseRuns(st, c) {
+				total += cfg.Runs
+			}
+		}
+	}
 	done := 0
 	start := time.Now()
 	prog := newProgress(stderr, cfg.Quiet)
@@ -290,6 +352,9 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 			// always first after another's run.
 			for k := range cfg.Stacks {
 				name := cfg.Stacks[(k+r)%len(cfg.Stacks)]
+				if !caseRuns(name, c) {
+					continue
+				}
 				if err := ctx.Err(); err != nil {
 					return fmt.Errorf("compare: interrupted after %d of %d runs; nothing left behind", done, total)
 				}

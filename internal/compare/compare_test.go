@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ func TestQuantileAndSummary(t *testing.T) {
 	}
 }
 
-// ourNamespaces lists the namespaces this process's runs create.
+// ourNamespaces lists the namespaces of this process's runs.
 func ourNamespaces(t *testing.T) []string {
 	out, err := exec.Command("ip", "netns", "list").Output()
 	if err != nil {
@@ -77,7 +78,10 @@ func ourNamespaces(t *testing.T) []string {
 	}
 	var ns []string
 	for _, l := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "twc") {
+		// Ours only: tun.UniqueName puts the process id (base 36) after the
+		// prefix, and other processes (cmd/tcpwheel's tests, other
+		// comparisons) make "twc" namespaces of their own meanwhile.
+		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "twc"+strconv.FormatInt(int64(os.Getpid()), 36)) {
 			ns = append(ns, f[0])
 		}
 	}

@@ -24,11 +24,14 @@ var stackColors = map[string]color.RGBA{
 	stackTcpwheelRT:  {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 	stackGVisor:      {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
 	stackGVisorWheel: {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	stackGVisorGSO:   {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	stackKernel:      {R: 0x40, G: 0x40, B: 0x40, A: 0xff},
 }
 
-// writePlot draws two panels side by side: the CDF of RTO slack per stack (quiet
-// RTO retransmissions of every case), and the median transfer time of each case
-// that has one, per stack. The format follows path's extension (.svg or .png).
+// writePlot draws up to three panels side by side: the CDF of RTO slack per
+// stack (quiet RTO retransmissions of every case), the median transfer time of
+// each case that has one, per stack, and each stack's rate in the real-client
+// cases over the kernel's. The format follows path's extension (.svg or .png).
 func (rep *report) writePlot(path string, stacks []string) error {
 	cdf, cdfData, err := rep.slackCDF(stacks)
 	if err != nil {
@@ -46,6 +49,11 @@ func (rep *report) writePlot(path string, stacks []string) error {
 	}
 	if barsData {
 		panels = append(panels, bars)
+	}
+	if rates, ok, err := rep.kernelRatios(stacks); err != nil {
+		return err
+	} else if ok {
+		panels = append(panels, rates)
 	}
 	w, h := vg.Length(len(panels))*14*vg.Centimeter, 11*vg.Centimeter
 	var c draw.Canvas
@@ -139,14 +147,35 @@ func (rep *report) transferBars(stacks []string) (*plot.Plot, bool, error) {
 		p.Y.Scale, p.Y.Tick.Marker = plot.LinearScale{}, plot.DefaultTicks{}
 		return p, false, nil
 	}
-	lo, hi := math.Inf(1), math.Inf(-1)
-	shapes := []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}}
+	lo, hi, err := scatterByCase(p, stacks, cases, func(c, st string) (float64, bool) {
+		r, ok := rep.row(c, "transfer_ms", st)
+		return r.Median, ok && r.Median > 0
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if lo <= hi {
+		p.Y.Min, p.Y.Max = lo/2, hi*4 // room for the legend
+	}
+	p.Legend.Top = true
+	p.NominalX(cases...)
+	p.X.Tick.Label.Rotation = 0.5
+	p.X.Tick.Label.XAlign = draw.XRight
+	return p, true, nil
+}
+
+// scatterByCase adds a scatter per stack of value(case, stack) over the
+// cases, side by side around each case's tick, and returns the range of the
+// values.
+func scatterByCase(p *plot.Plot, stacks, cases []string, value func(c, st string) (float64, bool)) (lo, hi float64, err error) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	shapes := []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.PyramidGlyph{}}
 	for k, st := range stacks {
 		var pts plotter.XYs
 		for i, c := range cases {
-			if r, ok := rep.row(c, "transfer_ms", st); ok && r.Median > 0 {
-				pts = append(pts, plotter.XY{X: float64(i) + 0.15*(float64(k)-float64(len(stacks)-1)/2), Y: r.Median})
-				lo, hi = min(lo, r.Median), max(hi, r.Median)
+			if v, ok := value(c, st); ok {
+				pts = append(pts, plotter.XY{X: float64(i) + 0.15*(float64(k)-float64(len(stacks)-1)/2), Y: v})
+				lo, hi = min(lo, v), max(hi, v)
 			}
 		}
 		if len(pts) == 0 {
@@ -154,7 +183,7 @@ func (rep *report) transferBars(stacks []string) (*plot.Plot, bool, error) {
 		}
 		sc, err := plotter.NewScatter(pts)
 		if err != nil {
-			return nil, false, err
+			return 0, 0, err
 		}
 		sc.GlyphStyle.Color = stackColors[st]
 		sc.GlyphStyle.Radius = vg.Points(4)
@@ -163,13 +192,45 @@ func (rep *report) transferBars(stacks []string) (*plot.Plot, bool, error) {
 		p.Legend.Add(st, sc)
 	}
 	p.Add(plotter.NewGrid())
-	if lo <= hi {
-		p.Y.Min, p.Y.Max = lo/2, hi*2
-	}
 	p.X.Min, p.X.Max = -0.5, float64(len(cases))-0.5
+	return lo, hi, nil
+}
+
+// clientRates are the real-client cases and the rate each reports.
+var clientRates = []struct{ c, metric string }{
+	{"http-down", "mbytes_per_s"}, {"http-up", "mbytes_per_s"}, {"http-par", "mbytes_per_s"},
+	{"wrk", "requests_per_s"}, {"ab", "conns_per_s"},
+}
+
+// kernelRatios is each stack's median rate over the kernel's in the
+// real-client cases, and whether there was any.
+func (rep *report) kernelRatios(stacks []string) (*plot.Plot, bool, error) {
+	p := plot.New()
+	p.Title.Text = "real clients: rate / the kernel loopback's (median; higher is better)"
+	p.Y.Label.Text = "× kernel (MB/s, requests/s, connections/s)"
+	var cases []string
+	metric := map[string]string{}
+	for _, cr := range clientRates {
+		if _, ok := rep.row(cr.c, cr.metric, stackKernel); ok {
+			cases = append(cases, cr.c)
+			metric[cr.c] = cr.metric
+		}
+	}
+	if len(cases) == 0 {
+		return p, false, nil
+	}
+	_, hi, err := scatterByCase(p, stacks, cases, func(c, st string) (float64, bool) {
+		r, ok := rep.row(c, metric[c], st)
+		if !ok || r.VsKernel == nil {
+			return 0, false
+		}
+		return *r.VsKernel, true
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	p.Y.Min, p.Y.Max = 0, max(hi, 1)*1.45 // room for the legend above the kernel's 1
 	p.Legend.Top = true
 	p.NominalX(cases...)
-	p.X.Tick.Label.Rotation = 0.5
-	p.X.Tick.Label.XAlign = draw.XRight
 	return p, true, nil
 }

@@ -36,6 +36,13 @@ func TestPlotPanels(t *testing.T) {
 	if 2*one != two {
 		t.Errorf("plot widths: %d px with the slack panel alone, %d with both; want half", one, two)
 	}
+	one1 := 1.5
+	three := &report{Runs: slackOnly.Runs, Summary: append(both.Summary,
+		summaryRow{Case: "wrk", Metric: "requests_per_s", Stack: stackKernel, N: 1, Median: 1000, VsKernel: &one1},
+		summaryRow{Case: "wrk", Metric: "requests_per_s", Stack: "tcpwheel", N: 1, Median: 1500, VsKernel: &one1})}
+	if w := width(three); w != 3*one {
+		t.Errorf("plot width with real-client rates too: %d px, want three panels' %d", w, 3*one)
+	}
 	if w := width(&report{}); w != one {
 		t.Errorf("plot width with no data at all: %d px, want one panel's %d", w, one)
 	}

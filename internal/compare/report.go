@@ -199,6 +199,19 @@ var metricOrder = []metricInfo{
 	{"flood_syns_sent", "spoofed SYNs sent"},
 	{"flood_send_errors", "spoofed SYNs the kernel refused (ENOBUFS)"},
 	{"flood_rate_per_s", "flood rate achieved (SYNs/s)"},
+	{"mbytes_per_s", "MB/s (http-par: all streams, over the wall time)"},
+	{"cpu_s_per_gb", "CPU s per GB moved (this process: stack, server, their syscalls)"},
+	{"client_cpu_s_per_gb", "CPU s per GB moved (the client process)"},
+	{"streams", "parallel transfers"},
+	{"requests_per_s", "requests/s (wrk, keep-alive)"},
+	{"conns_per_s", "connections/s (ab, one request each)"},
+	{"latency_p50_ms", "latency p50 (ms)"},
+	{"latency_p99_ms", "latency p99 (ms)"},
+	{"http_errors", "wrk socket errors and non-2xx responses"},
+	{"ab_failed", "ab failed requests"},
+	{"ab_complete", "ab complete requests"},
+	{"cpu_us_per_request", "CPU µs per request (this process)"},
+	{"client_cpu_us_per_request", "CPU µs per request (the client process)"},
 	{"cpu_ms", "CPU time (ms, process rusage)"},
 	{"timers_fired", "wheel timers fired"},
 	{"timers_stopped", "wheel timers stopped"},
@@ -235,6 +248,9 @@ type summaryRow struct {
 	// VsGVisor is median / gvisor's median for the same case and metric; absent
 	// without a gvisor figure or when it is zero.
 	VsGVisor *float64 `json:"vs_gvisor,omitempty"`
+	// VsKernel is median / the kernel stack's median, likewise (real-client
+	// scenarios).
+	VsKernel *float64 `json:"vs_kernel,omitempty"`
 }
 
 // goal is a target the comparison checks, per stack.
@@ -258,6 +274,12 @@ type reportConfig struct {
 	FloodSYNs    int       `json:"flood_syns"`
 	FloodRate    int       `json:"flood_rate"`
 	FloodConns   int       `json:"flood_conns"`
+	HTTPBytes    int64     `json:"http_bytes"`
+	HTTPStreams  int       `json:"http_streams"`
+	WrkConns     int       `json:"wrk_conns"`
+	WrkTimeMS    float64   `json:"wrk_time_ms"`
+	ABRequests   int       `json:"ab_requests"`
+	ABConns      int       `json:"ab_conns"`
 	// Load is how many CPU hogs ran beside every run (0: none), on CPUs cores.
 	Load int      `json:"load"`
 	Hog  []string `json:"hog,omitempty"`
@@ -270,6 +292,8 @@ func reportConfigOf(cfg Config) reportConfig {
 		BulkBytes: cfg.BulkSize, BulkLoss: cfg.BulkLoss, Conns: cfg.Conns,
 		HoldMS: ms(cfg.Hold), RunTimeoutMS: ms(cfg.RunTimeout),
 		FloodSYNs: cfg.FloodSYNs, FloodRate: cfg.FloodRate, FloodConns: cfg.FloodConns,
+		HTTPBytes: cfg.HTTPSize, HTTPStreams: cfg.HTTPStreams, WrkConns: cfg.WrkConns, WrkTimeMS: ms(cfg.WrkTime),
+		ABRequests: cfg.ABRequests, ABConns: cfg.ABConns,
 		Load: cfg.Load, CPUs: runtime.NumCPU(),
 	}
 	if cfg.Load > 0 {
@@ -356,7 +380,7 @@ func (rep *report) summarize(stacks []string, cases []compareCase) {
 		metrics := sortedKeys(names)
 		sort.SliceStable(metrics, func(i, j int) bool { return metricRank(metrics[i]) < metricRank(metrics[j]) })
 		for _, m := range metrics {
-			var base *summaryRow
+			var base, kern *summaryRow
 			var rows []summaryRow
 			for _, st := range stacks {
 				vs := rep.values(c.name, st, m)
@@ -367,17 +391,24 @@ func (rep *report) summarize(stacks []string, cases []compareCase) {
 				row := summaryRow{Case: c.name, Metric: m, Stack: st, N: len(vs),
 					Median: quantile(vs, 0.5), P90: quantile(vs, 0.9), P99: quantile(vs, 0.99), Max: vs[len(vs)-1]}
 				rows = append(rows, row)
-				if st == stackGVisor {
+				switch st {
+				case stackGVisor:
 					base = &rows[len(rows)-1]
+				case stackKernel:
+					kern = &rows[len(rows)-1]
 				}
 			}
 			if allZero(rows) && (strings.HasPrefix(m, "retx_") || strings.HasPrefix(m, "timers_") || m == "tun_queue_drops") {
 				continue // a kind that never happened: no row
 			}
-			if base != nil && base.Median != 0 {
-				for i := range rows {
+			for i := range rows {
+				if base != nil && base.Median != 0 {
 					v := rows[i].Median / base.Median
 					rows[i].VsGVisor = &v
+				}
+				if kern != nil && kern.Median != 0 {
+					v := rows[i].Median / kern.Median
+					rows[i].VsKernel = &v
 				}
 			}
 			rep.Summary = append(rep.Summary, rows...)
@@ -487,6 +518,7 @@ func (rep *report) judge(stacks []string) []goal {
 	})
 	rep.floodGoals(add)
 	rep.recorderGoal(add)
+	rep.clientGoals(add)
 	return gs
 }
 
@@ -595,6 +627,10 @@ func (rep *report) writeTable(w io.Writer) {
 			rep.Config.Load, strings.Join(rep.Config.Hog, " "), rep.Config.CPUs)
 	}
 	header := []string{"case", "metric", "stack", "n", "median", "p90", "p99", "max", "×gvisor"}
+	withKernel := slices.Contains(rep.Config.Stacks, stackKernel)
+	if withKernel {
+		header = append(header, "×kernel")
+	}
 	lines := [][]string{header}
 	lastCase, lastMetric := "", ""
 	for _, r := range rep.Summary {
@@ -613,8 +649,16 @@ func (rep *report) writeTable(w io.Writer) {
 		if r.VsGVisor != nil {
 			ratio = fmt.Sprintf("%.2f", *r.VsGVisor)
 		}
-		lines = append(lines, []string{c, m, r.Stack, fmt.Sprint(r.N),
-			fmtNum(r.Median), fmtNum(r.P90), fmtNum(r.P99), fmtNum(r.Max), ratio})
+		line := []string{c, m, r.Stack, fmt.Sprint(r.N),
+			fmtNum(r.Median), fmtNum(r.P90), fmtNum(r.P99), fmtNum(r.Max), ratio}
+		if withKernel {
+			kr := "-"
+			if r.VsKernel != nil {
+				kr = fmt.Sprintf("%.2f", *r.VsKernel)
+			}
+			line = append(line, kr)
+		}
+		lines = append(lines, line)
 	}
 	width := make([]int, len(header))
 	for _, l := range lines {

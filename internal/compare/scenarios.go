@@ -25,6 +25,9 @@ type scenario struct {
 	// cases expands the scenario into the cases it reports; nil means one
 	// case named after the scenario.
 	cases func(cfg Config) []compareCase
+	// clients: a real-client scenario (real programs in the namespace against
+	// the stack's HTTP server), in which the kernel and gvisor-gso take part.
+	clients bool
 }
 
 // scenarios is every scenario, in the order they run. It is never written.
@@ -38,6 +41,28 @@ var scenarios = [...]scenario{
 	{name: "zero-window", help: "zero-window probe timing against a receiver that stops reading", run: scenarioZeroWindow},
 	{name: "many-conns", help: "-conns idle connections with keepalive: CPU and memory per connection", run: scenarioManyConns, unwatched: true},
 	{name: "synflood", help: "-flood-syns spoofed SYNs at -flood-rate/s while -flood-conns clients connect", run: scenarioSYNFlood, unwatched: true},
+	{name: "http-down", help: "curl downloads -http-size from the stack's HTTP server: MB/s, CPU per GB", run: scenarioHTTPDown, unwatched: true, clients: true},
+	{name: "http-up", help: "curl uploads -http-size to it (PUT): MB/s, CPU per GB", run: scenarioHTTPUp, unwatched: true, clients: true},
+	{name: "http-par", help: "curl downloads -http-size in -http-streams parallel transfers: aggregate MB/s, CPU per GB", run: scenarioHTTPPar, unwatched: true, clients: true},
+	{name: "wrk", help: "wrk keep-alive, -wrk-conns connections for -wrk-time: requests/s, p99 latency", run: scenarioWrk, unwatched: true, clients: true},
+	{name: "ab", help: "ab -n -ab-requests -c -ab-conns, a new connection per request: connections/s, failures", run: scenarioAB, unwatched: true, clients: true},
+}
+
+// clientScenarios lists the real-client scenarios.
+func clientScenarios() []string {
+	var names []string
+	for i := range scenarios {
+		if scenarios[i].clients {
+			names = append(names, scenarios[i].name)
+		}
+	}
+	return names
+}
+
+// caseRuns reports whether the named stack takes part in case c.
+func caseRuns(stack string, c compareCase) bool {
+	sc, ok := scenarioNamed(c.scenario)
+	return !ok || runs(stack, sc)
 }
 
 // Scenarios returns the names of the scenarios, in the order they run.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -21,26 +22,44 @@ import (
 // that a full queue never drops a packet that tcpwheel's stack would have sent,
 // and no goroutine hop delays it); a reader goroutine delivers inbound packets.
 type link struct {
+	linkBase
 	dev tun.Device
 	mtu uint32 // immutable
 
+	bufs sync.Pool // *[]byte of mtu bytes, for flattening outbound packets
+
+	closeOnce sync.Once
+}
+
+// linkBase is what gVisor's link endpoints of this package share: the
+// dispatcher, the reader goroutine (started on the first Attach), and the
+// methods of a raw IP link (no link header, no link address, no ARP).
+type linkBase struct {
 	mu         sync.RWMutex
 	dispatcher gstack.NetworkDispatcher // guarded by mu
 
-	bufs sync.Pool // *[]byte of mtu bytes, for flattening outbound packets
-
+	read      func() // the reader's loop, run on its goroutine; set by the link
 	startOnce sync.Once
-	closeOnce sync.Once
 	done      chan struct{} // closed by Close
 	readerWG  sync.WaitGroup
 
+	// Counters: outbound packets the device refused, inbound read errors,
+	// inbound packets that were not IPv4, packets too big for a buffer.
 	writeErrors, readErrors, notIPv4, tooBig atomic.Uint64
+	// gsoLink's: segments written for the kernel to split (GSO_TCPV4), and
+	// segments read that were larger than the MTU (the kernel's TSO).
+	gsoOut, largeIn atomic.Uint64
 }
+
+// base returns the shared part (Stack's Close and Stats use it).
+func (l *linkBase) base() *linkBase { return l }
 
 var _ gstack.LinkEndpoint = (*link)(nil)
 
 func newLink(dev tun.Device) *link {
-	l := &link{dev: dev, mtu: uint32(dev.MTU()), done: make(chan struct{})}
+	l := &link{dev: dev, mtu: uint32(dev.MTU())}
+	l.done = make(chan struct{})
+	l.read = l.reader
 	l.bufs.New = func() any { b := make([]byte, l.mtu); return &b }
 	return l
 }
@@ -50,16 +69,16 @@ func (l *link) MTU() uint32 { return l.mtu }
 
 // SetMTU implements stack.LinkEndpoint; the device's MTU is fixed, so it does
 // nothing.
-func (l *link) SetMTU(uint32) {}
+func (*linkBase) SetMTU(uint32) {}
 
 // MaxHeaderLength implements stack.LinkEndpoint: there is no link header.
-func (*link) MaxHeaderLength() uint16 { return 0 }
+func (*linkBase) MaxHeaderLength() uint16 { return 0 }
 
 // LinkAddress implements stack.LinkEndpoint: there is no link address.
-func (*link) LinkAddress() tcpip.LinkAddress { return "" }
+func (*linkBase) LinkAddress() tcpip.LinkAddress { return "" }
 
 // SetLinkAddress implements stack.LinkEndpoint.
-func (*link) SetLinkAddress(tcpip.LinkAddress) {}
+func (*linkBase) SetLinkAddress(tcpip.LinkAddress) {}
 
 // Capabilities implements stack.LinkEndpoint: none; gVisor computes and checks
 // every checksum, as tcpwheel's stack does.
@@ -67,20 +86,23 @@ func (*link) Capabilities() gstack.LinkEndpointCapabilities { return gstack.Capa
 
 // Attach implements stack.LinkEndpoint: it starts the reader on the first
 // attach. A nil dispatcher detaches: inbound packets are then discarded.
-func (l *link) Attach(d gstack.NetworkDispatcher) {
+func (l *linkBase) Attach(d gstack.NetworkDispatcher) {
 	l.mu.Lock()
 	l.dispatcher = d
 	l.mu.Unlock()
 	if d != nil {
 		l.startOnce.Do(func() {
 			l.readerWG.Add(1)
-			go l.reader()
+			go func() {
+				defer l.readerWG.Done()
+				l.read()
+			}()
 		})
 	}
 }
 
 // IsAttached implements stack.LinkEndpoint.
-func (l *link) IsAttached() bool {
+func (l *linkBase) IsAttached() bool {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.dispatcher != nil
@@ -88,19 +110,19 @@ func (l *link) IsAttached() bool {
 
 // Wait implements stack.LinkEndpoint: it waits for the reader to end (after
 // Close).
-func (l *link) Wait() { l.readerWG.Wait() }
+func (l *linkBase) Wait() { l.readerWG.Wait() }
 
 // ARPHardwareType implements stack.LinkEndpoint.
-func (*link) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareNone }
+func (*linkBase) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareNone }
 
 // AddHeader implements stack.LinkEndpoint: there is no header to add.
-func (*link) AddHeader(*gstack.PacketBuffer) {}
+func (*linkBase) AddHeader(*gstack.PacketBuffer) {}
 
 // ParseHeader implements stack.LinkEndpoint: there is no header to parse.
-func (*link) ParseHeader(*gstack.PacketBuffer) bool { return true }
+func (*linkBase) ParseHeader(*gstack.PacketBuffer) bool { return true }
 
 // SetOnCloseAction implements stack.LinkEndpoint.
-func (*link) SetOnCloseAction(func()) {}
+func (*linkBase) SetOnCloseAction(func()) {}
 
 // Close implements stack.LinkEndpoint: it closes the device, which ends the
 // reader. It is idempotent.
@@ -128,16 +150,32 @@ func (l *link) WritePackets(pkts gstack.PacketBufferList) (int, tcpip.Error) {
 		for _, s := range pkt.AsSlices() {
 			b = append(b, s...)
 		}
-		if err := l.dev.WritePacket(b); err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				if n == 0 {
-					return 0, &tcpip.ErrClosedForSend{}
-				}
-				return n, nil
-			}
-			l.writeErrors.Add(1)
+		if closed := l.wrote(l.dev.WritePacket(b)); closed {
+			return l.closedAfter(n)
 		}
 		n++
+	}
+	return n, nil
+}
+
+// wrote counts a write's error, and reports whether the device is closed.
+func (l *linkBase) wrote(err error) (closed bool) {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrClosed):
+		return true
+	}
+	l.writeErrors.Add(1)
+	return false
+}
+
+// closedAfter is WritePackets' result when the device turned out closed
+// after n packets: only a closed device is reported, and only if nothing
+// was written.
+func (*linkBase) closedAfter(n int) (int, tcpip.Error) {
+	if n == 0 {
+		return 0, &tcpip.ErrClosedForSend{}
 	}
 	return n, nil
 }
@@ -145,7 +183,6 @@ func (l *link) WritePackets(pkts gstack.PacketBufferList) (int, tcpip.Error) {
 // reader delivers the device's IPv4 packets to the stack until the device is
 // closed.
 func (l *link) reader() {
-	defer l.readerWG.Done()
 	buf := make([]byte, l.mtu)
 	for {
 		n, err := l.dev.ReadPacket(buf)
@@ -169,14 +206,19 @@ func (l *link) reader() {
 			l.notIPv4.Add(1)
 			continue
 		}
-		l.mu.RLock()
-		d := l.dispatcher
-		l.mu.RUnlock()
-		if d == nil {
-			continue
-		}
-		pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{Payload: buffer.MakeWithData(buf[:n])})
-		d.DeliverNetworkPacket(header.IPv4ProtocolNumber, pkt)
-		pkt.DecRef()
+		l.deliver(buf[:n])
 	}
+}
+
+// deliver hands one inbound IPv4 packet (copied) to the stack, if attached.
+func (l *linkBase) deliver(p []byte) {
+	l.mu.RLock()
+	d := l.dispatcher
+	l.mu.RUnlock()
+	if d == nil {
+		return
+	}
+	pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{Payload: buffer.MakeWithData(p)})
+	d.DeliverNetworkPacket(header.IPv4ProtocolNumber, pkt)
+	pkt.DecRef()
 }
