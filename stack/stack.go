@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/loop"
@@ -109,8 +110,9 @@ type Stack struct {
 	inq  [][]byte
 	bufs sync.Pool
 
-	// The Conns' read-ahead buffers, by class (aheadClasses).
-	aheadPools [len(aheadClasses)]sync.Pool
+	// The Conns' posts to the loop (conn.go), for tests: flushes of Write,
+	// releases of Read.
+	connPosts struct{ flushes, releases atomic.Uint64 }
 
 	// Owned by the loop goroutine.
 	conns      map[tcp.ID]*Conn
@@ -419,6 +421,16 @@ func (s *Stack) do(f func()) error {
 	}
 	<-ch
 	return nil
+}
+
+// isDone reports whether the stack is closed.
+func (s *Stack) isDone() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // reader reads packets from the device and hands them to the loop in batches:
