@@ -129,7 +129,7 @@ func (c *Conn) notify(ev tcp.Event) {
 	if ev&(tcp.EventReadable|tcp.EventError|tcp.EventClosed) != 0 {
 		wake(c.readable)
 	}
-	if ev&(tcp.EventEstablished|tcp.EventWritable|tcp.EventError|tcp.EventClosed) != 0 {
+	if ev&(tcp.EventEstablished|tcp.EventError|tcp.EventClosed) != 0 || ev&tcp.EventWritable != 0 && (c.s.play != nil || c.roomy()) {
 		wake(c.writable)
 	}
 	if ev&(tcp.EventEstablished|tcp.EventError|tcp.EventClosed) != 0 && !c.settledDone {
@@ -509,6 +509,18 @@ func (c *Conn) syncTx(ev tcp.Event) {
 	if more {
 		c.drain()
 	}
+}
+
+// roomy reports whether the send buffer has room enough to wake a writer
+// for: at least half of what it holds, as Linux's sk_stream_write_space
+// (sk_stream_wspace >= sk_stream_min_wspace). A writer blocked on a full
+// buffer then wakes once per many ACKs, and moves a large piece each time,
+// instead of a segment or two per ACK.
+func (c *Conn) roomy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	held := c.tx.ring.Len() + c.tx.inEP
+	return 2*(c.tx.limit-held) >= held
 }
 
 // fill moves what the endpoint has received into rx, held there as unread
