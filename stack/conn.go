@@ -46,6 +46,7 @@ type Conn struct {
 	// tx (a Close or CloseWrite whose FIN must follow them). Loop only.
 	finPending finAction
 	draining   bool // drain is running (loop only): the endpoint's events do not start another
+	fillDue    bool // listed in Stack.fills (loop only)
 	// flushFn and releaseFn are c.flush and c.release, posted without an
 	// allocation each.
 	flushFn, releaseFn func()
@@ -119,7 +120,18 @@ func newConn(s *Stack, ep *tcp.Endpoint) *Conn {
 // the way.
 func (c *Conn) notify(ev tcp.Event) {
 	if c.s.play == nil {
-		if ev&(tcp.EventReadable|tcp.EventError|tcp.EventClosed) != 0 {
+		switch {
+		case ev&(tcp.EventError|tcp.EventClosed) != 0:
+			c.fill()
+		case ev&tcp.EventReadable != 0 && c.s.inBatch:
+			// Data of a batch of input: moved, and the reader woken, once
+			// at its end (Stack.flushAcks), not per segment.
+			if !c.fillDue {
+				c.fillDue = true
+				c.s.fills = append(c.s.fills, c)
+			}
+			ev &^= tcp.EventReadable
+		case ev&tcp.EventReadable != 0:
 			c.fill()
 		}
 		if ev&(tcp.EventEstablished|tcp.EventWritable|tcp.EventError|tcp.EventClosed) != 0 {

@@ -144,6 +144,10 @@ type Stack struct {
 	// whose ACKs wait for its end. Loop only.
 	inBatch  bool
 	heldAcks []*tcp.Endpoint
+	// fills are the Conns that data came to during the batch: each moves it
+	// into its own buffer, and wakes its reader, once at the batch's end
+	// (Conn.fill). Loop only.
+	fills []*Conn
 }
 
 // The input paths, as Stats.InputPath reports them.
@@ -535,6 +539,13 @@ func (s *Stack) flushAcks() {
 		e.FlushAck()
 	}
 	s.heldAcks = s.heldAcks[:0]
+	for i, c := range s.fills {
+		s.fills[i] = nil
+		c.fillDue = false
+		c.fill()
+		wake(c.readable)
+	}
+	s.fills = s.fills[:0]
 }
 
 // sendSegment wraps the segment in an IPv4 header and writes the packet to the
