@@ -455,3 +455,47 @@ func (c *Conn) updateStep() int {
 	c.s.do(func() { n = c.ep.UpdateStep() })
 	return n
 }
+
+// TestResetAfterBufferedData: data that came before the peer's RST is read
+// first, then the reset (ECONNRESET), as from the endpoint itself.
+func TestResetAfterBufferedData(t *testing.T) {
+	p := newManualPair(t)
+	c, s := p.connect()
+	data := make([]byte, 3000)
+	rand.Read(data)
+	if n, err := s.TryWrite(data); n != len(data) || err != nil {
+		t.Fatalf("TryWrite: %d, %v", n, err)
+	}
+	if err := s.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	// The data and the RST reach the client in one batch.
+	var pkts [][]byte
+	for p.bCarried < p.bDev.Stats().Sent {
+		pkts = append(pkts, p.take(p.b))
+	}
+	if err := p.a.Wake(0, pkts...); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 0, len(data))
+	buf := make([]byte, 1000)
+	for {
+		n, err := c.TryRead(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			if !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("Read after %d bytes: %v, want ECONNRESET", len(got), err)
+			}
+			break
+		}
+		if n == 0 {
+			t.Fatalf("Read after %d bytes: nothing, and no error", len(got))
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes before the reset, want the %d sent", len(got), len(data))
+	}
+	if _, err := c.Write([]byte("x")); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("Write after the reset: %v, want ECONNRESET", err)
+	}
+}
