@@ -4,8 +4,9 @@
 // for concurrent use; its users guard it themselves.
 package ring
 
-// minCap is the smallest storage a ring allocates.
-const minCap = 4 << 10
+// minCap is the smallest storage a ring allocates: a connection that moves a
+// few small messages holds little.
+const minCap = 1 << 10
 
 // Buffer is a byte ring. The zero value is an empty ring with no storage: the
 // storage is allocated by the first Write or Grow, and doubles as needed. Its
