@@ -8,12 +8,22 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/ring"
 	"github.com/tcpwheel/tcpwheel/stack/record"
 	"github.com/tcpwheel/tcpwheel/tcp"
 )
 
 // Conn is a TCP connection of the stack. It implements net.Conn; its methods are
 // safe for concurrent use.
+//
+// Read and Write do not wait for the loop: between them and the endpoint are
+// two buffers under a small lock (mu), one each way. Write copies into tx, if
+// the send buffer has room, and posts one flush to the loop unless one is due
+// already; the loop moves the bytes into the endpoint. The loop moves received
+// data into rx as it arrives (tcp.Endpoint.Hold: the window stays closed by
+// it), and Read takes from rx; the loop learns what was read (Release) by a
+// post only once it adds up to a step of the window worth an update. A call
+// blocks only when the send buffer is full or nothing has been received.
 type Conn struct {
 	s      *Stack
 	ep     *tcp.Endpoint // touched only on the loop
@@ -26,18 +36,62 @@ type Conn struct {
 	settled            chan struct{} // closed once the handshake is over, either way
 	settledDone        bool          // loop only
 
-	// The read-ahead: bytes a Read took from the endpoint beyond what it
-	// returned, for the next Reads (readOnce).
-	rmu      sync.Mutex
-	ahead    []byte  // guarded by rmu
-	aheadBuf *[]byte // guarded by rmu: ahead's buffer, from getAhead
+	mu sync.Mutex
+	tx txBuf // guarded by mu
+	rx rxBuf // guarded by mu
+	// relStep is the reads that add up to a post of Release: the endpoint's
+	// UpdateStep, or 1 on a manual loop, where a post is a call.
+	relStep int
+	// finPending is what the application asked for after the bytes still in
+	// tx (a Close or CloseWrite whose FIN must follow them). Loop only.
+	finPending finAction
+	draining   bool // drain is running (loop only): the endpoint's events do not start another
+	fillDue    bool // listed in Stack.fills (loop only)
+	// flushFn and releaseFn are c.flush and c.release, posted without an
+	// allocation each.
+	flushFn, releaseFn func()
 
 	closeOnce sync.Once
 	closed    chan struct{}
 }
 
+// txBuf holds what Write took and the loop has not yet moved into the
+// endpoint. Only Write appends to ring; only the loop removes from it.
+type txBuf struct {
+	ring ring.Buffer
+	// inEP is what the endpoint's send buffer held when the loop last looked
+	// (never less than it holds), limit the send buffer's size (SO_SNDBUF):
+	// Write takes bytes only while ring and inEP together stay within limit,
+	// so the two buffers hold no more than the endpoint alone would.
+	inEP, limit int
+	open        bool  // established: Write may take bytes
+	err         error // why Write fails: the endpoint's error, ErrWriteClosed, ErrClosed
+	posted      bool  // a flush is posted and has not yet looked at ring
+}
+
+// rxBuf holds what the loop took from the endpoint (held there as unread)
+// and Read has not yet returned. Only the loop appends to ring; only Read
+// (and Close) removes from it.
+type rxBuf struct {
+	ring       ring.Buffer
+	unreleased int   // bytes Read returned that the endpoint still holds as unread
+	posted     bool  // a release is posted and has not yet taken unreleased
+	eof        bool  // the peer's FIN follows ring's bytes
+	err        error // the endpoint's error follows ring's bytes
+}
+
+// finAction is a Close or CloseWrite waiting for the bytes in tx.
+type finAction uint8
+
+const (
+	finNone finAction = iota
+	finCloseWrite
+	finClose
+)
+
 var _ net.Conn = (*Conn)(nil)
 
+// newConn runs on the loop.
 func newConn(s *Stack, ep *tcp.Endpoint) *Conn {
 	id := ep.ID()
 	c := &Conn{
@@ -50,16 +104,44 @@ func newConn(s *Stack, ep *tcp.Endpoint) *Conn {
 		writable: make(chan struct{}, 1),
 		settled:  make(chan struct{}),
 		closed:   make(chan struct{}),
+		relStep:  ep.UpdateStep(),
 	}
+	if s.input == inputManual {
+		c.relStep = 1
+	}
+	c.tx.limit = ep.Writable() // the send buffer's size: it holds nothing yet
+	c.flushFn, c.releaseFn = c.flush, c.release
 	return c
 }
 
-// notify receives the endpoint's events on the loop and wakes the waiters.
+// notify receives the endpoint's events on the loop, moves data between the
+// endpoint and the Conn's buffers, and wakes the waiters. A Playback drives
+// the endpoint itself, as the recording says: its Conns' buffers stay out of
+// the way.
 func (c *Conn) notify(ev tcp.Event) {
+	if c.s.play == nil {
+		switch {
+		case ev&(tcp.EventError|tcp.EventClosed) != 0:
+			c.fill()
+		case ev&tcp.EventReadable != 0 && c.s.inBatch:
+			// Data of a batch of input: moved, and the reader woken, once
+			// at its end (Stack.flushAcks), not per segment.
+			if !c.fillDue {
+				c.fillDue = true
+				c.s.fills = append(c.s.fills, c)
+			}
+			ev &^= tcp.EventReadable
+		case ev&tcp.EventReadable != 0:
+			c.fill()
+		}
+		if ev&(tcp.EventEstablished|tcp.EventWritable|tcp.EventError|tcp.EventClosed) != 0 {
+			c.syncTx(ev)
+		}
+	}
 	if ev&(tcp.EventReadable|tcp.EventError|tcp.EventClosed) != 0 {
 		wake(c.readable)
 	}
-	if ev&(tcp.EventWritable|tcp.EventError|tcp.EventClosed) != 0 {
+	if ev&(tcp.EventEstablished|tcp.EventError|tcp.EventClosed) != 0 || ev&tcp.EventWritable != 0 && (c.s.play != nil || c.roomy()) {
 		wake(c.writable)
 	}
 	if ev&(tcp.EventEstablished|tcp.EventError|tcp.EventClosed) != 0 && !c.settledDone {
@@ -82,110 +164,51 @@ func (c *Conn) opErr(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: c.laddr, Addr: c.raddr, Err: err}
 }
 
-// readAhead is the most a Read takes from the endpoint in one trip to the loop
-// when more is there than it asked for: the rest waits in the Conn for the next
-// Reads, which need no trip. A reader of 8 KB at a time (io.Copy) would
-// otherwise pay a handoff to the loop's thread and back (two thread wakeups,
-// 50-150 µs on a VM) per 8 KB, and open the window 8 KB at a time: a 20 MB
-// download took 4x gVisor's time, and 0.8x with this.
-const readAhead = 256 << 10
-
-// aheadClasses are the sizes of the read-ahead buffers: the smallest that holds
-// what is there, so that a connection with a little unread data does not hold
-// a big buffer. Each Stack pools its buffers by class (Stack.aheadPools).
-var aheadClasses = [...]int{16 << 10, 64 << 10, readAhead}
-
-// aheadClass is the index of the smallest class that holds n bytes (n <=
-// readAhead).
-func aheadClass(n int) int {
-	k := 0
-	for k < len(aheadClasses)-1 && aheadClasses[k] < n {
-		k++
-	}
-	return k
-}
-
-// getAhead returns a pooled buffer of the smallest class that holds n bytes.
-func (s *Stack) getAhead(n int) *[]byte {
-	k := aheadClass(n)
-	if bp, ok := s.aheadPools[k].Get().(*[]byte); ok {
-		return bp
-	}
-	b := make([]byte, aheadClasses[k])
-	return &b
-}
-
-// putAhead returns a buffer of getAhead to its pool (its length is its class's).
-func (s *Stack) putAhead(bp *[]byte) { s.aheadPools[aheadClass(len(*bp))].Put(bp) }
-
 // Read implements net.Conn. It returns io.EOF after the peer's FIN.
 func (c *Conn) Read(p []byte) (int, error) {
 	for {
 		if err := c.usable("read", c.rd); err != nil {
 			return 0, err
 		}
-		if n, err := c.readOnce(p); n > 0 || len(p) == 0 || err != nil {
+		n, wait, err := c.readSome(p)
+		if !wait {
 			return n, err
 		}
 		c.block(c.readable, c.rd)
 	}
 }
 
-// readOnce returns what has been received, if anything, without waiting: from
-// the read-ahead if it holds any, else from the endpoint, on the loop. It
-// returns (0, nil) when there is nothing yet, io.EOF after the peer's FIN.
-func (c *Conn) readOnce(p []byte) (int, error) {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	if len(c.ahead) > 0 {
-		return c.takeAhead(p), nil
-	}
-	var n int
-	var err error
-	var bp *[]byte
-	if c.s.do(func() {
-		if avail := c.ep.Readable(); avail > len(p) && len(p) > 0 && len(p) < readAhead {
-			bp = c.s.getAhead(min(avail, readAhead))
-			n, err = c.read(*bp)
-			return
+// readSome returns what has been received, if anything, without waiting;
+// wait is true when there is nothing yet (nor EOF, nor an error).
+func (c *Conn) readSome(p []byte) (n int, wait bool, err error) {
+	c.mu.Lock()
+	if c.rx.ring.Len() > 0 {
+		n = c.rx.ring.Read(p)
+		c.rx.unreleased += n
+		post := !c.rx.posted && c.rx.unreleased >= c.relStep
+		if post {
+			c.rx.posted = true
 		}
-		n, err = c.read(p)
-	}) != nil {
-		err = net.ErrClosed
+		c.mu.Unlock()
+		if post {
+			c.s.connPosts.releases.Add(1)
+			c.s.post(c.releaseFn)
+		}
+		return n, false, nil
 	}
-	if bp != nil {
-		c.aheadBuf, c.ahead = bp, (*bp)[:n]
-		n = c.takeAhead(p)
-	}
+	eof, rerr := c.rx.eof, c.rx.err
+	c.mu.Unlock()
 	switch {
-	case n > 0 || err == nil || err == io.EOF:
-		return n, err
-	case errors.Is(err, net.ErrClosed):
-		return 0, c.opErr("read", net.ErrClosed)
+	case rerr != nil:
+		return 0, false, c.opErr("read", mapErr(rerr))
+	case eof:
+		return 0, false, io.EOF
+	case c.s.isDone():
+		return 0, false, c.opErr("read", net.ErrClosed)
+	case len(p) == 0:
+		return 0, false, nil
 	}
-	return 0, c.opErr("read", mapErr(err))
-}
-
-// takeAhead copies the read-ahead into p and releases its buffer once empty.
-// It runs with rmu held.
-func (c *Conn) takeAhead(p []byte) int {
-	n := copy(p, c.ahead)
-	c.ahead = c.ahead[n:]
-	if len(c.ahead) == 0 {
-		c.dropAhead()
-	}
-	return n
-}
-
-// dropAhead discards the read-ahead, and reports whether it held data. It runs
-// with rmu held.
-func (c *Conn) dropAhead() bool {
-	unread := len(c.ahead) > 0
-	if c.aheadBuf != nil {
-		c.s.putAhead(c.aheadBuf)
-	}
-	c.aheadBuf, c.ahead = nil, nil
-	return unread
+	return 0, true, nil
 }
 
 // Write implements net.Conn: it returns once all of p is in the send buffer, or
@@ -196,23 +219,44 @@ func (c *Conn) Write(p []byte) (int, error) {
 		if err := c.usable("write", c.wd); err != nil {
 			return total, err
 		}
-		var n int
-		var err error
-		if c.s.do(func() { n, err = c.write(p[total:]) }) != nil {
-			return total, c.opErr("write", net.ErrClosed)
-		}
+		n, err := c.writeSome(p[total:])
 		total += n
-		if err != nil {
-			return total, c.opErr("write", mapErr(err))
+		if err != nil || total == len(p) {
+			return total, err
 		}
-		if total == len(p) {
-			return total, nil
+		if n == 0 {
+			c.block(c.writable, c.wd)
 		}
-		if n > 0 {
-			continue
-		}
-		c.block(c.writable, c.wd)
 	}
+}
+
+// writeSome takes as much of p as the send buffer has room for, without
+// waiting, and has the loop flush it unless a flush is due already.
+func (c *Conn) writeSome(p []byte) (int, error) {
+	c.mu.Lock()
+	if err := c.tx.err; err != nil {
+		c.mu.Unlock()
+		return 0, c.opErr("write", mapErr(err))
+	}
+	if c.s.isDone() {
+		c.mu.Unlock()
+		return 0, c.opErr("write", net.ErrClosed)
+	}
+	room := c.tx.limit - c.tx.ring.Len() - c.tx.inEP
+	if !c.tx.open || room <= 0 || len(p) == 0 {
+		c.mu.Unlock()
+		return 0, nil
+	}
+	n := min(room, len(p))
+	c.tx.ring.Write(p[:n])
+	post := !c.tx.posted
+	c.tx.posted = true
+	c.mu.Unlock()
+	if post {
+		c.s.connPosts.flushes.Add(1)
+		c.s.post(c.flushFn)
+	}
+	return n, nil
 }
 
 // usable reports why op cannot go on: the connection is closed, or dl passed.
@@ -254,11 +298,20 @@ func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		err = nil
 		close(c.closed)
-		c.rmu.Lock()
-		unread := c.dropAhead() // data read ahead but never returned is unread
-		c.rmu.Unlock()
+		c.mu.Lock()
+		unread := c.rx.ring.Len() > 0 // taken from the endpoint but never returned
+		c.rx.ring.Reset()
+		c.mu.Unlock()
 		var cerr error
-		if c.s.do(func() { cerr = c.close(unread) }) != nil {
+		if c.s.do(func() {
+			c.release() // what was read counts as read
+			if unread {
+				c.dropTx()
+				cerr = c.close(true)
+				return
+			}
+			cerr = c.finAfterTx(finClose)
+		}) != nil {
 			return
 		}
 		if cerr != nil && !errors.Is(cerr, tcp.ErrClosed) {
@@ -276,8 +329,13 @@ func (c *Conn) CloseWrite() error {
 	if c.isClosed() {
 		return c.opErr("close", net.ErrClosed)
 	}
+	c.mu.Lock()
+	if c.tx.err == nil {
+		c.tx.err = tcp.ErrWriteClosed
+	}
+	c.mu.Unlock()
 	var err error
-	if c.s.do(func() { err = c.closeWrite() }) != nil {
+	if c.s.do(func() { err = c.finAfterTx(finCloseWrite) }) != nil {
 		return c.opErr("close", net.ErrClosed)
 	}
 	if err != nil {
@@ -288,7 +346,7 @@ func (c *Conn) CloseWrite() error {
 
 // Abort resets the connection at once (SO_LINGER 0).
 func (c *Conn) Abort() error {
-	if c.s.do(c.abort) != nil {
+	if c.s.do(func() { c.dropTx(); c.abort() }) != nil {
 		return c.opErr("close", net.ErrClosed)
 	}
 	return nil
@@ -354,16 +412,168 @@ func (c *Conn) setKeepAlive(cfg net.KeepAliveConfig) error {
 
 // The application's calls on the loop: each is recorded (flight.go) before
 // it runs, so that the events it causes follow it, and a Playback makes the
-// same calls.
+// same calls. A write is recorded when the loop moves the bytes into the
+// endpoint (drain), a read when it learns that the application read them
+// (release): the instants the endpoint sees them.
 
-func (c *Conn) read(p []byte) (int, error) {
-	c.event(record.Read, int64(len(p)))
-	return c.ep.Read(p)
-}
-
+// write moves p into the endpoint's send buffer.
 func (c *Conn) write(p []byte) (int, error) {
 	c.event(record.Write, int64(len(p)))
 	return c.ep.Write(p)
+}
+
+// flush is what Write posts: it moves what Write took into the endpoint.
+func (c *Conn) flush() {
+	c.mu.Lock()
+	c.tx.posted = false
+	c.mu.Unlock()
+	c.drain()
+}
+
+// drain moves the bytes in tx into the endpoint's send buffer, as far as it
+// takes them, then runs a Close or CloseWrite that waited for them. The bytes
+// are read outside the lock: Write only appends (into free space, or into new
+// storage when it grows the ring), so what Peek returned stays as it was.
+func (c *Conn) drain() {
+	if c.draining {
+		return
+	}
+	c.draining = true
+	defer func() { c.draining = false }()
+	c.mu.Lock()
+	a, b := c.tx.ring.Peek()
+	c.mu.Unlock()
+	moved := 0
+	var err error
+	for _, p := range [2][]byte{a, b} {
+		if len(p) == 0 {
+			break
+		}
+		var n int
+		n, err = c.write(p)
+		moved += n
+		if err != nil || n < len(p) {
+			break
+		}
+	}
+	c.mu.Lock()
+	c.tx.ring.Consume(min(moved, c.tx.ring.Len()))
+	c.tx.inEP = c.tx.limit - c.ep.Writable()
+	if err != nil {
+		c.tx.ring.Reset()
+		if c.tx.err == nil || errors.Is(c.tx.err, tcp.ErrWriteClosed) {
+			c.tx.err = err
+		}
+	}
+	empty := c.tx.ring.Len() == 0
+	c.mu.Unlock()
+	if fin := c.finPending; empty && fin != finNone {
+		c.finPending = finNone
+		c.finAfterTx(fin)
+	}
+}
+
+// dropTx discards what Write took and the endpoint never got (a reset).
+func (c *Conn) dropTx() {
+	c.mu.Lock()
+	c.tx.ring.Reset()
+	c.mu.Unlock()
+	c.finPending = finNone
+}
+
+// finAfterTx closes (fin is finClose) or shuts down the sending side
+// (finCloseWrite) once the bytes in tx are in the endpoint: now if they
+// are, else when drain has moved the last of them.
+func (c *Conn) finAfterTx(fin finAction) error {
+	c.drain()
+	c.mu.Lock()
+	pending := c.tx.ring.Len() > 0
+	c.mu.Unlock()
+	if pending {
+		c.finPending = max(c.finPending, fin)
+		return nil
+	}
+	if fin == finClose {
+		return c.close(false)
+	}
+	return c.closeWrite()
+}
+
+// syncTx takes the endpoint's send side as it now stands: established, what
+// its send buffer holds, its error; and moves more of tx into it if it has
+// room.
+func (c *Conn) syncTx(ev tcp.Event) {
+	c.mu.Lock()
+	if ev&tcp.EventEstablished != 0 {
+		c.tx.open = true
+	}
+	c.tx.inEP = c.tx.limit - c.ep.Writable()
+	if ev&(tcp.EventError|tcp.EventClosed) != 0 {
+		err := c.ep.Err()
+		if err == nil {
+			err = tcp.ErrClosed
+		}
+		c.tx.err = err
+		c.tx.ring.Reset()
+	}
+	more := c.tx.ring.Len() > 0
+	c.mu.Unlock()
+	if more {
+		c.drain()
+	}
+}
+
+// roomy reports whether the send buffer has room enough to wake a writer
+// for: at least half of what it holds, as Linux's sk_stream_write_space
+// (sk_stream_wspace >= sk_stream_min_wspace). A writer blocked on a full
+// buffer then wakes once per many ACKs, and moves a large piece each time,
+// instead of a segment or two per ACK.
+func (c *Conn) roomy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	held := c.tx.ring.Len() + c.tx.inEP
+	return 2*(c.tx.limit-held) >= held
+}
+
+// fill moves what the endpoint has received into rx, held there as unread
+// (tcp.Endpoint.Hold), and notes the FIN or the error that follows it.
+func (c *Conn) fill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isClosed() {
+		return // unread data stays in the endpoint, for Close's reset
+	}
+	if k := c.ep.Readable(); k > 0 {
+		c.rx.ring.Grow(k)
+		a, b := c.rx.ring.Free()
+		n, _ := c.ep.Hold(a[:min(len(a), k)])
+		if n < k {
+			m, _ := c.ep.Hold(b[:min(len(b), k-n)])
+			n += m
+		}
+		c.rx.ring.Commit(n)
+	}
+	if c.ep.Readable() == 0 {
+		var one [1]byte
+		if _, err := c.ep.Hold(one[:]); err == io.EOF {
+			c.rx.eof = true
+		} else if err != nil {
+			c.rx.err = err
+		}
+	}
+}
+
+// release is what Read posts: it tells the endpoint what the application
+// read, which opens the window.
+func (c *Conn) release() {
+	c.mu.Lock()
+	n := c.rx.unreleased
+	c.rx.unreleased, c.rx.posted = 0, false
+	c.mu.Unlock()
+	if n > 0 {
+		c.event(record.Read, int64(n))
+		c.ep.Release(n)
+	}
 }
 
 // close is Close's part on the loop: unread data makes it a reset, as on

@@ -62,13 +62,21 @@
 // 127/8, or our own address; RFC 1122 3.2.1.3, as Linux). TCP's own drops are
 // counted in Stats.TCP and Stats.Listen.
 //
-// Application goroutines never touch an endpoint: Conn.Read, Write and Close post
-// a function to the loop and wait for it; when an endpoint has nothing to give,
-// they sleep until the endpoint's event (readable, writable, closed) or their
-// deadline. A Read smaller than what has arrived takes up to 256 KB in that one
-// trip and keeps the rest in the Conn (the read-ahead), so that the next Reads
-// need no trip; Close counts read-ahead bytes never returned as unread data
-// (a RST, as on Linux).
+// Application goroutines never touch an endpoint. Conn.Read and Write go
+// through two buffers of the Conn under a small lock, which the loop fills and
+// drains, and wait for the loop only when they must: Write copies into the
+// Conn while the send buffer (Conn and endpoint together: SO_SNDBUF) has room
+// and posts one flush until the loop has taken it; the loop moves received
+// data into the Conn as it arrives, held unread in the endpoint
+// (tcp.Endpoint.Hold) so that the window never offers space that is not
+// there, and learns what Read took (tcp.Endpoint.Release) by a post only once
+// it adds up to a step worth a window update (RFC 9293 3.8.6.2.2). When there
+// is nothing to read or no room, they sleep until the endpoint's event or
+// their deadline; a writer of a full buffer wakes once it has room for half
+// of what it holds. Close, CloseWrite and the other calls post a function to
+// the loop and wait for it; a FIN follows the bytes still in the Conn, and
+// Close counts received bytes never returned as unread data (a RST, as on
+// Linux).
 //
 // # Errors
 //

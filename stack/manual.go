@@ -140,17 +140,18 @@ func (l *Listener) TryAccept() (*Conn, bool) {
 
 // TryWrite puts as much of p as fits in the send buffer and returns at once.
 func (c *Conn) TryWrite(p []byte) (int, error) {
-	var n int
-	var err error
-	if c.s.do(func() { n, err = c.write(p) }) != nil {
+	if c.isClosed() {
 		return 0, c.opErr("write", net.ErrClosed)
 	}
-	if err != nil {
-		return n, c.opErr("write", mapErr(err))
-	}
-	return n, nil
+	return c.writeSome(p)
 }
 
 // TryRead reads what has been received, if anything, and returns at once:
 // (0, nil) when nothing is there yet, io.EOF after the peer's FIN.
-func (c *Conn) TryRead(p []byte) (int, error) { return c.readOnce(p) }
+func (c *Conn) TryRead(p []byte) (int, error) {
+	if c.isClosed() {
+		return 0, c.opErr("read", net.ErrClosed)
+	}
+	n, _, err := c.readSome(p)
+	return n, err
+}

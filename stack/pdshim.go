@@ -14,7 +14,7 @@ import (
 // Readiness is what poll(2) would see on a connection.
 type Readiness struct {
 	State    tcp.State
-	Readable int   // bytes received and not yet read (read-ahead included)
+	Readable int   // bytes received and not yet read
 	Writable int   // room in the send buffer
 	Err      error // why the connection failed, if it did (the endpoint's Err)
 }
@@ -23,13 +23,12 @@ type Readiness struct {
 // stack's Close.
 func (c *Conn) Readiness() (Readiness, error) {
 	var r Readiness
-	c.rmu.Lock()
-	r.Readable = len(c.ahead)
-	c.rmu.Unlock()
 	if c.s.do(func() {
 		r.State, r.Err = c.ep.State(), c.ep.Err()
-		r.Readable += c.ep.Readable()
-		r.Writable = c.ep.Writable()
+		c.mu.Lock()
+		r.Readable = c.rx.ring.Len() + c.ep.Readable()
+		r.Writable = max(0, c.ep.Writable()-c.tx.ring.Len())
+		c.mu.Unlock()
 	}) != nil {
 		return r, net.ErrClosed
 	}
@@ -59,7 +58,15 @@ func (s *Stack) SetTCPConfig(cfg tcp.Config) error {
 // SetSendBuffer changes the connection's send buffer (tcp.Endpoint.SetSendBuffer).
 func (c *Conn) SetSendBuffer(n int) error {
 	var err error
-	if c.s.do(func() { err = c.ep.SetSendBuffer(n) }) != nil {
+	if c.s.do(func() {
+		if err = c.ep.SetSendBuffer(n); err == nil {
+			c.mu.Lock()
+			c.tx.limit = n
+			c.tx.inEP = n - c.ep.Writable()
+			c.mu.Unlock()
+			wake(c.writable)
+		}
+	}) != nil {
 		return c.opErr("set", net.ErrClosed)
 	}
 	return err

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/loop"
@@ -109,8 +110,9 @@ type Stack struct {
 	inq  [][]byte
 	bufs sync.Pool
 
-	// The Conns' read-ahead buffers, by class (aheadClasses).
-	aheadPools [len(aheadClasses)]sync.Pool
+	// The Conns' posts to the loop (conn.go), for tests: flushes of Write,
+	// releases of Read.
+	connPosts struct{ flushes, releases atomic.Uint64 }
 
 	// Owned by the loop goroutine.
 	conns      map[tcp.ID]*Conn
@@ -142,6 +144,10 @@ type Stack struct {
 	// whose ACKs wait for its end. Loop only.
 	inBatch  bool
 	heldAcks []*tcp.Endpoint
+	// fills are the Conns that data came to during the batch: each moves it
+	// into its own buffer, and wakes its reader, once at the batch's end
+	// (Conn.fill). Loop only.
+	fills []*Conn
 }
 
 // The input paths, as Stats.InputPath reports them.
@@ -421,6 +427,16 @@ func (s *Stack) do(f func()) error {
 	return nil
 }
 
+// isDone reports whether the stack is closed.
+func (s *Stack) isDone() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // reader reads packets from the device and hands them to the loop in batches:
 // it posts a drain only when the queue was empty, so a busy loop takes many
 // packets per wakeup.
@@ -523,6 +539,13 @@ func (s *Stack) flushAcks() {
 		e.FlushAck()
 	}
 	s.heldAcks = s.heldAcks[:0]
+	for i, c := range s.fills {
+		s.fills[i] = nil
+		c.fillDue = false
+		c.fill()
+		wake(c.readable)
+	}
+	s.fills = s.fills[:0]
 }
 
 // sendSegment wraps the segment in an IPv4 header and writes the packet to the

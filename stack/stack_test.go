@@ -24,7 +24,7 @@ var (
 )
 
 // pair returns two stacks joined by an in-memory link.
-func pair(t *testing.T, cfg Config) (a, b *Stack) {
+func pair(t testing.TB, cfg Config) (a, b *Stack) {
 	t.Helper()
 	da, db := tuntest.Pipe(1500)
 	ca, cb := cfg, cfg
@@ -42,7 +42,7 @@ func pair(t *testing.T, cfg Config) (a, b *Stack) {
 	return a, b
 }
 
-func dialPair(t *testing.T, a, b *Stack) (client, server net.Conn) {
+func dialPair(t testing.TB, a, b *Stack) (client, server net.Conn) {
 	t.Helper()
 	ln, err := b.Listen("tcp", ":7")
 	if err != nil {

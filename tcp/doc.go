@@ -47,7 +47,7 @@
 //     beyond the half-open table: the cookie, and the SYN's options in our
 //     TSval's low bits. config.go, segment.go, state.go, errors.go, buffer.go: the
 //     configuration, the wire format, the states, errors and events, and the
-//     byte queue both buffers use.
+//     byte queue both buffers use (a ring, internal/ring).
 //
 // # Time
 //

@@ -146,18 +146,29 @@ func (e *Endpoint) flush() {
 
 // Read copies received data into p. It returns (0, io.EOF) once the peer's FIN
 // has been reached, the connection's error after a failure, and (0, nil) when
-// nothing is available yet: wait for EventReadable.
+// nothing is available yet: wait for EventReadable. It is Hold and Release
+// at once.
 func (e *Endpoint) Read(p []byte) (int, error) {
 	defer e.flush()
+	n, err := e.Hold(p)
+	if n > 0 {
+		e.release(n)
+	}
+	return n, err
+}
+
+// Hold takes received data into p, as Read, but holds it as unread: the
+// window does not open by it until Release says the application read it.
+// (The stack moves data to its Conn's own buffer as it arrives, and the
+// window stays exact: space held there is not offered to the peer.) Hold
+// sends nothing and raises no event.
+func (e *Endpoint) Hold(p []byte) (int, error) {
 	if e.appClosed {
 		return 0, ErrClosed
 	}
 	if e.rcv.buf.len() > 0 {
 		n := e.rcv.buf.read(p)
-		e.stats.BytesRead += uint64(n)
-		if e.state.canReceive() && e.rcv.windowUpdateDue() {
-			e.sendAck() // RFC 1122 4.2.3.3: a window update after Read freed space
-		}
+		e.rcv.held += n
 		return n, nil
 	}
 	if e.err != nil {
@@ -171,6 +182,28 @@ func (e *Endpoint) Read(p []byte) (int, error) {
 	}
 	return 0, io.EOF
 }
+
+// Release gives back n bytes that Hold took (the application read them): the
+// window opens by them, and a window update goes out if it is due.
+func (e *Endpoint) Release(n int) {
+	defer e.flush()
+	e.release(n)
+}
+
+func (e *Endpoint) release(n int) {
+	n = min(max(n, 0), e.rcv.held)
+	e.rcv.held -= n
+	e.stats.BytesRead += uint64(n)
+	if n > 0 && e.state.canReceive() && e.rcv.windowUpdateDue() {
+		e.sendAck() // RFC 1122 4.2.3.3: a window update after Read freed space
+	}
+}
+
+// UpdateStep is the smallest opening of the window worth a window update:
+// min(RecvBuffer/2, MSS) (receiver SWS avoidance, RFC 9293 3.8.6.2.2). Of
+// bytes Released in smaller steps, no update goes out until they add up to
+// it.
+func (e *Endpoint) UpdateStep() int { return e.rcv.sws }
 
 // Readable returns the number of bytes Read can return now.
 func (e *Endpoint) Readable() int { return e.rcv.buf.len() }
@@ -279,7 +312,7 @@ func (e *Endpoint) Close() error {
 	if e.state == StateClosed {
 		return nil
 	}
-	if e.rcv.buf.len() > 0 || len(e.rcv.ooo) > 0 {
+	if e.rcv.buf.len() > 0 || e.rcv.held > 0 || len(e.rcv.ooo) > 0 {
 		e.activeReset(nil) // RFC 2525 2.17: unread data is lost: reset (sendRST counts it)
 		return nil
 	}
@@ -392,8 +425,8 @@ type Info struct {
 	ReoWnd         time.Duration
 	ReorderingSeen bool
 	TLPOutstanding bool
-	SndBuffered    int // bytes in the send buffer (unacked and unsent)
-	RcvBuffered    int
+	SndBuffered    int  // bytes in the send buffer (unacked and unsent)
+	RcvBuffered    int  // bytes received and not yet read (Release), held ones included
 	KeepAlive      bool // RFC 1122 4.2.3.6 probes on, with these parameters
 	KeepIdle       time.Duration
 	KeepInterval   time.Duration
@@ -487,7 +520,7 @@ func (e *Endpoint) Info() Info {
 		ReorderingSeen: e.rack.reorderingSeen,
 		TLPOutstanding: e.rack.tlpActive,
 		SndBuffered:    e.snd.buf.len(),
-		RcvBuffered:    e.rcv.buf.len(),
+		RcvBuffered:    e.rcv.buf.len() + e.rcv.held,
 		KeepAlive:      e.cfg.KeepAlive,
 		KeepIdle:       e.cfg.KeepIdle,
 		KeepInterval:   e.cfg.KeepInterval,

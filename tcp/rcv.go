@@ -20,6 +20,7 @@ type receiver struct {
 	adv      seqnum.Value // right edge of the window we advertised
 	ws       uint8        // our window shift (RFC 7323 2.2); 0 when scaling is off
 	buf      buffer
+	held     int      // bytes taken by Hold and not yet Released: still unread
 	ooo      []oooSeg // out-of-order segments, by sequence
 	lastOOO  seqnum.Value
 	finRcvd  bool          // FIN consumed: Read returns io.EOF after the data
@@ -64,9 +65,10 @@ func (o *oooSeg) end() seqnum.Value {
 	return e
 }
 
-// space is the free space in the receive buffer.
+// space is the free space in the receive buffer: what is neither in it nor
+// held unread by the application's side (Endpoint.Hold).
 func (r *receiver) space() int {
-	return max(0, r.size-r.buf.len())
+	return max(0, r.size-r.buf.len()-r.held)
 }
 
 // wnd is the window we have advertised: RCV.WND = right edge - RCV.NXT.

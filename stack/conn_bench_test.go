@@ -1,0 +1,56 @@
+package stack
+
+import (
+	"io"
+	"testing"
+)
+
+// BenchmarkConnTransfer moves 8 MB between two stacks over the in-memory
+// link, both on real loops: Writes of 32 KB, Reads of 8 KB (io.Copy into
+// io.Discard).
+func BenchmarkConnTransfer(b *testing.B) {
+	const size = 8 << 20
+	a, s := pair(b, Config{})
+	client, server := dialPair(b, a, s)
+	defer client.Close()
+	defer server.Close()
+	go io.Copy(io.Discard, server)
+	buf := make([]byte, 32<<10)
+	b.SetBytes(size)
+	for b.Loop() {
+		for sent := 0; sent < size; sent += len(buf) {
+			if _, err := client.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkConnPingPong is a request of 100 bytes and a response of 1000,
+// one at a time on one connection (a keep-alive HTTP client's pattern).
+func BenchmarkConnPingPong(b *testing.B) {
+	a, s := pair(b, Config{})
+	client, server := dialPair(b, a, s)
+	defer client.Close()
+	defer server.Close()
+	go func() {
+		req, resp := make([]byte, 100), make([]byte, 1000)
+		for {
+			if _, err := io.ReadFull(server, req); err != nil {
+				return
+			}
+			if _, err := server.Write(resp); err != nil {
+				return
+			}
+		}
+	}()
+	req, resp := make([]byte, 100), make([]byte, 1000)
+	for b.Loop() {
+		if _, err := client.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(client, resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,501 @@
+package stack
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/timer"
+	"github.com/tcpwheel/tcpwheel/tun/tuntest"
+)
+
+// manualPair is two manual stacks whose packets the test carries across
+// (shuttle), on clocks that stay at 0: every step is deterministic.
+type manualPair struct {
+	t                  *testing.T
+	a, b               *Manual
+	aDev, aTap         *tuntest.Endpoint // a's device, and where its packets come out
+	bDev, bTap         *tuntest.Endpoint
+	aCarried, bCarried uint64
+}
+
+func newManualPair(t *testing.T) *manualPair {
+	t.Helper()
+	return newManualPairWith(t, tcp.Config{})
+}
+
+// newManualPairWith is newManualPair with both stacks' TCP configured by tc.
+func newManualPairWith(t *testing.T, tc tcp.Config) *manualPair {
+	t.Helper()
+	p := &manualPair{t: t}
+	p.aDev, p.aTap = tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500, QueueLen: 4096})
+	p.bDev, p.bTap = tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500, QueueLen: 4096})
+	var err error
+	p.a, err = NewManual(Config{Device: p.aDev, Addr: addrA, Clock: timer.NewManualClock(0), TCP: tc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.a.Close() })
+	p.b, err = NewManual(Config{Device: p.bDev, Addr: addrB, Clock: timer.NewManualClock(0), TCP: tc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.b.Close() })
+	return p
+}
+
+// shuttle carries the packets each stack has written to the other until both
+// are quiet (bounded).
+func (p *manualPair) shuttle() {
+	p.t.Helper()
+	buf := make([]byte, 2048)
+	for range 10000 {
+		moved := false
+		for _, d := range []struct {
+			dev, tap *tuntest.Endpoint
+			carried  *uint64
+			to       *Manual
+		}{{p.aDev, p.aTap, &p.aCarried, p.b}, {p.bDev, p.bTap, &p.bCarried, p.a}} {
+			for *d.carried < d.dev.Stats().Sent {
+				n, err := d.tap.ReadPacket(buf)
+				if err != nil {
+					p.t.Fatalf("shuttle: %v", err)
+				}
+				*d.carried++
+				if err := d.to.Inject(buf[:n]); err != nil {
+					p.t.Fatalf("inject: %v", err)
+				}
+				moved = true
+			}
+		}
+		if !moved {
+			return
+		}
+	}
+	p.t.Fatal("shuttle: the stacks never went quiet")
+}
+
+// take reads the next packet that from's stack has written (a copy), without
+// carrying it across.
+func (p *manualPair) take(from *Manual) []byte {
+	p.t.Helper()
+	dev, tap, carried := p.aDev, p.aTap, &p.aCarried
+	if from == p.b {
+		dev, tap, carried = p.bDev, p.bTap, &p.bCarried
+	}
+	if *carried >= dev.Stats().Sent {
+		p.t.Fatal("take: the stack has written nothing more")
+	}
+	buf := make([]byte, 2048)
+	n, err := tap.ReadPacket(buf)
+	if err != nil {
+		p.t.Fatalf("take: %v", err)
+	}
+	*carried++
+	return buf[:n]
+}
+
+// connect returns a's client connection to b and b's accepted one.
+func (p *manualPair) connect() (client, server *Conn) {
+	p.t.Helper()
+	ln, err := p.b.Listen("tcp", ":7")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	client, err = p.a.StartDial("tcp", 0, "198.18.0.2:7")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.shuttle()
+	server, ok := ln.(*Listener).TryAccept()
+	if !ok {
+		p.t.Fatal("no connection to accept after the handshake")
+	}
+	return client, server
+}
+
+// send writes data on from and carries it to the other side.
+func (p *manualPair) send(from *Conn, data []byte) {
+	p.t.Helper()
+	if n, err := from.TryWrite(data); n != len(data) || err != nil {
+		p.t.Fatalf("TryWrite: %d, %v", n, err)
+	}
+	p.shuttle()
+}
+
+// windows returns the window fields of the packets a has written since the
+// last take or shuttle, taking them.
+func (p *manualPair) windows() []int {
+	p.t.Helper()
+	var w []int
+	for p.aCarried < p.aDev.Stats().Sent {
+		_, seg, ok := parseTCP(p.take(p.a))
+		if !ok {
+			p.t.Fatal("the client sent something other than TCP")
+		}
+		w = append(w, int(seg.Window))
+	}
+	return w
+}
+
+// TestConnReadBuffer: the loop moves received data into the Conn as it
+// arrives, and the window the stack advertises counts it until the
+// application has read it: never space that is not there.
+func TestConnReadBuffer(t *testing.T) {
+	p := newManualPair(t)
+	c, s := p.connect()
+	data := make([]byte, 15000)
+	rand.Read(data)
+	p.send(s, data[:10000])
+	if r, err := c.Readiness(); err != nil || r.Readable != 10000 {
+		t.Fatalf("Readiness: %+v, %v: want 10000 readable", r, err)
+	}
+	i := c.Info()
+	if i.RcvBuffered != 10000 || i.BytesRead != 0 {
+		t.Fatalf("before any Read: endpoint counts %d unread and %d read, want 10000 and 0", i.RcvBuffered, i.BytesRead)
+	}
+	// 5000 more, carried by hand: the ACK they draw (delayed: the clock moves
+	// past DelayedACK) offers the buffer less all 15000 bytes unread, though
+	// the endpoint's own buffer is empty.
+	if n, err := s.TryWrite(data[10000:]); n != 5000 || err != nil {
+		t.Fatalf("TryWrite: %d, %v", n, err)
+	}
+	for p.bCarried < p.bDev.Stats().Sent {
+		if err := p.a.Inject(p.take(p.b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.a.AdvanceTo(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	const ws = 3 // the window shift of the 256 KB default buffer
+	want := (tcp.DefaultRecvBuffer - 15000) >> ws
+	w := p.windows()
+	if len(w) == 0 || w[len(w)-1] != want {
+		t.Fatalf("windows after 15000 bytes unread: %v, want the last %d", w, want)
+	}
+	// A Read of less than the update step opens the window by too little for
+	// an update (RFC 9293 3.8.6.2.2); reading the rest sends one, of the whole
+	// buffer.
+	got := make([]byte, 0, len(data))
+	buf := make([]byte, 333)
+	n, err := c.TryRead(buf)
+	if n != len(buf) || err != nil {
+		t.Fatalf("first Read: %d, %v", n, err)
+	}
+	got = append(got, buf[:n]...)
+	if i := c.Info(); i.RcvBuffered != 15000-333 || i.BytesRead != 333 {
+		t.Fatalf("after one Read of 333: %d unread, %d read, want %d and 333", i.RcvBuffered, i.BytesRead, 15000-333)
+	}
+	if w := p.windows(); len(w) != 0 {
+		t.Fatalf("a Read of 333 bytes sent window updates %v", w)
+	}
+	for len(got) < len(data) {
+		n, err := c.TryRead(buf)
+		if n == 0 || err != nil {
+			t.Fatalf("Read at %d: %d, %v", len(got), n, err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("data read through the Conn's buffer differs from what was sent")
+	}
+	// Each update moved the edge by at least the step, and the last leaves
+	// less than a step closed.
+	w = p.windows()
+	step := c.updateStep()
+	for i := range w {
+		prev := want
+		if i > 0 {
+			prev = w[i-1]
+		}
+		if (w[i]-prev)<<ws < step {
+			t.Fatalf("window updates %v: one moved the edge by less than %d", w, step)
+		}
+	}
+	if len(w) == 0 || (tcp.DefaultRecvBuffer>>ws-w[len(w)-1])<<ws >= step {
+		t.Fatalf("window updates after reading everything: %v, want the last within %d bytes of %d", w, step, tcp.DefaultRecvBuffer)
+	}
+	if n, err := c.TryRead(buf); n != 0 || err != nil {
+		t.Fatalf("Read with nothing there: %d, %v, want 0, nil", n, err)
+	}
+	// EOF comes after the data.
+	p.send(s, data[:2000])
+	if err := s.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	p.shuttle()
+	got = got[:0]
+	for {
+		n, err := c.TryRead(buf[:100])
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil || n == 0 {
+			t.Fatalf("Read before EOF: %d, %v", n, err)
+		}
+	}
+	if !bytes.Equal(got, data[:2000]) {
+		t.Fatalf("before EOF: got %d bytes, want the 2000 sent", len(got))
+	}
+}
+
+// Data in the Conn's buffer that was never returned to the application is
+// unread: Close resets the connection, as it does with data in the endpoint
+// (RFC 2525 2.17), instead of a FIN that would tell the peer all was read.
+func TestCloseWithUnreadResets(t *testing.T) {
+	p := newManualPair(t)
+	c, s := p.connect()
+	p.send(s, make([]byte, 5000))
+	if n, err := c.TryRead(make([]byte, 100)); n != 100 || err != nil {
+		t.Fatalf("Read: %d, %v", n, err)
+	}
+	rstsBefore := p.a.Stats().TCP.ResetsSent
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	p.shuttle()
+	if got := p.a.Stats().TCP.ResetsSent; got != rstsBefore+1 {
+		t.Fatalf("RSTs sent by Close: %d, want 1", got-rstsBefore)
+	}
+	if _, err := s.TryRead(make([]byte, 10)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the peer's Read after the Close: %v, want ECONNRESET", err)
+	}
+}
+
+// TestConnSendBufferExact: what Write takes and the endpoint holds never
+// exceed the send buffer (SO_SNDBUF), and Write takes again exactly what
+// the peer's ACKs free.
+func TestConnSendBufferExact(t *testing.T) {
+	p := newManualPair(t)
+	c, s := p.connect()
+	big := make([]byte, 3*tcp.DefaultSendBuffer)
+	if n, err := c.TryWrite(big); n != tcp.DefaultSendBuffer || err != nil {
+		t.Fatalf("first TryWrite: %d, %v, want the whole buffer, %d", n, err, tcp.DefaultSendBuffer)
+	}
+	if n, err := c.TryWrite(big[:1]); n != 0 || err != nil {
+		t.Fatalf("TryWrite into a full buffer: %d, %v", n, err)
+	}
+	if r, _ := c.Readiness(); r.Writable != 0 {
+		t.Fatalf("Readiness of a full buffer: %d writable", r.Writable)
+	}
+	// As the peer's ACKs free the buffer, Write takes exactly what they freed.
+	acked := c.Info().BytesAcked
+	for range 4 {
+		p.shuttle()
+		freed := int(c.Info().BytesAcked - acked)
+		acked += uint64(freed)
+		if freed == 0 {
+			t.Fatal("no more data went through")
+		}
+		if n, _ := c.TryWrite(big); n != freed {
+			t.Fatalf("TryWrite took %d, want the %d bytes the ACKs freed", n, freed)
+		}
+		if i := c.Info(); i.SndBuffered != tcp.DefaultSendBuffer {
+			t.Fatalf("the endpoint holds %d, want a full buffer", i.SndBuffered)
+		}
+		if _, err := s.TryRead(make([]byte, 100000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// blockLoop stops s's loop until the returned function is called.
+func blockLoop(t *testing.T, s *Stack) (unblock func()) {
+	t.Helper()
+	in, out := make(chan struct{}), make(chan struct{})
+	s.post(func() { close(in); <-out })
+	<-in
+	var once sync.Once
+	unblock = func() { once.Do(func() { close(out) }) }
+	t.Cleanup(unblock)
+	return unblock
+}
+
+// TestWriteWithoutLoopTrip: with room in the send buffer, Write returns
+// without waiting for the loop (here stopped), and posts one flush for any
+// number of Writes until the loop takes them; with the buffer full, it
+// blocks, exactly at the buffer's size, until its deadline.
+func TestWriteWithoutLoopTrip(t *testing.T) {
+	a, b := pair(t, Config{})
+	client, server := dialPair(t, a, b)
+	c := client.(*Conn)
+	data := make([]byte, tcp.DefaultSendBuffer+5000)
+	rand.Read(data)
+	unblock := blockLoop(t, a)
+	before := a.connPosts.flushes.Load()
+	const writes, size = 100, 1000
+	for i := range writes {
+		if n, err := c.Write(data[i*size : (i+1)*size]); n != size || err != nil {
+			t.Fatalf("Write %d with the loop stopped: %d, %v", i, n, err)
+		}
+	}
+	if got := a.connPosts.flushes.Load() - before; got != 1 {
+		t.Fatalf("%d Writes posted %d flushes, want 1", writes, got)
+	}
+	// The rest does not fit: Write takes what does and waits for room,
+	// until its deadline.
+	if err := c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Write(data[writes*size:])
+	if want := tcp.DefaultSendBuffer - writes*size; n != want || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Write into the full buffer: %d, %v, want %d and a deadline error", n, err, want)
+	}
+	if err := c.SetWriteDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	unblock()
+	rest := writes*size + n
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Write(data[rest:])
+		if err == nil {
+			err = c.CloseWrite()
+		}
+		done <- err
+	}()
+	got, err := io.ReadAll(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("received %d bytes, not the %d written", len(got), len(data))
+	}
+}
+
+// TestReadPostsPerUpdateStep: Reads tell the loop what they took only once
+// it adds up to a step of the window worth an update, not per Read.
+func TestReadPostsPerUpdateStep(t *testing.T) {
+	a, b := pair(t, Config{})
+	client, server := dialPair(t, a, b)
+	const size = 64 << 10
+	go func() {
+		server.Write(make([]byte, size))
+		server.(*Conn).CloseWrite()
+	}()
+	before := a.connPosts.releases.Load()
+	buf := make([]byte, 100)
+	total, reads := 0, 0
+	for {
+		n, err := client.Read(buf)
+		total += n
+		reads++
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if total != size {
+		t.Fatalf("read %d bytes, want %d", total, size)
+	}
+	step := client.(*Conn).updateStep()
+	posts := a.connPosts.releases.Load() - before
+	if max := uint64(size/step + 1); posts == 0 || posts > max {
+		t.Fatalf("%d Reads of 100 bytes posted %d releases, want 1 to %d (one per %d bytes at most)", reads, posts, max, step)
+	}
+	if i := client.(*Conn).Info(); i.BytesRead < uint64(size-step) {
+		t.Fatalf("the endpoint counts %d bytes read, want at least %d", i.BytesRead, size-step)
+	}
+}
+
+// TestConnConcurrentClose runs Read, Write and Close on one Conn at once
+// (for -race): each call returns, with data or an error, and the peer sees
+// the connection end.
+func TestConnConcurrentClose(t *testing.T) {
+	for range 5 {
+		a, b := pair(t, Config{})
+		client, server := dialPair(t, a, b)
+		go io.Copy(server, server) // echo until the client goes
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				p := make([]byte, 3000)
+				for {
+					if _, err := client.Write(p); err != nil {
+						return
+					}
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				p := make([]byte, 1000)
+				for {
+					if _, err := client.Read(p); err != nil {
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(20 * time.Millisecond)
+		client.Close()
+		wg.Wait()
+		server.Close()
+	}
+}
+
+// updateStep is c's endpoint's UpdateStep.
+func (c *Conn) updateStep() int {
+	var n int
+	c.s.do(func() { n = c.ep.UpdateStep() })
+	return n
+}
+
+// TestResetAfterBufferedData: data that came before the peer's RST is read
+// first, then the reset (ECONNRESET), as from the endpoint itself.
+func TestResetAfterBufferedData(t *testing.T) {
+	p := newManualPair(t)
+	c, s := p.connect()
+	data := make([]byte, 3000)
+	rand.Read(data)
+	if n, err := s.TryWrite(data); n != len(data) || err != nil {
+		t.Fatalf("TryWrite: %d, %v", n, err)
+	}
+	if err := s.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	// The data and the RST reach the client in one batch.
+	var pkts [][]byte
+	for p.bCarried < p.bDev.Stats().Sent {
+		pkts = append(pkts, p.take(p.b))
+	}
+	if err := p.a.Wake(0, pkts...); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 0, len(data))
+	buf := make([]byte, 1000)
+	for {
+		n, err := c.TryRead(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			if !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("Read after %d bytes: %v, want ECONNRESET", len(got), err)
+			}
+			break
+		}
+		if n == 0 {
+			t.Fatalf("Read after %d bytes: nothing, and no error", len(got))
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes before the reset, want the %d sent", len(got), len(data))
+	}
+	if _, err := c.Write([]byte("x")); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("Write after the reset: %v, want ECONNRESET", err)
+	}
+}
