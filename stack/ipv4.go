@@ -21,6 +21,10 @@ const (
 func (s *Stack) handlePacket(pkt []byte) {
 	s.counters.PacketsIn++
 	d := &s.counters.Drops
+	if len(pkt) > 0 && pkt[0]>>4 == 6 {
+		s.handleIPv6(pkt) // ipv6.go
+		return
+	}
 	if len(pkt) < ipv4HeaderLen {
 		d.BadIPHeader++
 		return
@@ -81,6 +85,9 @@ var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 // (class E, reserved), 0.0.0.0/8, 127.0.0.0/8, and our own address (a "land"
 // packet, which would make a connection with itself).
 func (s *Stack) martianSource(src netip.Addr) *uint64 {
+	if !src.Is4() {
+		return s.martianSource6(src)
+	}
 	d := &s.counters.Drops
 	b := src.As4()
 	switch {
@@ -134,13 +141,13 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 		// opens a new connection when its timestamp or sequence number is
 		// newer; the listener closes the old one (its EventClosed makes the
 		// Conn forget the tuple) and answers with a SYN-ACK.
-		if l := s.listeners[seg.DstPort]; l != nil && seg.Flags&tcp.FlagSYN != 0 && l.tl.ReuseTimeWait(c.ep, &seg) {
+		if l := s.listenerFor(seg.DstPort, dst); l != nil && seg.Flags&tcp.FlagSYN != 0 && l.tl.ReuseTimeWait(c.ep, &seg) {
 			return
 		}
 		c.ep.HandleSegment(&seg)
 		return
 	}
-	if l := s.listeners[seg.DstPort]; l != nil {
+	if l := s.listenerFor(seg.DstPort, dst); l != nil {
 		l.tl.HandleSegment(id, &seg)
 		return
 	}
@@ -203,6 +210,12 @@ func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
 		DstAddr:     tcpip.AddrFrom4(dst.As4()),
 	})
 	ip.SetChecksum(^ip.CalculateChecksum())
+	s.writeOut(pkt)
+}
+
+// writeOut records a packet sent, if recording, and writes it to the
+// device.
+func (s *Stack) writeOut(pkt []byte) {
 	if s.rec != nil {
 		s.recordOut(pkt)
 	}
