@@ -168,7 +168,7 @@ func (s *Stack) handleIPv6(pkt []byte) {
 		return
 	}
 	plen := int(binary.BigEndian.Uint16(pkt[4:]))
-	if plen == 0 || ipv6HeaderLen+plen > len(pkt) { // 0: a jumbogram (RFC 2675), larger than any TUN's MTU
+	if ipv6HeaderLen+plen > len(pkt) { // a jumbogram (RFC 2675) is larger than any TUN's MTU: its option is unknown
 		d.BadIPHeader++
 		return
 	}
@@ -384,7 +384,7 @@ func checkAddr6(a netip.Addr, mtu int) error {
 func transportOf(pkt []byte) (src, dst netip.Addr, proto uint8, off, end int, ok bool) {
 	if len(pkt) >= ipv6HeaderLen && pkt[0]>>4 == 6 {
 		end = ipv6HeaderLen + int(binary.BigEndian.Uint16(pkt[4:]))
-		if end == ipv6HeaderLen || end > len(pkt) {
+		if end > len(pkt) {
 			return
 		}
 		var d Drops
