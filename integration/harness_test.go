@@ -51,6 +51,10 @@ type envOptions struct {
 	Subnet byte
 	// MTU of the link; 0 means 1500.
 	MTU int
+	// IPv6 gives both sides an IPv6 address too (testbed.Config.IPv6): the
+	// kernel 2001:db8:0:N::1, the stack 2001:db8:0:N::2 (env.KernelAddr6,
+	// env.StackAddr6).
+	IPv6 bool
 	// TCP and Backlog go to stack.Config.
 	TCP     tcp.Config
 	Backlog int
@@ -73,6 +77,9 @@ type env struct {
 	Stack      *stack.Stack
 	KernelAddr netip.Addr // the namespace's side, 198.18.N.1
 	StackAddr  netip.Addr // ours, 198.18.N.2
+	// KernelAddr6 and StackAddr6: with envOptions.IPv6, 2001:db8:0:N::1
+	// and ::2.
+	KernelAddr6, StackAddr6 netip.Addr
 
 	mu        sync.Mutex
 	taps      [3][]*tap // by impair.Direction
@@ -100,6 +107,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		Namespace: e.NS,
 		Link:      e.Link,
 		Subnet:    opts.Subnet,
+		IPv6:      opts.IPv6,
 		MTU:       opts.MTU,
 		Impair: impair.Config{
 			Seed:        opts.Seed,
@@ -114,12 +122,13 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		t.Fatalf("test bed: %v", err)
 	}
 	e.Bed, e.Imp = bed, bed.Imp
+	e.KernelAddr6, e.StackAddr6 = bed.KernelAddr6, bed.StackAddr6
 	t.Cleanup(func() {
 		if err := bed.Close(); err != nil {
 			t.Errorf("closing the test bed: %v", err)
 		}
 	})
-	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: e.StackAddr, TCP: opts.TCP, Backlog: opts.Backlog, Record: opts.Record})
+	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: e.StackAddr, Addr6: e.StackAddr6, TCP: opts.TCP, Backlog: opts.Backlog, Record: opts.Record})
 	if err != nil {
 		t.Fatalf("stack: %v", err)
 	}
