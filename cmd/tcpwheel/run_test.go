@@ -119,6 +119,15 @@ func TestServe(t *testing.T) {
 			t.Fatalf("ping: %v\n%s", err, o)
 		}
 	}
+	// Over IPv6: the same page, and ping -6.
+	if o, err := inNS("curl", "-s", "-m", "10", "http://[2001:db8::2]/"); err != nil || !strings.Contains(o, "hashed timing wheel") {
+		t.Fatalf("GET / over IPv6: %q, %v", o, err)
+	}
+	if _, err := exec.LookPath("ping"); err == nil {
+		if o, err := inNS("ping", "-6", "-c", "2", "-W", "2", "2001:db8::2"); err != nil {
+			t.Fatalf("ping -6: %v\n%s", err, o)
+		}
+	}
 	// Echo, from a kernel socket made inside the namespace.
 	echoed, err := echoFromNamespace(cfg.netns, "198.18.0.2:7", []byte("through the wheel"))
 	if err != nil || string(echoed) != "through the wheel" {
@@ -139,7 +148,7 @@ func TestServe(t *testing.T) {
 		t.Fatalf("serve: %v", err)
 	}
 	text := out.String()
-	for _, want := range []string{"ready", "ip netns exec " + cfg.netns + " curl", "conns ", "tcpwheel stopping"} {
+	for _, want := range []string{"ready: stack 198.18.0.2 and 2001:db8::2 on", "kernel side 198.18.0.1/24 and 2001:db8::1/64", "ip netns exec " + cfg.netns + " curl", "conns ", "tcpwheel stopping"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("output lacks %q:\n%s", want, text)
 		}
