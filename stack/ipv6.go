@@ -323,6 +323,9 @@ func takes(n uint8, a netip.Addr) bool {
 // restricts a listener of version n to: the stack's IPv6 address makes it
 // IPv6, its IPv4 one IPv4; the error is for one that contradicts n.
 func (s *Stack) localNet(n uint8, address string) (uint8, error) {
+	if n == net6 && !s.cfg.Addr6.IsValid() {
+		return n, fmt.Errorf("the stack has no IPv6 address: %w", syscall.EAFNOSUPPORT)
+	}
 	host, _, err := net.SplitHostPort(address)
 	if err != nil || host == "" {
 		return n, nil // localPort reports a bad one

@@ -296,6 +296,12 @@ func TestIPv6BadInput(t *testing.T) {
 	if _, err := m.DialUDP("udp", "[2001:db8::1]:7"); !errors.Is(err, syscall.ENETUNREACH) {
 		t.Fatalf("dial IPv6 from an IPv4-only stack: %v, want ENETUNREACH", err)
 	}
+	if _, err := m.Listen("tcp6", ":80"); !errors.Is(err, syscall.EAFNOSUPPORT) {
+		t.Fatalf(`Listen("tcp6") on an IPv4-only stack: %v, want EAFNOSUPPORT`, err)
+	}
+	if _, err := m.ListenUDP("udp6", ":80"); !errors.Is(err, syscall.EAFNOSUPPORT) {
+		t.Fatalf(`ListenUDP("udp6") on an IPv4-only stack: %v, want EAFNOSUPPORT`, err)
+	}
 }
 
 // TestIPv6ConfigChecks: Addr6 must be unicast IPv6 on a device of IPv6's
