@@ -71,3 +71,34 @@ func FuzzInput(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTransportOf hands the flight recorder's and the Playback's packet
+// parsers (transportOf, checksumAt, parseTCP, capLen) arbitrary bytes: no
+// panic, and what transportOf finds lies inside the packet.
+func FuzzTransportOf(f *testing.F) {
+	f.Add(echo6(addr6A, addr6B, nil, 0))
+	f.Add(echo6(addr6A, addr6B, opts(protoICMPv6, 5, 2, 0, 0), nhHopByHop))
+	f.Add(udp6Packet(netip.AddrPortFrom(addr6A, 5000), netip.AddrPortFrom(addr6B, 7), []byte("hi")))
+	f.Add(udpPacket(peerA, udp7, []byte("hello")))
+	f.Add(echoPacket(addrA, addrB))
+	dev, _ := tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500})
+	m, err := NewManual(Config{Device: dev, Addr: addrB, Addr6: addr6B, Clock: timer.NewManualClock(0)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer m.Close()
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		if _, _, _, off, end, ok := transportOf(pkt); ok && (off < 0 || off > end || end > len(pkt)) {
+			t.Fatalf("transport at %d to %d in a packet of %d bytes", off, end, len(pkt))
+		}
+		if n := checksumAt(pkt); n < 0 {
+			t.Fatalf("checksum at %d", n)
+		}
+		parseTCP(pkt)
+		for _, in := range []bool{false, true} {
+			if n := m.capLen(pkt, in); n < 0 || n > len(pkt) {
+				t.Fatalf("capLen %d of a packet of %d bytes", n, len(pkt))
+			}
+		}
+	})
+}
