@@ -198,6 +198,25 @@ func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 // place) and writes the packet to the device. DF is set: TCP sizes its segments
 // to the MTU instead.
 func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
+	s.fillIPv4(pkt, src, dst, proto)
+	if s.rec != nil {
+		s.recordOut(pkt)
+	}
+	s.writePacket(pkt)
+}
+
+// writePacket writes a whole packet to the device.
+func (s *Stack) writePacket(pkt []byte) {
+	if err := s.dev.WritePacket(pkt); err != nil {
+		s.counters.DeviceErrors++
+		s.counters.Drops.DeviceWrite++
+		return
+	}
+	s.counters.PacketsOut++
+}
+
+// fillIPv4 fills in the IPv4 header at the front of pkt.
+func (s *Stack) fillIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
 	s.ipID++
 	ip := header.IPv4(pkt)
 	ip.Encode(&header.IPv4Fields{
@@ -210,19 +229,4 @@ func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
 		DstAddr:     tcpip.AddrFrom4(dst.As4()),
 	})
 	ip.SetChecksum(^ip.CalculateChecksum())
-	s.writeOut(pkt)
-}
-
-// writeOut records a packet sent, if recording, and writes it to the
-// device.
-func (s *Stack) writeOut(pkt []byte) {
-	if s.rec != nil {
-		s.recordOut(pkt)
-	}
-	if err := s.dev.WritePacket(pkt); err != nil {
-		s.counters.DeviceErrors++
-		s.counters.Drops.DeviceWrite++
-		return
-	}
-	s.counters.PacketsOut++
 }

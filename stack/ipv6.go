@@ -257,7 +257,10 @@ func ipHeaderLen(a netip.Addr) int {
 // label 0, the hop limit Config.TTL.
 func (s *Stack) writeIPv6(pkt []byte, src, dst netip.Addr, proto uint8) {
 	putIPv6Header(pkt, src, dst, proto, s.cfg.TTL)
-	s.writeOut(pkt)
+	if s.rec != nil {
+		s.recordOut(pkt)
+	}
+	s.writePacket(pkt)
 }
 
 // putIPv6Header encodes an IPv6 header, of a packet of len(pkt) bytes, into
