@@ -552,9 +552,9 @@ func (s *Stack) sendSegment(id tcp.ID, seg *tcp.Segment) {
 		s.counters.Drops.EncodeError++
 		return
 	}
+	s.counters.SegmentsOut++
 	tcp.SetChecksum(id.Local.Addr(), id.Remote.Addr(), b[hl:])
 	s.writeIP(b, id.Local.Addr(), id.Remote.Addr(), protoTCP)
-	s.counters.SegmentsOut++
 }
 
 // listenPort and releasePort keep the count of users of a local port.
