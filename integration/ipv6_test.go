@@ -284,3 +284,33 @@ func TestIPv6Loss(t *testing.T) {
 	}
 	t.Logf("stack retransmitted %d segments (RTOs %d, fast %d, RACK %d, TLP %d)", st.TCP.SegsRetransmitted, st.TCP.RTOEvents, st.TCP.FastRetransmits, st.TCP.RACKRetransmits, st.TCP.TLPProbes)
 }
+
+// TestIPv6FirstConnection: on fresh beds, the kernel's first connection
+// over IPv6 completes without a SYN-ACK retransmission. (The kernel adds
+// its IPv6 address's local route after the link comes up, from a work
+// queue: until netns.Attach waited for it, the SYN went out and the
+// SYN-ACK was dropped, in about one bed in ten, and the connection waited
+// a second for the retransmission.)
+func TestIPv6FirstConnection(t *testing.T) {
+	for i := range 10 {
+		e := newEnv(t, envOptions{Subnet: 65, IPv6: true, Over6: true})
+		ln := e.listen(t, 7)
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				c.Close()
+			}
+		}()
+		c, err := e.kernelDial(7, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if n := e.Stack.Stats().TCP.SYNRetransmits; n != 0 {
+			t.Fatalf("bed %d: the stack retransmitted its SYN-ACK %d times: the kernel dropped the first", i+1, n)
+		}
+		e.Stack.Close()
+		if err := e.Bed.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

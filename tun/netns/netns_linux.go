@@ -413,7 +413,33 @@ func (a *Attachment) configureLink() error {
 	if err := h.LinkSetUp(link); err != nil {
 		return fmt.Errorf("netlink: set %q up: %w", name, err)
 	}
+	if p6 := a.cfg.PeerAddr6; p6.IsValid() {
+		return waitLocalRoute(h, p6.Addr())
+	}
 	return nil
+}
+
+// localRouteWait bounds waitLocalRoute.
+const localRouteWait = 5 * time.Second
+
+// waitLocalRoute waits until the kernel routes a packet to a (an address of
+// ours) as local. Even without DAD, the kernel adds an IPv6 address's local
+// route when the link comes up, from its addrconf work queue: until then it
+// sends from the address (the kernel's SYN goes out) but drops what comes
+// back to it (the SYN-ACK), and the connection waits a second for the
+// SYN-ACK's retransmission.
+func waitLocalRoute(h *netlink.Handle, a netip.Addr) error {
+	deadline := time.Now().Add(localRouteWait)
+	for {
+		routes, err := h.RouteGet(a.AsSlice())
+		if err == nil && len(routes) > 0 && routes[0].Type == unix.RTN_LOCAL {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("netlink: no local route to %v after %v (last: %v, %v)", a, localRouteWait, routes, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Config returns the configuration given to Attach, with defaults filled

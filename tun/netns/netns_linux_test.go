@@ -319,6 +319,11 @@ func TestAttachIPv6(t *testing.T) {
 		if !found {
 			t.Errorf("link %s IPv6 addresses = %v, want %v among them", cfg.Link, addrs, cfg.PeerAddr6)
 		}
+		// Already routed as local: a reply to the kernel's first packet
+		// from the address is not dropped (waitLocalRoute).
+		if local, err := netlink.RouteGet(cfg.PeerAddr6.Addr().AsSlice()); err != nil || len(local) == 0 || local[0].Type != unix.RTN_LOCAL {
+			t.Errorf("route to our own %v: %v, %v; want a local one", cfg.PeerAddr6.Addr(), local, err)
+		}
 		routes, err := netlink.RouteGet(net.ParseIP("2001:db8:5::2"))
 		if err != nil || len(routes) == 0 || routes[0].LinkIndex != link.Attrs().Index {
 			t.Errorf("route to 2001:db8:5::2: %v, %v; want via %s", routes, err, cfg.Link)
