@@ -51,6 +51,13 @@ type envOptions struct {
 	Subnet byte
 	// MTU of the link; 0 means 1500.
 	MTU int
+	// IPv6 gives both sides an IPv6 address too (testbed.Config.IPv6): the
+	// kernel 2001:db8:0:N::1, the stack 2001:db8:0:N::2 (env.KernelAddr6,
+	// env.StackAddr6).
+	IPv6 bool
+	// Over6 (with IPv6) makes the env's helpers talk IPv6: stackAddr,
+	// kernelAddr, kernelDial, kernelListen and dial use the IPv6 addresses.
+	Over6 bool
 	// TCP and Backlog go to stack.Config.
 	TCP     tcp.Config
 	Backlog int
@@ -73,6 +80,10 @@ type env struct {
 	Stack      *stack.Stack
 	KernelAddr netip.Addr // the namespace's side, 198.18.N.1
 	StackAddr  netip.Addr // ours, 198.18.N.2
+	// KernelAddr6 and StackAddr6: with envOptions.IPv6, 2001:db8:0:N::1
+	// and ::2.
+	KernelAddr6, StackAddr6 netip.Addr
+	over6                   bool // envOptions.Over6
 
 	mu        sync.Mutex
 	taps      [3][]*tap // by impair.Direction
@@ -100,6 +111,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		Namespace: e.NS,
 		Link:      e.Link,
 		Subnet:    opts.Subnet,
+		IPv6:      opts.IPv6,
 		MTU:       opts.MTU,
 		Impair: impair.Config{
 			Seed:        opts.Seed,
@@ -114,17 +126,19 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		t.Fatalf("test bed: %v", err)
 	}
 	e.Bed, e.Imp = bed, bed.Imp
+	e.KernelAddr6, e.StackAddr6 = bed.KernelAddr6, bed.StackAddr6
 	t.Cleanup(func() {
 		if err := bed.Close(); err != nil {
 			t.Errorf("closing the test bed: %v", err)
 		}
 	})
-	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: e.StackAddr, TCP: opts.TCP, Backlog: opts.Backlog, Record: opts.Record})
+	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: e.StackAddr, Addr6: e.StackAddr6, TCP: opts.TCP, Backlog: opts.Backlog, Record: opts.Record})
 	if err != nil {
 		t.Fatalf("stack: %v", err)
 	}
 	e.Stack = st
 	t.Cleanup(func() { st.Close() })
+	e.over6 = opts.Over6 && opts.IPv6
 	return e
 }
 
@@ -145,11 +159,17 @@ func (e *env) checkGone() {
 
 // stackAddr returns "198.18.N.2:port".
 func (e *env) stackAddr(port int) string {
+	if e.over6 {
+		return netip.AddrPortFrom(e.StackAddr6, uint16(port)).String()
+	}
 	return netip.AddrPortFrom(e.StackAddr, uint16(port)).String()
 }
 
 // kernelAddr returns "198.18.N.1:port".
 func (e *env) kernelAddr(port int) string {
+	if e.over6 {
+		return netip.AddrPortFrom(e.KernelAddr6, uint16(port)).String()
+	}
 	return netip.AddrPortFrom(e.KernelAddr, uint16(port)).String()
 }
 
@@ -162,7 +182,11 @@ func (e *env) Do(fn func() error) error { return e.Bed.Do(fn) }
 func (e *env) kernelDial(port int, timeout time.Duration) (*net.TCPConn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c, err := e.Bed.KernelDial(ctx, port, nil)
+	dial := e.Bed.KernelDial
+	if e.over6 {
+		dial = e.Bed.KernelDial6
+	}
+	c, err := dial(ctx, port, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +199,11 @@ func (e *env) kernelDial(port int, timeout time.Duration) (*net.TCPConn, error) 
 // accepted connections inherit it (and their window scale follows it).
 func (e *env) kernelListen(t *testing.T, port, rcvbuf int) *net.TCPListener {
 	t.Helper()
-	ln, err := e.Bed.KernelListen(context.Background(), port, rcvbuf)
+	listen := e.Bed.KernelListen
+	if e.over6 {
+		listen = e.Bed.KernelListen6
+	}
+	ln, err := listen(context.Background(), port, rcvbuf)
 	if err != nil {
 		t.Fatal(err)
 	}

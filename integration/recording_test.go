@@ -57,6 +57,7 @@ type recScenario struct {
 	conns int // the recording holds at least this many connections
 	// needs is the kernel-side program the scenario runs, if any.
 	needs string
+	ipv6  bool // over IPv6 (envOptions.Over6)
 	tcp   tcp.Config
 	// run drives the traffic and checks that it completed; seed varies
 	// the data.
@@ -73,6 +74,8 @@ var recScenarios = []recScenario{
 	{name: "curl-upload", conns: 1, needs: "curl", run: recCurlUpload},
 	{name: "echo", conns: 3, run: recEcho},
 	{name: "dial", conns: 1, run: recDial},
+	{name: "echo-ipv6", conns: 3, ipv6: true, run: recEcho},
+	{name: "dial-ipv6", conns: 1, ipv6: true, run: recDial},
 	{name: "tail-loss", conns: 1, run: recTailLoss},
 }
 
@@ -201,7 +204,7 @@ func recordAndReplay(t *testing.T, v recVariant, seed uint64, o *recCounts) {
 		cfg.TimeWait = recSettle // every connection is gone before the stack closes
 	}
 	var buf bytes.Buffer
-	e := newEnv(t, envOptions{Subnet: recSubnet, TCP: cfg, Backlog: 64, Record: &buf,
+	e := newEnv(t, envOptions{Subnet: recSubnet, IPv6: v.sc.ipv6, Over6: v.sc.ipv6, TCP: cfg, Backlog: 64, Record: &buf,
 		Seed: seed, EgressLoss: v.loss, IngressLoss: v.loss})
 	// keep saves the recording for `tcpwheel replay`, once the stack is closed.
 	keep := func() string {

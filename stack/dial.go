@@ -10,14 +10,14 @@ import (
 	"github.com/tcpwheel/tcpwheel/tcp"
 )
 
-// DialContext connects to address ("ip:port", IPv4; no name resolution) over the
+// DialContext connects to address ("ip:port", IPv4 or IPv6; no name resolution) over the
 // stack; it is DialTCP returning net.Conn, so that it can be http.Transport's
 // DialContext. The net.Conn is always a *Conn: use DialTCP for the concrete type
 // (CloseWrite, Info, the keepalive setters) without a type assertion. For
-// network "udp" or "udp4" it is DialUDP: the net.Conn is a connected
-// *UDPConn.
+// network "udp", "udp4" or "udp6" it is DialUDP: the net.Conn is a
+// connected *UDPConn.
 func (s *Stack) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	if network == "udp" || network == "udp4" {
+	if _, ok := netOf(network, "udp"); ok {
 		if err := ctx.Err(); err != nil {
 			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 		}
@@ -34,8 +34,9 @@ func (s *Stack) DialContext(ctx context.Context, network, address string) (net.C
 	return c, nil
 }
 
-// DialTCP connects to address ("ip:port", IPv4; no name resolution) over the
-// stack, as net.DialTCP does over the kernel. network must be "tcp" or "tcp4".
+// DialTCP connects to address ("ip:port", IPv4 or IPv6; no name resolution)
+// over the stack, as net.DialTCP does over the kernel, from the stack's
+// address of the same IP version. network must be "tcp", "tcp4" or "tcp6".
 // It returns when the handshake completes, fails (connection refused, timed
 // out after the SYN retries), or ctx ends, in which case the half-open
 // connection is reset. Errors are *net.OpError.
@@ -43,10 +44,14 @@ func (s *Stack) DialTCP(ctx context.Context, network, address string) (*Conn, er
 	fail := func(raddr net.Addr, err error) error {
 		return &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
 	}
-	if network != "tcp" && network != "tcp4" {
+	n, ok := netOf(network, "tcp")
+	if !ok {
 		return nil, fail(nil, net.UnknownNetworkError(network))
 	}
 	ap, err := parseRemote(address)
+	if err == nil {
+		err = s.checkRemote(n, ap)
+	}
 	raddr := net.TCPAddrFromAddrPort(ap)
 	if err != nil {
 		if !ap.IsValid() {
@@ -81,15 +86,17 @@ func (s *Stack) DialTCP(ctx context.Context, network, address string) (*Conn, er
 	return c, nil
 }
 
-// parseRemote parses a remote address to dial: "ip:port", IPv4, with a port
-// that is not 0. On an error the AddrPort is the parsed one, if it parsed.
+// parseRemote parses a remote address to dial: "ip:port", IPv4 or IPv6 (an
+// IPv4-mapped one is IPv4), with a port that is not 0. On an error the
+// AddrPort is the parsed one, if it parsed.
 func parseRemote(address string) (netip.AddrPort, error) {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("bad address %q: %w", address, err)
 	}
-	if !ap.Addr().Is4() || ap.Port() == 0 {
-		return ap, fmt.Errorf("address %s is not IPv4 with a port", address)
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if ap.Port() == 0 || ap.Addr().IsUnspecified() {
+		return ap, fmt.Errorf("address %s is not an IP address with a port", address)
 	}
 	return ap, nil
 }
@@ -109,7 +116,7 @@ func (s *Stack) startDial(local uint16, remote netip.AddrPort) (*Conn, error) {
 				return
 			}
 		}
-		c, derr = s.dial(tcp.ID{Local: netip.AddrPortFrom(s.cfg.Addr, p), Remote: remote})
+		c, derr = s.dial(tcp.ID{Local: netip.AddrPortFrom(s.localFor(remote.Addr()), p), Remote: remote})
 	}) != nil {
 		return nil, net.ErrClosed
 	}

@@ -1,8 +1,6 @@
 package stack
 
 import (
-	"encoding/binary"
-	"net/netip"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/stack/record"
@@ -62,10 +60,10 @@ func (s *Stack) recordHeader(wall time.Time) record.Header {
 	c := s.cfg.TCP
 	d := func(v time.Duration) record.Duration { return record.Duration(v) }
 	return record.Header{
-		Addr: s.cfg.Addr, Prefix: s.cfg.Prefix, MTU: s.dev.MTU(), Tick: d(s.wheel.Tick()),
+		Addr: s.cfg.Addr, Addr6: s.cfg.Addr6, Prefix: s.cfg.Prefix, MTU: s.dev.MTU(), Tick: d(s.wheel.Tick()),
 		TTL: s.cfg.TTL, Backlog: s.cfg.Backlog, Origin: d(s.wheel.Now()), Wall: wall, Payload: s.cfg.RecordPayload,
 		TCP: record.TCP{
-			MSS: c.MSS, SendBuffer: c.SendBuffer, RecvBuffer: c.RecvBuffer,
+			MSS: c.MSS, MSS6: c.MSS6, SendBuffer: c.SendBuffer, RecvBuffer: c.RecvBuffer,
 			InitialRTO: d(c.InitialRTO), MinRTO: d(c.MinRTO), MaxRTO: d(c.MaxRTO),
 			SYNRetries: c.SYNRetries, Retries2: c.Retries2, UserTimeout: d(c.UserTimeout),
 			KeepAlive: c.KeepAlive, KeepIdle: d(c.KeepIdle), KeepInterval: d(c.KeepInterval),
@@ -86,9 +84,9 @@ func configFromHeader(h *record.Header) Config {
 	d := func(v record.Duration) time.Duration { return time.Duration(v) }
 	return Config{
 		RecordPayload: h.Payload,
-		Addr:          h.Addr, Prefix: h.Prefix, Tick: d(h.Tick), TTL: h.TTL, Backlog: h.Backlog,
+		Addr:          h.Addr, Addr6: h.Addr6, Prefix: h.Prefix, Tick: d(h.Tick), TTL: h.TTL, Backlog: h.Backlog,
 		TCP: tcp.Config{
-			MSS: t.MSS, SendBuffer: t.SendBuffer, RecvBuffer: t.RecvBuffer,
+			MSS: t.MSS, MSS6: t.MSS6, SendBuffer: t.SendBuffer, RecvBuffer: t.RecvBuffer,
 			InitialRTO: d(t.InitialRTO), MinRTO: d(t.MinRTO), MaxRTO: d(t.MaxRTO),
 			SYNRetries: t.SYNRetries, Retries2: t.Retries2, UserTimeout: d(t.UserTimeout),
 			KeepAlive: t.KeepAlive, KeepIdle: d(t.KeepIdle), KeepInterval: d(t.KeepInterval),
@@ -181,26 +179,24 @@ func (s *Stack) recordIn(pkt []byte) {
 }
 
 // capLen is how much of pkt a recording keeps: all of it with
-// Config.RecordPayload, else the IPv4, TCP and UDP headers of a TCP or UDP
+// Config.RecordPayload, else the IP, TCP and UDP headers of a TCP or UDP
 // packet, whose payload bytes change nothing the stack does (only their
 // count, and their checksum: an input packet whose checksum fails is kept
-// whole, so that the replay drops it too). Anything else is kept whole.
+// whole, so that the replay drops it too). Anything else is kept whole, and
+// so are the datagrams received over IPv6 (see below).
 func (s *Stack) capLen(pkt []byte, in bool) int {
 	if s.cfg.RecordPayload {
 		return len(pkt)
 	}
-	in = in && !s.skipChecksum // a Playback's packet, checked when recorded
-	if len(pkt) < ipv4HeaderLen || pkt[0]>>4 != 4 {
+	src, dst, proto, hl, total, ok := transportOf(pkt)
+	if !ok || in && proto == protoUDP && src.Is6() {
+		// Malformed, or a fragment; or a datagram over IPv6, which an
+		// ICMPv6 port unreachable would quote whole (RFC 4443 2.4 (c)).
 		return len(pkt)
 	}
-	hl := int(pkt[0]&0x0f) * 4
-	total := int(binary.BigEndian.Uint16(pkt[2:]))
-	if hl < ipv4HeaderLen || total < hl || total > len(pkt) || binary.BigEndian.Uint16(pkt[6:])&0x3fff != 0 {
-		return len(pkt) // malformed, or a fragment
-	}
+	in = in && !s.skipChecksum // a Playback's packet, checked when recorded
 	b := pkt[hl:total]
-	src, dst := netip.AddrFrom4([4]byte(pkt[12:16])), netip.AddrFrom4([4]byte(pkt[16:20]))
-	switch pkt[9] {
+	switch proto {
 	case protoTCP:
 		if len(b) < tcp.HeaderMinSize {
 			return len(pkt)

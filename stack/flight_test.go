@@ -50,19 +50,7 @@ func exchange(t *testing.T, a, b *Stack, conns, size int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				io.Copy(c, c)
-			}()
-		}
-	}()
+	go serveEcho(ln)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -95,6 +83,21 @@ func exchange(t *testing.T, a, b *Stack, conns, size int) {
 	time.Sleep(50 * time.Millisecond) // the last ACKs
 	a.Close()
 	b.Close()
+}
+
+// serveEcho echoes each connection ln accepts until ln closes.
+func serveEcho(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			io.Copy(c, c)
+		}()
+	}
 }
 
 // checkReplay plays rec back and wants every packet the recorded stack sent,

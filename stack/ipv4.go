@@ -21,6 +21,10 @@ const (
 func (s *Stack) handlePacket(pkt []byte) {
 	s.counters.PacketsIn++
 	d := &s.counters.Drops
+	if len(pkt) > 0 && pkt[0]>>4 == 6 {
+		s.handleIPv6(pkt) // ipv6.go
+		return
+	}
 	if len(pkt) < ipv4HeaderLen {
 		d.BadIPHeader++
 		return
@@ -81,6 +85,9 @@ var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 // (class E, reserved), 0.0.0.0/8, 127.0.0.0/8, and our own address (a "land"
 // packet, which would make a connection with itself).
 func (s *Stack) martianSource(src netip.Addr) *uint64 {
+	if !src.Is4() {
+		return s.martianSource6(src)
+	}
 	d := &s.counters.Drops
 	b := src.As4()
 	switch {
@@ -134,13 +141,13 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 		// opens a new connection when its timestamp or sequence number is
 		// newer; the listener closes the old one (its EventClosed makes the
 		// Conn forget the tuple) and answers with a SYN-ACK.
-		if l := s.listeners[seg.DstPort]; l != nil && seg.Flags&tcp.FlagSYN != 0 && l.tl.ReuseTimeWait(c.ep, &seg) {
+		if l := s.listenerFor(seg.DstPort, dst); l != nil && seg.Flags&tcp.FlagSYN != 0 && l.tl.ReuseTimeWait(c.ep, &seg) {
 			return
 		}
 		c.ep.HandleSegment(&seg)
 		return
 	}
-	if l := s.listeners[seg.DstPort]; l != nil {
+	if l := s.listenerFor(seg.DstPort, dst); l != nil {
 		l.tl.HandleSegment(id, &seg)
 		return
 	}
@@ -191,6 +198,25 @@ func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 // place) and writes the packet to the device. DF is set: TCP sizes its segments
 // to the MTU instead.
 func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
+	s.fillIPv4(pkt, src, dst, proto)
+	if s.rec != nil {
+		s.recordOut(pkt)
+	}
+	s.writePacket(pkt)
+}
+
+// writePacket writes a whole packet to the device.
+func (s *Stack) writePacket(pkt []byte) {
+	if err := s.dev.WritePacket(pkt); err != nil {
+		s.counters.DeviceErrors++
+		s.counters.Drops.DeviceWrite++
+		return
+	}
+	s.counters.PacketsOut++
+}
+
+// fillIPv4 fills in the IPv4 header at the front of pkt.
+func (s *Stack) fillIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
 	s.ipID++
 	ip := header.IPv4(pkt)
 	ip.Encode(&header.IPv4Fields{
@@ -203,13 +229,4 @@ func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
 		DstAddr:     tcpip.AddrFrom4(dst.As4()),
 	})
 	ip.SetChecksum(^ip.CalculateChecksum())
-	if s.rec != nil {
-		s.recordOut(pkt)
-	}
-	if err := s.dev.WritePacket(pkt); err != nil {
-		s.counters.DeviceErrors++
-		s.counters.Drops.DeviceWrite++
-		return
-	}
-	s.counters.PacketsOut++
 }

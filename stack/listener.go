@@ -16,6 +16,7 @@ type Listener struct {
 	s       *Stack
 	tl      *tcp.Listener // loop only
 	port    uint16
+	net     uint8 // the IP versions it takes: netBoth, net4 or net6 (ipv6.go)
 	addr    *net.TCPAddr
 	acceptq chan *Conn
 
@@ -25,9 +26,11 @@ type Listener struct {
 
 var _ net.Listener = (*Listener)(nil)
 
-// Listen announces on the stack's address. network must be "tcp" or "tcp4";
-// address is ":port" or "addr:port" with the stack's own address, or port 0 for
-// an ephemeral port. The net.Listener is always a *Listener: use ListenTCP for
+// Listen announces on the stack's address. network must be "tcp" (IPv4 and
+// IPv6, if the stack has an IPv6 address), "tcp4" or "tcp6", as in package
+// net; address is ":port" or "addr:port" with one of the stack's own
+// addresses (which restricts it to that address's IP version), or port 0
+// for an ephemeral port. The net.Listener is always a *Listener: use ListenTCP for
 // the concrete type, whose AcceptTCP returns *Conn.
 func (s *Stack) Listen(network, address string) (net.Listener, error) {
 	l, err := s.ListenTCP(network, address)
@@ -42,14 +45,19 @@ func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 	fail := func(err error) error {
 		return &net.OpError{Op: "listen", Net: network, Err: err}
 	}
-	if network != "tcp" && network != "tcp4" {
+	n, ok := netOf(network, "tcp")
+	if !ok {
 		return nil, fail(net.UnknownNetworkError(network))
 	}
 	port, err := s.localPort(address)
+	if err == nil {
+		n, err = s.localNet(n, address)
+	}
 	if err != nil {
 		return nil, fail(err)
 	}
 	l := s.newListener()
+	l.net = n
 	var lerr error
 	if s.do(func() {
 		p := uint16(port)
@@ -84,7 +92,7 @@ func (s *Stack) localPort(address string) (uint16, error) {
 	}
 	if host != "" {
 		a, err := netip.ParseAddr(host)
-		if err != nil || (a != s.cfg.Addr && !a.IsUnspecified()) {
+		if err != nil || (a != s.cfg.Addr && a != s.cfg.Addr6 && !a.IsUnspecified()) {
 			return 0, fmt.Errorf("address %s is not the stack's (%v)", host, s.cfg.Addr)
 		}
 	}
@@ -167,9 +175,13 @@ func (s *Stack) listen(l *Listener, p uint16, key []byte) error {
 	if err != nil {
 		return err
 	}
-	s.notePort(record.Listen, p, key)
+	s.notePort(record.Listen, p, listenData(key, l.net))
 	l.tl, l.port = tl, p
-	l.addr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(s.cfg.Addr, p))
+	local := s.cfg.Addr
+	if l.net == net6 {
+		local = s.cfg.Addr6
+	}
+	l.addr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, p))
 	s.listeners[p] = l
 	s.usePort(p)
 	return nil

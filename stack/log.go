@@ -26,13 +26,17 @@ func (s *Stack) setLogger(l *slog.Logger) {
 // addresses where the header has them: the stack's, and those of the TCP
 // connection or listener the segment went to.
 func (s *Stack) handleLogged(pkt []byte) {
-	var src, dst netip.Addr
 	var c *Conn
 	var l *Listener
-	if len(pkt) >= header.IPv4MinimumSize && pkt[0]>>4 == 4 {
+	src, dst, proto, off, end, ok := transportOf(pkt)
+	switch {
+	case ok:
+		c, l = s.tcpTarget(proto, pkt[off:end], src, dst)
+	case len(pkt) >= header.IPv4MinimumSize && pkt[0]>>4 == 4: // malformed, or a fragment: its addresses all the same
 		ip := header.IPv4(pkt)
 		src, dst = netip.AddrFrom4(ip.SourceAddress().As4()), netip.AddrFrom4(ip.DestinationAddress().As4())
-		c, l = s.tcpTarget(ip, src, dst)
+	case len(pkt) >= ipv6HeaderLen && pkt[0]>>4 == 6:
+		src, dst = netip.AddrFrom16([16]byte(pkt[8:24])), netip.AddrFrom16([16]byte(pkt[24:40]))
 	}
 	counts := func() []DropCount {
 		var conn tcp.Counters
@@ -54,14 +58,14 @@ func (s *Stack) handleLogged(pkt []byte) {
 	}
 }
 
-// tcpTarget is the connection and the listener a TCP segment in ip would
-// reach, if any (the demultiplexer's lookup, without its checks).
-func (s *Stack) tcpTarget(ip header.IPv4, src, dst netip.Addr) (*Conn, *Listener) {
-	hl := int(ip.HeaderLength())
-	if ip.Protocol() != protoTCP || hl < header.IPv4MinimumSize || len(ip) < hl+header.TCPMinimumSize {
+// tcpTarget is the connection and the listener a TCP segment b (of an IP
+// packet of protocol proto) would reach, if any (the demultiplexer's
+// lookup, without its checks).
+func (s *Stack) tcpTarget(proto uint8, b []byte, src, dst netip.Addr) (*Conn, *Listener) {
+	if proto != protoTCP || len(b) < header.TCPMinimumSize {
 		return nil, nil
 	}
-	t := header.TCP(ip[hl:])
+	t := header.TCP(b)
 	id := tcp.ID{Local: netip.AddrPortFrom(dst, t.DestinationPort()), Remote: netip.AddrPortFrom(src, t.SourcePort())}
 	return s.conns[id], s.listeners[t.DestinationPort()]
 }

@@ -3,7 +3,6 @@ package stack
 import (
 	"fmt"
 	"net"
-	"net/netip"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/loop"
@@ -110,16 +109,20 @@ func (m *Manual) NextDeadline() (time.Duration, bool) { return m.m.NextDeadline(
 
 // StartDial sends a SYN to address ("ip:port") from the local port local (0
 // picks an ephemeral port) and returns the connection at once, in SYN-SENT:
-// the handshake goes on as packets are injected. network must be "tcp" or
-// "tcp4".
+// the handshake goes on as packets are injected. network must be "tcp",
+// "tcp4" or "tcp6".
 func (m *Manual) StartDial(network string, local uint16, address string) (*Conn, error) {
 	fail := func(err error) error { return &net.OpError{Op: "dial", Net: network, Err: err} }
-	if network != "tcp" && network != "tcp4" {
+	n, ok := netOf(network, "tcp")
+	if !ok {
 		return nil, fail(net.UnknownNetworkError(network))
 	}
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil || !ap.Addr().Is4() || ap.Port() == 0 {
-		return nil, fail(fmt.Errorf("address %q is not IPv4 with a port", address))
+	ap, err := parseRemote(address)
+	if err == nil {
+		err = m.checkRemote(n, ap)
+	}
+	if err != nil {
+		return nil, fail(err)
 	}
 	c, err := m.startDial(local, ap)
 	if err != nil {

@@ -162,7 +162,10 @@ func (p *Playback) run(e *record.Event) {
 			s.wheel.Advance(e.T)
 		case record.Listen:
 			p.at(e.T)
-			if err := s.listen(s.newListener(), e.Port, e.Data); err != nil {
+			l := s.newListener()
+			key, n := splitListenData(e.Data)
+			l.net = n
+			if err := s.listen(l, e.Port, key); err != nil {
 				p.diverge(e, "listen on port %d: %v", e.Port, err)
 			}
 		case record.ListenClose:
@@ -174,10 +177,10 @@ func (p *Playback) run(e *record.Event) {
 			}
 		case record.Dial:
 			p.at(e.T)
-			// The stack dials from its address, to an IPv4 one (tcp.Dial and
-			// the IP layer take that for granted).
-			if e.Local.Addr() != s.cfg.Addr || !e.Remote.Addr().Is4() {
-				p.diverge(e, "dial %v -> %v: not from the stack's address %v to an IPv4 address", e.Local, e.Remote, s.cfg.Addr)
+			// The stack dials from its address of the remote's IP version
+			// (tcp.Dial and the IP layer take that for granted).
+			if a := e.Remote.Addr(); !a.IsValid() || a.Is4In6() || e.Local.Addr() != s.localFor(a) {
+				p.diverge(e, "dial %v -> %v: not from the stack's address of the remote's IP version", e.Local, e.Remote)
 			} else if _, err := s.dial(id); err != nil {
 				p.diverge(e, "dial %v -> %v: %v", e.Local, e.Remote, err)
 			}
@@ -242,6 +245,14 @@ func (p *Playback) run(e *record.Event) {
 			}
 			if err := s.udpOpen(s.newUDPConn(), port, remote); err != nil {
 				p.diverge(e, "open UDP port %d: %v", port, err)
+			}
+		case record.UDPOpenNet:
+			p.at(e.T)
+			u := s.newUDPConn()
+			if u.net = uint8(e.N); e.N != net4 && e.N != net6 {
+				p.diverge(e, "open UDP port %d for IP version %d", e.Port, e.N)
+			} else if err := s.udpOpen(u, e.Port, netip.AddrPort{}); err != nil {
+				p.diverge(e, "open UDP port %d: %v", e.Port, err)
 			}
 		case record.UDPSend:
 			p.at(e.T)
@@ -336,21 +347,16 @@ func (p *Playback) buildStreams() {
 }
 
 // parseTCP returns the connection (from the sender's side) and segment of an
-// IPv4/TCP packet.
+// IPv4/TCP or IPv6/TCP packet.
 func parseTCP(pkt []byte) (tcp.ID, tcp.Segment, bool) {
-	if len(pkt) < ipv4HeaderLen || pkt[0]>>4 != 4 || pkt[9] != protoTCP {
+	src, dst, proto, off, end, ok := transportOf(pkt)
+	if !ok || proto != protoTCP {
 		return tcp.ID{}, tcp.Segment{}, false
 	}
-	hl := int(pkt[0]&0x0f) * 4
-	total := int(pkt[2])<<8 | int(pkt[3])
-	if hl < ipv4HeaderLen || total < hl || total > len(pkt) {
-		return tcp.ID{}, tcp.Segment{}, false
-	}
-	seg, err := tcp.ParseSegment(pkt[hl:total])
+	seg, err := tcp.ParseSegment(pkt[off:end])
 	if err != nil {
 		return tcp.ID{}, tcp.Segment{}, false
 	}
-	src, dst := netip.AddrFrom4([4]byte(pkt[12:16])), netip.AddrFrom4([4]byte(pkt[16:20]))
 	return tcp.ID{Local: netip.AddrPortFrom(src, seg.SrcPort), Remote: netip.AddrPortFrom(dst, seg.DstPort)}, seg, true
 }
 
@@ -448,6 +454,12 @@ func SentMatches(want, got *record.Event) bool {
 		return false
 	}
 	y = y[:len(x)]
+	if x[0]>>4 == 6 { // no ID, no header checksum: all of it
+		if sum := checksumAt(x); want.Truncated() && sum > 0 && sum+2 <= len(x) {
+			return bytes.Equal(x[:sum], y[:sum]) && bytes.Equal(x[sum+2:], y[sum+2:])
+		}
+		return bytes.Equal(x, y)
+	}
 	if !bytes.Equal(x[:4], y[:4]) || !bytes.Equal(x[6:10], y[6:10]) {
 		return false
 	}
@@ -462,17 +474,29 @@ func SentMatches(want, got *record.Event) bool {
 // ipv4Fixed is the part of an IPv4 header before its addresses.
 const ipv4Fixed = 12
 
-// checksumAt is the offset of an IPv4 packet's TCP or UDP checksum, or 0.
+// checksumAt is the offset of an IP packet's TCP or UDP checksum, or 0;
+// pkt may be a recording's headers only.
 func checksumAt(pkt []byte) int {
-	if len(pkt) < ipv4HeaderLen {
+	var proto uint8
+	var off int
+	switch {
+	case len(pkt) >= ipv6HeaderLen && pkt[0]>>4 == 6:
+		var d Drops
+		c := walkIPv6(pkt, &d)
+		if c.drop != nil {
+			return 0
+		}
+		proto, off = c.proto, c.off
+	case len(pkt) >= ipv4HeaderLen:
+		proto, off = pkt[9], int(pkt[0]&0x0f)*4
+	default:
 		return 0
 	}
-	hl := int(pkt[0]&0x0f) * 4
-	switch pkt[9] {
+	switch proto {
 	case protoTCP:
-		return hl + 16
+		return off + 16
 	case protoUDP:
-		return hl + 6
+		return off + 6
 	}
 	return 0
 }

@@ -21,11 +21,15 @@ import (
 
 // Config configures a Stack.
 type Config struct {
-	// Device is the link the stack sends and receives IPv4 packets on. Required.
+	// Device is the link the stack sends and receives IP packets on. Required.
 	// The stack closes it on Close.
 	Device tun.Device
 	// Addr is the stack's IPv4 address. Required.
 	Addr netip.Addr
+	// Addr6 is the stack's IPv6 address. Optional: without it the stack
+	// speaks IPv4 only. It needs a device MTU of at least 1280 (RFC 8200
+	// 5); TCP's MSS over IPv6 is the MTU less 60 (tcp.Config.MSS6).
+	Addr6 netip.Addr
 	// Prefix is the link's IPv4 prefix, containing Addr (e.g. 198.18.0.0/24).
 	// Optional: with it, packets from the prefix's broadcast address are
 	// dropped as martians (see Drops.MartianBroadcast), as Linux does.
@@ -36,7 +40,8 @@ type Config struct {
 	// Clock is the wheel's clock. Nil means the monotonic clock. NewManual
 	// needs a *timer.ManualClock.
 	Clock timer.Clock
-	// TCP configures every connection. A zero MSS means the device's MTU less 40.
+	// TCP configures every connection. A zero MSS means the device's MTU less
+	// 40, and then a zero MSS6 the MTU less 60.
 	TCP tcp.Config
 	// Backlog bounds each listener's half-open connections and its queue of
 	// connections waiting for Accept. Zero means tcp.DefaultBacklog.
@@ -212,8 +217,16 @@ func newStack(cfg Config) (*Stack, error) {
 	if mtu < 68 {
 		return nil, fmt.Errorf("%w: device MTU %d is below IPv4's 68", ErrConfig, mtu)
 	}
+	if cfg.Addr6.IsValid() {
+		if err := checkAddr6(cfg.Addr6, mtu); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.TCP.MSS == 0 {
 		cfg.TCP.MSS = mtu - ipv4HeaderLen - tcp.HeaderMinSize
+		if cfg.TCP.MSS6 == 0 && mtu >= ipv6MinMTU {
+			cfg.TCP.MSS6 = mtu - ipv6HeaderLen - tcp.HeaderMinSize
+		}
 	}
 	if err := cfg.TCP.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -548,22 +561,23 @@ func (s *Stack) flushAcks() {
 	s.fills = s.fills[:0]
 }
 
-// sendSegment wraps the segment in an IPv4 header and writes the packet to the
-// device. It runs on the loop.
+// sendSegment wraps the segment in an IPv4 or IPv6 header and writes the
+// packet to the device. It runs on the loop.
 func (s *Stack) sendSegment(id tcp.ID, seg *tcp.Segment) {
-	n := ipv4HeaderLen + seg.EncodedLen()
+	hl := ipHeaderLen(id.Local.Addr())
+	n := hl + seg.EncodedLen()
 	if n > len(s.obuf) {
 		s.counters.Drops.TooBig++
 		return
 	}
 	b := s.obuf[:n]
-	if _, err := seg.Encode(b[ipv4HeaderLen:]); err != nil {
+	if _, err := seg.Encode(b[hl:]); err != nil {
 		s.counters.Drops.EncodeError++
 		return
 	}
-	tcp.SetChecksum(id.Local.Addr(), id.Remote.Addr(), b[ipv4HeaderLen:])
-	s.writeIPv4(b, id.Local.Addr(), id.Remote.Addr(), protoTCP)
 	s.counters.SegmentsOut++
+	tcp.SetChecksum(id.Local.Addr(), id.Remote.Addr(), b[hl:])
+	s.writeIP(b, id.Local.Addr(), id.Remote.Addr(), protoTCP)
 }
 
 // listenPort and releasePort keep the count of users of a local port.
@@ -581,7 +595,7 @@ func (s *Stack) ephemeralPort(remote netip.AddrPort) (uint16, bool) {
 		if _, ok := s.listeners[p]; ok {
 			return false
 		}
-		_, ok := s.conns[tcp.ID{Local: netip.AddrPortFrom(s.cfg.Addr, p), Remote: remote}]
+		_, ok := s.conns[tcp.ID{Local: netip.AddrPortFrom(s.localFor(remote.Addr()), p), Remote: remote}]
 		return !ok
 	})
 }

@@ -26,10 +26,16 @@ var (
 // pair returns two stacks joined by an in-memory link.
 func pair(t testing.TB, cfg Config) (a, b *Stack) {
 	t.Helper()
+	return pairWith(t, cfg, netip.Addr{}, netip.Addr{})
+}
+
+// pairWith is pair with the IPv6 addresses a6 and b6 (or none).
+func pairWith(t testing.TB, cfg Config, a6, b6 netip.Addr) (a, b *Stack) {
+	t.Helper()
 	da, db := tuntest.Pipe(1500)
 	ca, cb := cfg, cfg
-	ca.Device, ca.Addr = da, addrA
-	cb.Device, cb.Addr = db, addrB
+	ca.Device, ca.Addr, ca.Addr6 = da, addrA, a6
+	cb.Device, cb.Addr, cb.Addr6 = db, addrB, b6
 	var err error
 	if a, err = New(ca); err != nil {
 		t.Fatal(err)
@@ -44,6 +50,13 @@ func pair(t testing.TB, cfg Config) (a, b *Stack) {
 
 func dialPair(t testing.TB, a, b *Stack) (client, server net.Conn) {
 	t.Helper()
+	return dialPairTo(t, a, b, "tcp", "198.18.0.2:7")
+}
+
+// dialPairTo is dialPair dialling address over network, to b's dual-stack
+// listener on port 7.
+func dialPairTo(t testing.TB, a, b *Stack, network, address string) (client, server net.Conn) {
+	t.Helper()
 	ln, err := b.Listen("tcp", ":7")
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +70,7 @@ func dialPair(t testing.TB, a, b *Stack) (client, server net.Conn) {
 	}
 	ch := make(chan res, 1)
 	go func() { c, err := ln.Accept(); ch <- res{c, err} }()
-	client, err = a.DialContext(ctx, "tcp", "198.18.0.2:7")
+	client, err = a.DialContext(ctx, network, address)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -180,12 +193,25 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestNetConnConformance(t *testing.T) {
-	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-		a, b := pair(t, Config{})
-		c1, c2 = dialPair(t, a, b)
-		stop = func() { c1.Close(); c2.Close(); a.Close(); b.Close() }
-		return c1, c2, stop, nil
-	})
+	for _, tc := range []struct {
+		name, network, addr string
+		a6, b6              netip.Addr
+	}{
+		{"IPv4", "tcp", "198.18.0.2:7", netip.Addr{}, netip.Addr{}},
+		{"IPv6", "tcp6", "[2001:db8::2]:7", addr6A, addr6B},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
+				a, b := pairWith(t, Config{}, tc.a6, tc.b6)
+				c1, c2 = dialPairTo(t, a, b, tc.network, tc.addr)
+				if want := netip.MustParseAddrPort(tc.addr).Addr(); c2.LocalAddr().(*net.TCPAddr).AddrPort().Addr() != want {
+					t.Fatalf("server's address %v, want %v", c2.LocalAddr(), want)
+				}
+				stop = func() { c1.Close(); c2.Close(); a.Close(); b.Close() }
+				return c1, c2, stop, nil
+			})
+		})
+	}
 }
 
 func TestKeepAliveSetters(t *testing.T) {

@@ -20,6 +20,7 @@ type Counters struct {
 	DatagramsIn, DatagramsOut uint64
 	PortUnreachables          uint64 // ICMP port unreachable sent for UDP to a closed port
 	UnreachablesIn            uint64 // ICMP port unreachable received for a connected UDP socket (its read fails: ECONNREFUSED)
+	ParamProblems             uint64 // ICMPv6 parameter problems sent (RFC 8200 4: unknown headers, options, next headers)
 	DeviceErrors              uint64 // failed reads and writes of the device
 	Drops                     Drops
 }
@@ -31,7 +32,7 @@ type Counters struct {
 type Drops struct {
 	Truncated     uint64 // longer than the device's MTU
 	BadIPHeader   uint64
-	NotIPv4       uint64
+	NotIPv4       uint64 // neither IPv4 nor IPv6 (also IPv6 to a stack without an IPv6 address)
 	BadIPChecksum uint64
 	NotForUs      uint64
 	Fragment      uint64
@@ -40,9 +41,10 @@ type Drops struct {
 	MartianBroadcast uint64 // 255.255.255.255, or the subnet broadcast of Config.Prefix
 	MartianMulticast uint64 // 224.0.0.0/4
 	MartianReserved  uint64 // 240.0.0.0/4 (class E)
-	MartianZeroNet   uint64 // 0.0.0.0/8
-	MartianLoopback  uint64 // 127.0.0.0/8
+	MartianZeroNet   uint64 // 0.0.0.0/8, or IPv6's ::
+	MartianLoopback  uint64 // 127.0.0.0/8, or ::1
 	MartianLand      uint64 // our own address
+	MartianV4Mapped  uint64 // an IPv4-mapped IPv6 address (::ffff:0:0/96)
 	UnknownProtocol  uint64
 	BadTCPChecksum   uint64
 	BadTCPHeader     uint64
@@ -58,6 +60,16 @@ type Drops struct {
 	TooBig           uint64 // an outgoing packet larger than the MTU
 	EncodeError      uint64
 	DeviceWrite      uint64 // outgoing packets the device failed to write (also in DeviceErrors)
+	// IPv6's extension headers (ipv6.go, RFC 8200 4); its fragments are
+	// counted in Fragment, its martians above.
+	IPv6BadExtHeader  uint64 // truncated or malformed, or more than 7 bytes of padding in a row
+	IPv6ExtChain      uint64 // more than maxExtHeaders (8) extension headers
+	IPv6UnknownHeader uint64 // a Hop-by-Hop header not first, or a routing header with segments left: answered with a parameter problem
+	IPv6UnknownOption uint64 // an unknown option whose type says to discard the packet (some answered with a parameter problem)
+	IPv6NoNextHeader  uint64 // next header 59: nothing after the headers
+	// NeighborDiscovery counts ICMPv6 neighbour and router discovery and
+	// MLD messages, dropped quietly: a TUN has no link layer.
+	NeighborDiscovery uint64
 }
 
 // Stats is a snapshot of the stack: its counters, the TCP counters summed over

@@ -13,7 +13,6 @@ import (
 
 	"github.com/tcpwheel/tcpwheel/stack/record"
 	"github.com/tcpwheel/tcpwheel/tcp"
-	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
@@ -44,6 +43,7 @@ const (
 type UDPConn struct {
 	s      *Stack
 	port   uint16
+	net    uint8          // the IP versions it takes: netBoth, net4 or net6 (ipv6.go)
 	remote netip.AddrPort // connected: the only peer; else the zero AddrPort
 	laddr  *net.UDPAddr
 	raddr  net.Addr // a *net.UDPAddr when connected, else nil
@@ -75,20 +75,25 @@ func (s *Stack) newUDPConn() *UDPConn {
 }
 
 // ListenUDP opens an unconnected UDP socket on the stack's address. network
-// must be "udp" or "udp4"; address is ":port" or "addr:port" with the
-// stack's own address, or port 0 for an ephemeral port.
+// must be "udp" (IPv4 and IPv6), "udp4" or "udp6"; address is ":port" or
+// "addr:port" with one of the stack's own addresses (which restricts it to
+// that address's IP version), or port 0 for an ephemeral port.
 func (s *Stack) ListenUDP(network, address string) (*UDPConn, error) {
 	fail := func(err error) error {
 		return &net.OpError{Op: "listen", Net: network, Err: err}
 	}
-	if network != "udp" && network != "udp4" {
+	n, ok := netOf(network, "udp")
+	if !ok {
 		return nil, fail(net.UnknownNetworkError(network))
 	}
 	port, err := s.localPort(address)
+	if err == nil {
+		n, err = s.localNet(n, address)
+	}
 	if err != nil {
 		return nil, fail(err)
 	}
-	u, err := s.openUDP(port, netip.AddrPort{})
+	u, err := s.openUDP(port, n, netip.AddrPort{})
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -106,35 +111,40 @@ func (s *Stack) ListenPacket(network, address string) (net.PacketConn, error) {
 }
 
 // DialUDP opens a UDP socket on an ephemeral port connected to address
-// ("ip:port", IPv4; no name resolution), as net.DialUDP does: it sends
-// nothing, takes datagrams from address only, and its Read and Write need
-// no address. network must be "udp" or "udp4". DialContext with "udp"
-// returns it as a net.Conn.
+// ("ip:port", IPv4 or IPv6; no name resolution), as net.DialUDP does: it
+// sends nothing, takes datagrams from address only, and its Read and Write
+// need no address. network must be "udp", "udp4" or "udp6". DialContext
+// with "udp" returns it as a net.Conn.
 func (s *Stack) DialUDP(network, address string) (*UDPConn, error) {
 	fail := func(raddr net.Addr, err error) error {
 		return &net.OpError{Op: "dial", Net: network, Addr: raddr, Err: err}
 	}
-	if network != "udp" && network != "udp4" {
+	n, ok := netOf(network, "udp")
+	if !ok {
 		return nil, fail(nil, net.UnknownNetworkError(network))
 	}
 	ap, err := parseRemote(address)
+	if err == nil {
+		err = s.checkRemote(n, ap)
+	}
 	if err != nil {
 		if !ap.IsValid() {
 			return nil, fail(nil, err)
 		}
 		return nil, fail(net.UDPAddrFromAddrPort(ap), err)
 	}
-	u, err := s.openUDP(0, ap)
+	u, err := s.openUDP(0, n, ap)
 	if err != nil {
 		return nil, fail(net.UDPAddrFromAddrPort(ap), err)
 	}
 	return u, nil
 }
 
-// openUDP opens a socket on port (0: an ephemeral one), connected to remote
-// if it is valid.
-func (s *Stack) openUDP(port uint16, remote netip.AddrPort) (*UDPConn, error) {
+// openUDP opens a socket on port (0: an ephemeral one) for the IP versions
+// n, connected to remote if it is valid.
+func (s *Stack) openUDP(port uint16, n uint8, remote netip.AddrPort) (*UDPConn, error) {
 	u := s.newUDPConn()
+	u.net = n
 	var oerr error
 	if s.do(func() {
 		p := port
@@ -168,10 +178,20 @@ func (s *Stack) udpOpen(u *UDPConn, p uint16, remote netip.AddrPort) error {
 		return fmt.Errorf("UDP port %d: address already in use", p)
 	}
 	local := netip.AddrPortFrom(s.cfg.Addr, p)
-	if remote.IsValid() {
+	switch {
+	case remote.IsValid():
+		local = netip.AddrPortFrom(s.localFor(remote.Addr()), p)
 		s.note(record.UDPDial, tcp.ID{Local: local, Remote: remote}, 0)
 		u.raddr = net.UDPAddrFromAddrPort(remote)
-	} else {
+	case u.net != netBoth:
+		if u.net == net6 {
+			local = netip.AddrPortFrom(s.cfg.Addr6, p)
+		}
+		if s.rec != nil {
+			s.hasSendAt = false
+			s.rec.Event(&record.Event{Kind: record.UDPOpenNet, T: s.wheel.Now(), Port: p, N: int64(u.net)})
+		}
+	default:
 		s.notePort(record.UDPOpen, p, nil)
 	}
 	u.port, u.remote, u.laddr = p, remote, net.UDPAddrFromAddrPort(local)
@@ -181,7 +201,8 @@ func (s *Stack) udpOpen(u *UDPConn, p uint16, remote netip.AddrPort) error {
 
 // handleUDP checks a datagram (RFC 768) and queues it on the socket of its
 // port, or answers a datagram to a closed port with an ICMP port
-// unreachable. ipHdr is the packet's IPv4 header, for the ICMP's quote.
+// unreachable. ipHdr is the packet's IP header (IPv6: and extension
+// headers), for the ICMP's quote.
 func (s *Stack) handleUDP(src, dst netip.Addr, ipHdr, b []byte) {
 	d := &s.counters.Drops
 	if len(b) < udpHeaderLen {
@@ -202,7 +223,7 @@ func (s *Stack) handleUDP(src, dst netip.Addr, ipHdr, b []byte) {
 		return
 	}
 	from := netip.AddrPortFrom(src, u.SourcePort())
-	if c := s.udp[u.DestinationPort()]; c != nil && (!c.remote.IsValid() || c.remote == from) {
+	if c := s.udp[u.DestinationPort()]; c != nil && (!c.remote.IsValid() && takes(c.net, dst) || c.remote == from) {
 		if !c.deliver(from, u.Payload()) {
 			d.UDPQueueFull++
 			return
@@ -212,12 +233,6 @@ func (s *Stack) handleUDP(src, dst netip.Addr, ipHdr, b []byte) {
 	}
 	d.UDPNoPort++
 	s.portUnreachable(src, dst, ipHdr, b)
-}
-
-// pseudoHeader is the checksum of the IPv4 pseudo-header of a transport
-// segment of n bytes (RFC 768, RFC 9293 3.1).
-func pseudoHeader(proto uint8, src, dst netip.Addr, n int) uint16 {
-	return header.PseudoHeaderChecksum(tcpip.TransportProtocolNumber(proto), tcpip.AddrFrom4(src.As4()), tcpip.AddrFrom4(dst.As4()), uint16(n))
 }
 
 // deliver queues a datagram for the application, unless the queue is full.
@@ -237,27 +252,30 @@ func (u *UDPConn) deliver(from netip.AddrPort, p []byte) bool {
 // sendUDP sends a datagram from our port to dst, which the caller checked
 // (checkDest; at most maxUDPPayload bytes). It runs on the loop.
 func (s *Stack) sendUDP(port uint16, dst netip.AddrPort, p []byte) {
-	n := ipv4HeaderLen + udpHeaderLen + len(p)
+	src, hl := s.localFor(dst.Addr()), ipHeaderLen(dst.Addr())
+	n := hl + udpHeaderLen + len(p)
 	if n > len(s.obuf) {
 		s.counters.Drops.TooBig++
 		return
 	}
 	b := s.obuf[:n]
-	u := header.UDP(b[ipv4HeaderLen:])
+	u := header.UDP(b[hl:])
 	u.Encode(&header.UDPFields{SrcPort: port, DstPort: dst.Port(), Length: uint16(len(u))})
 	copy(u.Payload(), p)
-	sum := ^checksum.Checksum(u, pseudoHeader(protoUDP, s.cfg.Addr, dst.Addr(), len(u)))
+	sum := ^checksum.Checksum(u, pseudoHeader(protoUDP, src, dst.Addr(), len(u)))
 	if sum == 0 {
 		sum = 0xffff // zero means no checksum (RFC 768): send its other form
 	}
 	u.SetChecksum(sum)
 	s.counters.DatagramsOut++
-	s.writeIPv4(b, s.cfg.Addr, dst.Addr(), protoUDP)
+	s.writeIP(b, src, dst.Addr(), protoUDP)
 }
 
-// maxUDPPayload is the largest datagram payload the stack sends: it does not
-// fragment, so the datagram must fit the MTU.
-func (s *Stack) maxUDPPayload() int { return len(s.obuf) - ipv4HeaderLen - udpHeaderLen }
+// maxUDPPayload is the largest datagram payload the stack sends to a: it
+// does not fragment, so the datagram must fit the MTU.
+func (s *Stack) maxUDPPayload(a netip.Addr) int {
+	return len(s.obuf) - ipHeaderLen(a) - udpHeaderLen
+}
 
 // portUnreachable answers a UDP datagram to a closed port with an ICMP
 // destination unreachable, code 3 (RFC 792; RFC 1122 3.2.2.1, 4.1.3.1),
@@ -265,8 +283,12 @@ func (s *Stack) maxUDPPayload() int { return len(s.obuf) - ipv4HeaderLen - udpHe
 // multicast destination or a martian source (RFC 1122 3.2.2), and at most
 // as often as the ICMP rate limit (icmpLimiter) lets it.
 func (s *Stack) portUnreachable(src, dst netip.Addr, ipHdr, udp []byte) {
-	if dst != s.cfg.Addr || s.martianSource(src) != nil {
+	if dst != s.localFor(dst) || s.martianSource(src) != nil {
 		return // for another address (a broadcast, a multicast group), or from no one
+	}
+	if dst.Is6() {
+		s.portUnreachable6(ipHdr, udp) // icmp6.go
+		return
 	}
 	if !s.icmpLimit.allow(s.wheel.Now(), src) {
 		s.counters.Drops.ICMPRateLimited++
@@ -305,8 +327,13 @@ func (s *Stack) udpRefused(quote []byte) bool {
 		return false
 	}
 	u := header.UDP(quote[hl:])
-	c := s.udp[u.SourcePort()]
-	to := netip.AddrPortFrom(netip.AddrFrom4(ip.DestinationAddress().As4()), u.DestinationPort())
+	return s.refuseUDP(u.SourcePort(), netip.AddrPortFrom(netip.AddrFrom4(ip.DestinationAddress().As4()), u.DestinationPort()))
+}
+
+// refuseUDP fails the next read of the socket on port if it is connected
+// to `to`, and reports whether it did.
+func (s *Stack) refuseUDP(port uint16, to netip.AddrPort) bool {
+	c := s.udp[port]
 	if c == nil || !c.remote.IsValid() || c.remote != to {
 		return false
 	}
@@ -452,7 +479,10 @@ func (u *UDPConn) send(p []byte, to netip.AddrPort) (int, error) {
 	if err := u.s.checkDest(to); err != nil {
 		return 0, u.opErr("write", addr, err)
 	}
-	if len(p) > u.s.maxUDPPayload() {
+	if !u.remote.IsValid() && !takes(u.net, to.Addr()) {
+		return 0, u.opErr("write", addr, syscall.EAFNOSUPPORT)
+	}
+	if len(p) > u.s.maxUDPPayload(to.Addr()) {
 		return 0, u.opErr("write", addr, syscall.EMSGSIZE)
 	}
 	var err error
@@ -466,12 +496,14 @@ func (u *UDPConn) send(p []byte, to netip.AddrPort) (int, error) {
 }
 
 // checkDest refuses what a kernel socket without SO_BROADCAST refuses: a
-// broadcast destination (EACCES); and a destination that is not IPv4 with a
-// port (EINVAL).
+// broadcast destination (EACCES); a destination that is not IPv4 or (if
+// the stack has an IPv6 address) unicast IPv6 with a port (EINVAL).
 func (s *Stack) checkDest(to netip.AddrPort) error {
 	a := to.Addr()
 	switch {
-	case !a.Is4() || to.Port() == 0 || a.IsUnspecified():
+	case a.Is6() && s.checkRemote(netBoth, to) != nil:
+		return syscall.EINVAL
+	case !a.IsValid() || to.Port() == 0 || a.IsUnspecified():
 		return syscall.EINVAL
 	case a == limitedBroadcast || a == s.subnetBroadcast:
 		return syscall.EACCES
@@ -488,7 +520,7 @@ func (u *UDPConn) sendLoop(to netip.AddrPort, p []byte) error {
 	s := u.s
 	if s.rec != nil {
 		s.hasSendAt = false
-		s.rec.Event(&record.Event{Kind: record.UDPSend, T: s.wheel.Now(), Local: u.laddr.AddrPort(), Remote: to, Data: p})
+		s.rec.Event(&record.Event{Kind: record.UDPSend, T: s.wheel.Now(), Local: netip.AddrPortFrom(s.localFor(to.Addr()), u.port), Remote: to, Data: p})
 	}
 	s.sendUDP(u.port, to, p)
 	return nil
@@ -572,12 +604,16 @@ func (u *UDPConn) SetReadDeadline(t time.Time) error { u.rd.set(t); return nil }
 func (u *UDPConn) SetWriteDeadline(t time.Time) error { u.wd.set(t); return nil }
 
 // udpChecksumOK checks a UDP datagram's checksum (b: header and payload, its
-// length field's worth); a zero checksum is none (RFC 768; allowed over IPv4).
+// length field's worth); a zero checksum is none (RFC 768; allowed over
+// IPv4, not over IPv6: RFC 8200 8.1).
 func udpChecksumOK(src, dst netip.Addr, b []byte) bool {
 	u := header.UDP(b)
 	n := int(u.Length())
 	if n < udpHeaderLen || n > len(b) {
 		return false
 	}
-	return u.Checksum() == 0 || checksum.Checksum(b[:n], pseudoHeader(protoUDP, src, dst, n)) == 0xffff
+	if u.Checksum() == 0 {
+		return src.Is4()
+	}
+	return checksum.Checksum(b[:n], pseudoHeader(protoUDP, src, dst, n)) == 0xffff
 }

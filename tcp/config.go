@@ -98,7 +98,11 @@ const (
 // accepts). The zero value of each field means its default; use the Disable*
 // booleans to turn the default-on options off.
 type Config struct {
-	MSS        int // the MSS we announce (receive side); default 1460
+	MSS int // the MSS we announce (receive side) over IPv4; default 1460
+	// MSS6 is the MSS announced over IPv6 (a connection whose local address
+	// is IPv6): zero means MSS less 20, the IPv6 header's extra bytes (RFC
+	// 8200: MSS = MTU - 60).
+	MSS6       int
 	SendBuffer int // bytes; bounds Write
 	RecvBuffer int // bytes; the receive window
 
@@ -193,6 +197,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.MSS == 0 {
 		cfg.MSS = 1460
 	}
+	if cfg.MSS6 == 0 {
+		cfg.MSS6 = max(cfg.MSS-20, 64)
+	}
 	if cfg.SendBuffer == 0 {
 		cfg.SendBuffer = DefaultSendBuffer
 	}
@@ -236,8 +243,8 @@ func (cfg Config) withDefaults() Config {
 func (cfg Config) Validate() error {
 	c := cfg.withDefaults()
 	switch {
-	case c.MSS < 64 || c.MSS > 65535:
-		return fmt.Errorf("%w: MSS %d", ErrInvalidConfig, c.MSS)
+	case c.MSS < 64 || c.MSS > 65535 || c.MSS6 < 64 || c.MSS6 > 65535:
+		return fmt.Errorf("%w: MSS %d (IPv6 %d)", ErrInvalidConfig, c.MSS, c.MSS6)
 	case c.SendBuffer < 0 || c.RecvBuffer < 0:
 		return fmt.Errorf("%w: negative buffer size", ErrInvalidConfig)
 	case c.RecvBuffer > 1<<30 || c.SendBuffer > 1<<30:
@@ -268,4 +275,13 @@ func NewISN() ISNFunc {
 		h.Write([]byte{byte(id.Local.Port() >> 8), byte(id.Local.Port()), byte(id.Remote.Port() >> 8), byte(id.Remote.Port())})
 		return seqnum.Value(uint32(h.Sum64()) + off + uint32(now/(4*time.Microsecond))) // RFC 6528 3
 	}
+}
+
+// forID is cfg (with its defaults) for the connection id: over IPv6 its MSS
+// is MSS6.
+func (cfg Config) forID(id ID) Config {
+	if a := id.Local.Addr(); a.Is6() && !a.Is4In6() {
+		cfg.MSS = cfg.MSS6
+	}
+	return cfg
 }

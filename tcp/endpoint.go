@@ -74,6 +74,7 @@ func Dial(w Timers, out Output, id ID, cfg Config) (*Endpoint, error) {
 // newEndpoint returns an endpoint for id in CLOSED whose initial send
 // sequence number is iss.
 func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *Endpoint {
+	cfg = cfg.forID(id)
 	e := &Endpoint{id: id, cfg: cfg, w: w, out: out}
 	if !cfg.DisableAckCoalescing {
 		e.holder, _ = out.(AckHolder)

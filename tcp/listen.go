@@ -235,7 +235,8 @@ func (l *Listener) notePressure() {
 // carries the SYN's options, and, without timestamps, the options but the MSS
 // (Linux's tcp_clear_options).
 func (l *Listener) sendCookie(id ID, seg *Segment) {
-	cfg, o, now := &l.epCfg, &seg.Options, l.w.Now()
+	epCfg := l.epCfg.forID(id)
+	cfg, o, now := &epCfg, &seg.Options, l.w.Now()
 	peerMSS := DefaultMSS
 	if o.HasMSS && o.MSS > 0 {
 		peerMSS = int(o.MSS)

@@ -173,8 +173,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 // serve brings everything up, runs until ctx ends, and takes everything down
 // again, whatever failed on the way.
 func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
+	// IPv6 beside IPv4, on a link that can carry it (RFC 8200 5): the
+	// kernel 2001:db8::1/64, the stack 2001:db8::2 (testbed.Config.Addrs6).
+	ipv6 := cfg.mtu == 0 || cfg.mtu >= 1280
 	bed, err := testbed.New(testbed.Config{
-		Namespace: cfg.netns, Link: cfg.link, Peer: cfg.peer, Stack: cfg.addr, MTU: cfg.mtu,
+		Namespace: cfg.netns, Link: cfg.link, Peer: cfg.peer, Stack: cfg.addr, MTU: cfg.mtu, IPv6: ipv6,
 		Impair: impair.Config{Seed: cfg.seed, EgressLoss: cfg.loss, IngressLoss: cfg.loss},
 	})
 	if err != nil {
@@ -185,7 +188,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 			err = fmt.Errorf("run: cleaning up: %w", cerr)
 		}
 	}()
-	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog}
+	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Addr6: bed.StackAddr6, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog}
 	scfg.Logger = cfg.logger
 	if cfg.rt {
 		scfg.RealTime = rtPriority
@@ -225,8 +228,13 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 	if cfg.rt {
 		rt = fmt.Sprintf(", loop thread SCHED_FIFO %d", rtPriority)
 	}
-	fmt.Fprintf(stdout, "tcpwheel ready: stack %v on %s, kernel side %v in network namespace %q (tick %v, loss %g%s)\n",
-		cfg.addr, cfg.link, cfg.peer, cfg.netns, cfg.tick, cfg.loss, rt)
+	stackAddrs, kernelAddrs := cfg.addr.String(), cfg.peer.String()
+	if ipv6 {
+		stackAddrs += " and " + bed.StackAddr6.String()
+		kernelAddrs += " and " + netip.PrefixFrom(bed.KernelAddr6, 64).String()
+	}
+	fmt.Fprintf(stdout, "tcpwheel ready: stack %s on %s, kernel side %s in network namespace %q (tick %v, loss %g%s)\n",
+		stackAddrs, cfg.link, kernelAddrs, cfg.netns, cfg.tick, cfg.loss, rt)
 	// The hints say sudo to whoever came through sudo; a root shell needs none.
 	sudo := ""
 	if os.Getenv("SUDO_USER") != "" {
@@ -235,6 +243,9 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 	fmt.Fprintf(stdout, "  try: %sip netns exec %s curl http://%v/\n", sudo, cfg.netns, cfg.addr)
 	fmt.Fprintf(stdout, "       %sip netns exec %s curl -o /dev/null http://%v/bytes/100000000\n", sudo, cfg.netns, cfg.addr)
 	fmt.Fprintf(stdout, "       %sip netns exec %s ping -c 3 %v\n", sudo, cfg.netns, cfg.addr)
+	if ipv6 {
+		fmt.Fprintf(stdout, "       %sip netns exec %s curl http://[%v]/    (IPv6; also ping -6 -c 3 %v)\n", sudo, cfg.netns, bed.StackAddr6, bed.StackAddr6)
+	}
 	fmt.Fprintf(stdout, "       echo hello | %sip netns exec %s nc -q1 %v 7\n", sudo, cfg.netns, cfg.addr)
 	fmt.Fprintf(stdout, "       echo hello | %sip netns exec %s nc -u -q1 %v 7    (UDP echo)\n", sudo, cfg.netns, cfg.addr)
 	if cfg.pcap != "" {

@@ -45,6 +45,11 @@ type Config struct {
 	Peer  netip.Prefix
 	Stack netip.Addr
 
+	// IPv6 gives the kernel side an IPv6 address too: 2001:db8:0:N::1/64
+	// (N the Subnet), usable at once (no DAD), the stack's 2001:db8:0:N::2
+	// (Bed.KernelAddr6, Bed.StackAddr6).
+	IPv6 bool
+
 	// MTU of the link; 0 means tun.DefaultMTU.
 	MTU int
 
@@ -83,6 +88,9 @@ type Bed struct {
 	// KernelAddr is the kernel's address in the namespace, and StackAddr
 	// the stack's.
 	KernelAddr, StackAddr netip.Addr
+	// KernelAddr6 and StackAddr6 are the IPv6 addresses with Config.IPv6,
+	// else the zero Addr.
+	KernelAddr6, StackAddr6 netip.Addr
 
 	closeOnce sync.Once
 	closeErr  error
@@ -113,7 +121,12 @@ func New(cfg Config) (_ *Bed, err error) {
 			b.Close()
 		}
 	}()
-	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, MTU: cfg.MTU}); err != nil {
+	var peer6 netip.Prefix
+	if cfg.IPv6 {
+		peer6, b.StackAddr6 = cfg.Addrs6()
+		b.KernelAddr6 = peer6.Addr()
+	}
+	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, PeerAddr6: peer6, MTU: cfg.MTU}); err != nil {
 		return nil, err
 	}
 	if b.Imp, err = impair.Wrap(b.Att.Dev, cfg.Impair); err != nil {
@@ -148,6 +161,15 @@ func (cfg *Config) Addrs() (netip.Prefix, netip.Addr, error) {
 		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("testbed: stack address %v must be another address inside %v: %w", stackAddr, peer, tun.ErrInvalidConfig)
 	}
 	return peer, stackAddr, nil
+}
+
+// Addrs6 returns the IPv6 addresses of a bed made from cfg with IPv6: the
+// kernel side's, 2001:db8:0:N::1/64, and the stack's, 2001:db8:0:N::2.
+func (cfg *Config) Addrs6() (netip.Prefix, netip.Addr) {
+	a := [16]byte{0x20, 0x01, 0x0d, 0xb8, 6: 0, 7: cfg.Subnet, 15: 1}
+	peer := netip.PrefixFrom(netip.AddrFrom16(a), 64)
+	a[15] = 2
+	return peer, netip.AddrFrom16(a)
 }
 
 // Namespace is the name of the bed's network namespace (`ip netns`).
@@ -194,6 +216,15 @@ func (b *Bed) StackAddrPort(port int) string {
 // before listen, so that accepted connections inherit it (and their window
 // scale follows it).
 func (b *Bed) KernelListen(ctx context.Context, port, rcvbuf int) (*net.TCPListener, error) {
+	return b.kernelListen(ctx, "tcp4", b.KernelAddrPort(port), rcvbuf)
+}
+
+// KernelListen6 is KernelListen on the kernel's IPv6 address (Config.IPv6).
+func (b *Bed) KernelListen6(ctx context.Context, port, rcvbuf int) (*net.TCPListener, error) {
+	return b.kernelListen(ctx, "tcp6", net.JoinHostPort(b.KernelAddr6.String(), strconv.Itoa(port)), rcvbuf)
+}
+
+func (b *Bed) kernelListen(ctx context.Context, network, address string, rcvbuf int) (*net.TCPListener, error) {
 	lc := net.ListenConfig{}
 	if rcvbuf > 0 {
 		lc.Control = func(network, address string, c syscall.RawConn) error {
@@ -208,7 +239,7 @@ func (b *Bed) KernelListen(ctx context.Context, port, rcvbuf int) (*net.TCPListe
 	}
 	var ln net.Listener
 	err := b.Do(func() (err error) {
-		ln, err = lc.Listen(ctx, "tcp4", b.KernelAddrPort(port))
+		ln, err = lc.Listen(ctx, network, address)
 		return err
 	})
 	if err != nil {
@@ -221,13 +252,22 @@ func (b *Bed) KernelListen(ctx context.Context, port, rcvbuf int) (*net.TCPListe
 // control, if not nil, runs on the socket before connect. ctx bounds the
 // connect only.
 func (b *Bed) KernelDial(ctx context.Context, port int, control func(fd uintptr)) (*net.TCPConn, error) {
+	return b.kernelDial(ctx, "tcp4", b.StackAddrPort(port), control)
+}
+
+// KernelDial6 is KernelDial to the stack's IPv6 address (Config.IPv6).
+func (b *Bed) KernelDial6(ctx context.Context, port int, control func(fd uintptr)) (*net.TCPConn, error) {
+	return b.kernelDial(ctx, "tcp6", net.JoinHostPort(b.StackAddr6.String(), strconv.Itoa(port)), control)
+}
+
+func (b *Bed) kernelDial(ctx context.Context, network, address string, control func(fd uintptr)) (*net.TCPConn, error) {
 	var c net.Conn
 	err := b.Do(func() (err error) {
 		d := net.Dialer{}
 		if control != nil {
 			d.Control = func(_, _ string, rc syscall.RawConn) error { return rc.Control(control) }
 		}
-		c, err = d.DialContext(ctx, "tcp4", b.StackAddrPort(port))
+		c, err = d.DialContext(ctx, network, address)
 		return err
 	})
 	if err != nil {

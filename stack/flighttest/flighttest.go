@@ -21,6 +21,9 @@ import (
 var (
 	DialerAddr   = netip.MustParseAddr("198.18.0.1")
 	ListenerAddr = netip.MustParseAddr("198.18.0.2")
+	// The IPv6 addresses of EchoIPv6.
+	DialerAddr6   = netip.MustParseAddr("2001:db8::1")
+	ListenerAddr6 = netip.MustParseAddr("2001:db8::2")
 )
 
 // Port is the listener's echo port.
@@ -32,13 +35,30 @@ const Port = 7
 // listener's recordings, both stacks closed.
 func Echo(t testing.TB, conns, size int) (dialer, listener []byte) {
 	t.Helper()
+	return echoOver(t, conns, size, false)
+}
+
+// EchoIPv6 is Echo over IPv6: the stacks have DialerAddr6 and
+// ListenerAddr6 too, and the dialer dials the listener's.
+func EchoIPv6(t testing.TB, conns, size int) (dialer, listener []byte) {
+	t.Helper()
+	return echoOver(t, conns, size, true)
+}
+
+func echoOver(t testing.TB, conns, size int, ipv6 bool) (dialer, listener []byte) {
+	t.Helper()
 	da, db := tuntest.Pipe(1500)
 	var ra, rb bytes.Buffer
-	a, err := stack.New(stack.Config{Device: da, Addr: DialerAddr, Record: &ra, RecordPayload: true})
+	to := ListenerAddr
+	var a6, b6 netip.Addr
+	if ipv6 {
+		to, a6, b6 = ListenerAddr6, DialerAddr6, ListenerAddr6
+	}
+	a, err := stack.New(stack.Config{Device: da, Addr: DialerAddr, Addr6: a6, Record: &ra, RecordPayload: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := stack.New(stack.Config{Device: db, Addr: ListenerAddr, Record: &rb, RecordPayload: true})
+	b, err := stack.New(stack.Config{Device: db, Addr: ListenerAddr, Addr6: b6, Record: &rb, RecordPayload: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +80,7 @@ func Echo(t testing.TB, conns, size int) (dialer, listener []byte) {
 		}
 	}()
 	for i := range conns {
-		if err := echo(a, bytes.Repeat([]byte{byte('a' + i%26)}, size)); err != nil {
+		if err := echo(a, to, bytes.Repeat([]byte{byte('a' + i%26)}, size)); err != nil {
 			t.Fatalf("connection %d: %v", i+1, err)
 		}
 	}
@@ -76,10 +96,10 @@ func Echo(t testing.TB, conns, size int) (dialer, listener []byte) {
 	return ra.Bytes(), rb.Bytes()
 }
 
-func echo(s *stack.Stack, msg []byte) error {
+func echo(s *stack.Stack, to netip.Addr, msg []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := s.DialContext(ctx, "tcp", netip.AddrPortFrom(ListenerAddr, Port).String())
+	c, err := s.DialContext(ctx, "tcp", netip.AddrPortFrom(to, Port).String())
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,10 @@ const (
 	UDPSend
 	// UDPClose: the application closed the UDP socket on Port, at T.
 	UDPClose
+	// UDPOpenNet: the application opened an unconnected UDP socket on Port
+	// for one IP version only, N (4 or 6: "udp4", "udp6"), at T; UDPOpen's
+	// takes both.
+	UDPOpenNet
 	numKinds
 )
 
@@ -85,6 +89,7 @@ var kindNames = [numKinds]string{
 	Close: "close", CloseWrite: "closewrite", Abort: "abort",
 	KeepAlive: "keepalive", StackClose: "stack-close", Captured: "captured",
 	UDPOpen: "udp-open", UDPDial: "udp-dial", UDPSend: "udp-send", UDPClose: "udp-close",
+	UDPOpenNet: "udp-open-net",
 }
 
 func (k Kind) String() string {
@@ -134,6 +139,8 @@ func (e *Event) String() string {
 		s += fmt.Sprintf(" port=%d full=%d", e.Port, e.N)
 	case Listen, ListenClose, UDPOpen, UDPClose:
 		s += fmt.Sprintf(" port=%d", e.Port)
+	case UDPOpenNet:
+		s += fmt.Sprintf(" port=%d ipv%d", e.Port, e.N)
 	case UDPDial:
 		s += fmt.Sprintf(" %v->%v", e.Local, e.Remote)
 	case UDPSend:
@@ -187,6 +194,7 @@ var layout = [numKinds]uint8{
 	UDPDial:     fT | fConn,
 	UDPSend:     fT | fConn | fData,
 	UDPClose:    fT | fPort,
+	UDPOpenNet:  fT | fPort | fN,
 }
 
 // appendEvent encodes a custom-block event.

@@ -21,10 +21,10 @@ var (
 
 func header() record.Header {
 	return record.Header{
-		Addr: addrA, Prefix: netip.MustParsePrefix("198.18.0.0/15"), MTU: 1500,
+		Addr: addrA, Addr6: netip.MustParseAddr("2001:db8::1"), Prefix: netip.MustParsePrefix("198.18.0.0/15"), MTU: 1500,
 		Tick: record.Duration(time.Millisecond), TTL: 64, Backlog: 128,
 		Origin: record.Duration(origin), Wall: wall,
-		TCP: record.TCP{MSS: 1460, SendBuffer: 1 << 20, RecvBuffer: 1 << 20,
+		TCP: record.TCP{MSS: 1460, MSS6: 1440, SendBuffer: 1 << 20, RecvBuffer: 1 << 20,
 			InitialRTO: record.Duration(time.Second), DelayedACK: record.Duration(40 * time.Millisecond)},
 	}
 }
@@ -50,6 +50,11 @@ func allKinds() []record.Event {
 		{Kind: record.Abort, T: origin + 7, Local: local, Remote: peer},
 		{Kind: record.KeepAlive, T: origin + 8, Local: local, Remote: peer, N: 1, Args: []int64{int64(15 * time.Second), int64(time.Second), 9}},
 		{Kind: record.StackClose, T: math.MinInt64},
+		{Kind: record.UDPOpen, T: origin + 9, Port: 53},
+		{Kind: record.UDPOpenNet, T: origin + 10, Port: 54, N: 6},
+		{Kind: record.UDPDial, T: origin + 11, Local: local, Remote: v6},
+		{Kind: record.UDPSend, T: origin + 12, Local: local, Remote: v6, Data: []byte("datagram")},
+		{Kind: record.UDPClose, T: origin + 13, Port: 54},
 	}
 }
 

@@ -52,6 +52,7 @@ type Header struct {
 	Recorder string       `json:"recorder"` // "tcpwheel"
 	Format   int          `json:"format"`
 	Addr     netip.Addr   `json:"addr"`
+	Addr6    netip.Addr   `json:"addr6,omitzero"` // the stack's IPv6 address, if it had one
 	Prefix   netip.Prefix `json:"prefix,omitzero"`
 	MTU      int          `json:"mtu"`
 	Tick     Duration     `json:"tick"`
@@ -78,6 +79,7 @@ const RecorderName = "tcpwheel"
 // filled in by the stack).
 type TCP struct {
 	MSS                  int      `json:"mss"`
+	MSS6                 int      `json:"mss6,omitempty"`
 	SendBuffer           int      `json:"send_buffer"`
 	RecvBuffer           int      `json:"recv_buffer"`
 	InitialRTO           Duration `json:"initial_rto"`

@@ -191,6 +191,32 @@ func parseIPv4TCP(b []byte) (Packet, error) {
 	return p, nil
 }
 
+// parseIPv6TCP is parseIPv4TCP for an IPv6 packet whose next header is TCP
+// (a flight recording's: the stack sends no extension headers).
+func parseIPv6TCP(b []byte) (Packet, error) {
+	var p Packet
+	if len(b) < header.IPv6MinimumSize || b[0]>>4 != 6 {
+		return p, errors.New("not an IPv6 packet")
+	}
+	ip := header.IPv6(b)
+	total := header.IPv6MinimumSize + int(ip.PayloadLength())
+	if total > len(b) {
+		return p, errors.New("malformed IPv6 header")
+	}
+	if ip.NextHeader() != uint8(header.TCPProtocolNumber) {
+		return p, fmt.Errorf("IPv6 next header %d is not TCP", ip.NextHeader())
+	}
+	p.Raw = b[:total]
+	seg, err := tcp.ParseSegment(p.Raw[header.IPv6MinimumSize:])
+	if err != nil {
+		return p, err
+	}
+	p.Seg = seg
+	src, dst := netip.AddrFrom16(ip.SourceAddress().As16()), netip.AddrFrom16(ip.DestinationAddress().As16())
+	p.Src, p.Dst = netip.AddrPortFrom(src, seg.SrcPort), netip.AddrPortFrom(dst, seg.DstPort)
+	return p, nil
+}
+
 // Session is a capture split into the stack's and the peer's packets.
 type Session struct {
 	Packets     []Packet

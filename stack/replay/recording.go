@@ -152,7 +152,11 @@ func Conns(rec *record.Recording) []Conn {
 
 // connOf returns the connection of a packet event, from the stack's side.
 func connOf(e *record.Event) (tcp.ID, tcp.Segment, bool) {
-	p, err := parseIPv4TCP(e.Whole())
+	parse := parseIPv4TCP
+	if d := e.Data; len(d) > 0 && d[0]>>4 == 6 {
+		parse = parseIPv6TCP
+	}
+	p, err := parse(e.Whole())
 	if err != nil {
 		return tcp.ID{}, tcp.Segment{}, false
 	}

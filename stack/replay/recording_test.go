@@ -42,6 +42,36 @@ func echoRecording(t *testing.T) *record.Recording {
 	return rec
 }
 
+// TestReplayIPv6: recordings of echo connections over IPv6, both sides,
+// replay exactly, and Replay finds their connections by IPv6 4-tuple.
+func TestReplayIPv6(t *testing.T) {
+	dialer, listener := flighttest.EchoIPv6(t, 2, 50000)
+	for name, b := range map[string][]byte{"dialer": dialer, "listener": listener} {
+		rec, err := record.Parse(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rec.Header.Addr6.IsValid() {
+			t.Fatalf("%s: the header has no IPv6 address", name)
+		}
+		r, err := Replay(rec, ReplayOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Err(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(r.Conns) != 2 {
+			t.Fatalf("%s: %d connections, want 2", name, len(r.Conns))
+		}
+		for _, c := range r.Conns {
+			if !c.Local.Addr().Is6() || !c.Remote.Addr().Is6() {
+				t.Errorf("%s: connection %v-%v is not IPv6", name, c.Local, c.Remote)
+			}
+		}
+	}
+}
+
 // edited is a copy of rec whose events edit may change.
 func edited(rec *record.Recording, edit func(evs []record.Event) []record.Event) *record.Recording {
 	evs := slices.Clone(rec.Events)

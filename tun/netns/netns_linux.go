@@ -151,6 +151,10 @@ func processRuns(pid int) bool {
 // aside for benchmarking network devices (RFC 2544, RFC 6890).
 var benchNet = netip.MustParsePrefix("198.18.0.0/15")
 
+// docNet6 is the only IPv6 range Attach configures: 2001:db8::/32, the
+// documentation prefix (RFC 3849).
+var docNet6 = netip.MustParsePrefix("2001:db8::/32")
+
 // NamespaceConfig describes the kernel side of a TUN device living in a
 // private network namespace. See Attach.
 type NamespaceConfig struct {
@@ -167,6 +171,14 @@ type NamespaceConfig struct {
 	// length must be 15 to 31, so that the prefix has room for the
 	// userspace side's address (e.g. 198.18.0.2).
 	PeerAddr netip.Prefix
+
+	// PeerAddr6, if valid, is the kernel side's IPv6 address with its
+	// prefix length (e.g. 2001:db8::1/64), within 2001:db8::/32, the prefix
+	// length 32 to 127. IPv6 is then on for the link (for it alone), the
+	// address is added without duplicate address detection (IFA_F_NODAD:
+	// usable at once) and the kernel routes the prefix to the link. Without
+	// it the namespace has no IPv6 at all.
+	PeerAddr6 netip.Prefix
 
 	// MTU is the link's MTU; 0 means tun.DefaultMTU.
 	MTU int
@@ -213,6 +225,15 @@ func (c *NamespaceConfig) normalize() error {
 		return fmt.Errorf("peer address %v: want an IPv4 prefix of length %d to 31 within %v: %w",
 			p, benchNet.Bits(), benchNet, tun.ErrInvalidConfig)
 	}
+	if p6 := c.PeerAddr6; p6.IsValid() {
+		if !p6.Addr().Is6() || p6.Addr().Is4In6() || p6.Bits() < docNet6.Bits() || p6.Bits() > 127 || !docNet6.Contains(p6.Addr()) {
+			return fmt.Errorf("peer address %v: want an IPv6 prefix of length %d to 127 within %v: %w",
+				p6, docNet6.Bits(), docNet6, tun.ErrInvalidConfig)
+		}
+		if c.MTU < 1280 {
+			return fmt.Errorf("MTU %d is below IPv6's 1280: %w", c.MTU, tun.ErrInvalidConfig)
+		}
+	}
 	return nil
 }
 
@@ -245,7 +266,8 @@ type Attachment struct {
 //  3. Moves the link into the namespace. (Moving flushes addresses and
 //     takes the link down, which is why configuration comes last.)
 //  4. Inside the namespace: sets the MTU and the txqueuelen, adds
-//     cfg.PeerAddr, brings the link up.
+//     cfg.PeerAddr (and cfg.PeerAddr6, turning IPv6 on for the link
+//     alone), brings the link up.
 //
 // The host's interfaces, addresses, routes and sysctls are never modified.
 //
@@ -360,8 +382,13 @@ func (a *Attachment) configureLink() error {
 		return fmt.Errorf("netlink: find link %q in namespace: %w", name, err)
 	}
 	// Already 1 through conf/default, which the link inherited when it
-	// arrived; written again so that it holds whatever the defaults were.
-	if err := writeSysctl("net/ipv6/conf/"+name+"/disable_ipv6", "1"); err != nil {
+	// arrived; written again so that it holds whatever the defaults were,
+	// or 0 for a link with an IPv6 address.
+	disable := "1"
+	if a.cfg.PeerAddr6.IsValid() {
+		disable = "0"
+	}
+	if err := writeSysctl("net/ipv6/conf/"+name+"/disable_ipv6", disable); err != nil {
 		return err
 	}
 	if err := h.LinkSetMTU(link, a.cfg.MTU); err != nil {
@@ -375,10 +402,44 @@ func (a *Attachment) configureLink() error {
 	if err := h.AddrAdd(link, addr); err != nil {
 		return fmt.Errorf("netlink: add address %v to %q: %w", p, name, err)
 	}
+	if p6 := a.cfg.PeerAddr6; p6.IsValid() {
+		// The prefix's route comes with the address (the kernel adds it on
+		// the link once it is up).
+		addr6 := &netlink.Addr{IPNet: &net.IPNet{IP: p6.Addr().AsSlice(), Mask: net.CIDRMask(p6.Bits(), 128)}, Flags: unix.IFA_F_NODAD}
+		if err := h.AddrAdd(link, addr6); err != nil {
+			return fmt.Errorf("netlink: add address %v to %q: %w", p6, name, err)
+		}
+	}
 	if err := h.LinkSetUp(link); err != nil {
 		return fmt.Errorf("netlink: set %q up: %w", name, err)
 	}
+	if p6 := a.cfg.PeerAddr6; p6.IsValid() {
+		return waitLocalRoute(h, p6.Addr())
+	}
 	return nil
+}
+
+// localRouteWait bounds waitLocalRoute.
+const localRouteWait = 5 * time.Second
+
+// waitLocalRoute waits until the kernel routes a packet to a (an address of
+// ours) as local. Even without DAD, the kernel adds an IPv6 address's local
+// route when the link comes up, from its addrconf work queue: until then it
+// sends from the address (the kernel's SYN goes out) but drops what comes
+// back to it (the SYN-ACK), and the connection waits a second for the
+// SYN-ACK's retransmission.
+func waitLocalRoute(h *netlink.Handle, a netip.Addr) error {
+	deadline := time.Now().Add(localRouteWait)
+	for {
+		routes, err := h.RouteGet(a.AsSlice())
+		if err == nil && len(routes) > 0 && routes[0].Type == unix.RTN_LOCAL {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("netlink: no local route to %v after %v (last: %v, %v)", a, localRouteWait, routes, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Config returns the configuration given to Attach, with defaults filled

@@ -288,6 +288,68 @@ func TestAttach(t *testing.T) {
 	}
 }
 
+// TestAttachIPv6: with PeerAddr6 the link (alone) has IPv6, the address is
+// usable at once (not tentative: no DAD), the prefix is routed to the link,
+// and the kernel's datagram to another address of the prefix comes out of
+// the TUN as an IPv6 packet.
+func TestAttachIPv6(t *testing.T) {
+	requireRoot(t)
+	cfg := testConfig(t)
+	cfg.PeerAddr6 = netip.MustParsePrefix("2001:db8:5::1/64")
+	a := mustAttach(t, cfg)
+	var c net.Conn
+	err := a.Do(func() (err error) {
+		link, err := netlink.LinkByName(cfg.Link)
+		if err != nil {
+			return err
+		}
+		addrs, err := netlink.AddrList(link, netlink.FAMILY_V6)
+		if err != nil {
+			return err
+		}
+		found := false
+		for _, ad := range addrs {
+			if ad.IPNet.String() == cfg.PeerAddr6.String() {
+				found = true
+				if ad.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED) != 0 || ad.Flags&unix.IFA_F_NODAD == 0 {
+					t.Errorf("address %v: flags %#x, want NODAD and not tentative", ad.IPNet, ad.Flags)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("link %s IPv6 addresses = %v, want %v among them", cfg.Link, addrs, cfg.PeerAddr6)
+		}
+		// Already routed as local: a reply to the kernel's first packet
+		// from the address is not dropped (waitLocalRoute).
+		if local, err := netlink.RouteGet(cfg.PeerAddr6.Addr().AsSlice()); err != nil || len(local) == 0 || local[0].Type != unix.RTN_LOCAL {
+			t.Errorf("route to our own %v: %v, %v; want a local one", cfg.PeerAddr6.Addr(), local, err)
+		}
+		routes, err := netlink.RouteGet(net.ParseIP("2001:db8:5::2"))
+		if err != nil || len(routes) == 0 || routes[0].LinkIndex != link.Attrs().Index {
+			t.Errorf("route to 2001:db8:5::2: %v, %v; want via %s", routes, err, cfg.Link)
+		}
+		for _, key := range []string{"all", "default"} {
+			if got := readSysctl(t, "net/ipv6/conf/"+key+"/disable_ipv6"); got != "1" {
+				t.Errorf("net.ipv6.conf.%s.disable_ipv6 = %q, want 1", key, got)
+			}
+		}
+		c, err = net.Dial("udp6", "[2001:db8:5::2]:9")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("hello6")); err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, a.Dev, func(p []byte) bool {
+		return len(p) >= 48 && p[0]>>4 == 6 && p[6] == unix.IPPROTO_UDP &&
+			netip.AddrFrom16([16]byte(p[8:24])) == cfg.PeerAddr6.Addr() &&
+			binary.BigEndian.Uint16(p[42:44]) == 9 && string(p[48:]) == "hello6"
+	})
+}
+
 func TestAttachInvalidConfig(t *testing.T) {
 	requireRoot(t)
 	for _, tc := range []struct {
@@ -301,6 +363,10 @@ func TestAttachInvalidConfig(t *testing.T) {
 		{"IPv6", func(c *NamespaceConfig) { c.PeerAddr = netip.MustParsePrefix("2001:db8::1/64") }},
 		{"IPv4-mapped", func(c *NamespaceConfig) { c.PeerAddr = netip.MustParsePrefix("::ffff:198.18.0.1/120") }},
 		{"MTU", func(c *NamespaceConfig) { c.MTU = 67 }},
+		{"IPv6 outside 2001:db8::/32", func(c *NamespaceConfig) { c.PeerAddr6 = netip.MustParsePrefix("2001:db9::1/64") }},
+		{"IPv6 /128", func(c *NamespaceConfig) { c.PeerAddr6 = netip.MustParsePrefix("2001:db8::1/128") }},
+		{"IPv6 as IPv4", func(c *NamespaceConfig) { c.PeerAddr6 = netip.MustParsePrefix("198.18.0.1/24") }},
+		{"IPv6 below its MTU", func(c *NamespaceConfig) { c.PeerAddr6, c.MTU = netip.MustParsePrefix("2001:db8::1/64"), 1279 }},
 		{"negative txqueuelen", func(c *NamespaceConfig) { c.TxQueueLen = -1 }},
 		{"huge txqueuelen", func(c *NamespaceConfig) { c.TxQueueLen = MaxTxQueueLen + 1 }},
 		{"long link name", func(c *NamespaceConfig) { c.Link = "sixteen-bytes-xx" }},
