@@ -32,7 +32,7 @@ type Endpoint struct {
 	fr     fastRecovery           // fast retransmit and recovery, RFC 5681/6582/6675 (recovery.go)
 	rtt    rttEstimator           // RFC 6298 (rtt.go)
 	rack   rackState              // RACK-TLP, RFC 8985 (rack.go)
-	cc     congestionControl      // cwnd and ssthresh: NewReno, RFC 5681/6582 (cc.go)
+	cc     congestionControl      // cwnd and ssthresh: NewReno, RFC 5681/6582 (cc.go), or CUBIC, RFC 9438 (cubic.go)
 	timers [numTimers]timer.Entry // all but retransmission, by kind (timers.go)
 
 	// Negotiated options, which both sides use.
@@ -80,7 +80,11 @@ func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *End
 	e.snd = newSender(iss)
 	e.fr.recover = iss
 	e.tsOffset = uint32(iss) // RFC 7323 5.4: a per-connection random offset
-	e.cc = newNewReno()
+	if cfg.CUBIC {
+		e.cc = newCubic(e.now, func() time.Duration { return e.rtt.srtt })
+	} else {
+		e.cc = newNewReno()
+	}
 	e.tsOK = !cfg.DisableTimestamps
 	e.sackOK = !cfg.DisableSACK
 	e.wsOK = !cfg.DisableWindowScale

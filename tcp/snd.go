@@ -263,6 +263,9 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 			e.stats.SYNRetransmits++
 		}
 	}
+	if e.sackRecovery() {
+		e.fr.prr.out += int(s.len) // RFC 6937 3: prr_out
+	}
 	s.xmits++
 	s.prevSentAt, s.sentAt = s.sentAt, e.now() // RFC 8985 6.1: Segment.xmit_ts = Now()
 	e.rack.xmits++
@@ -580,8 +583,17 @@ func (e *Endpoint) handleAck(seg *Segment, forceWnd bool) bool {
 	if !e.ackAcceptable(ack, forceWnd) {
 		return false
 	}
+	una, sacked := e.snd.una, e.sb.bytes
+	e.fr.prr.hold = e.sackOK // fast recovery's sends wait for PRR (prrAck)
 	if ack.LessThan(e.snd.una) {
-		return true // RFC 9293: a duplicate (old) ACK can be ignored
+		// RFC 9293: a duplicate (old) ACK can be ignored; its SACK
+		// information is taken (RFC 2018 does not tie it to SEG.ACK), as
+		// Linux does: a reordered ACK may be the first news of a delivery.
+		if e.sackOK && seg.Options.NSACK > 0 && e.updateSACK(seg.Options.SACKBlocks()) && e.rackOn() {
+			e.rackDetectLoss()
+		}
+		e.prrAck(una, sacked)
+		return true
 	}
 	wndChanged := e.takeWindow(seg, forceWnd)
 	newSACK := false
@@ -598,6 +610,7 @@ func (e *Endpoint) handleAck(seg *Segment, forceWnd bool) bool {
 	if e.rackOn() && e.state != StateClosed {
 		e.rackOnAck(seg, acked > 0)
 	}
+	e.prrAck(una, sacked)
 	return true
 }
 
