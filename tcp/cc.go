@@ -7,13 +7,10 @@ package tcp
 // resend, and when recovery begins and ends; they tell congestion control,
 // which answers with cwnd.
 //
-// NewReno (RFC 5681, RFC 6582; with SACK, RFC 6675's cwnd = ssthresh) is the
-// one implementation. The hooks are those the others need too: PRR (RFC
-// 6937) would size each resend from the ACKs in recovery (onRecoveryAck) and
-// set cwnd to ssthresh on exitRecovery; CUBIC (RFC 9438) would grow cwnd in
-// onAck by the time since its last reduction (the loop's now, which the
-// endpoint would add to the call) and reduce by its own beta in
-// enterRecovery and onRTO.
+// NewReno (RFC 5681, RFC 6582) is the default; CUBIC (RFC 9438, cubic.go)
+// is Config.CUBIC. With SACK, fast recovery's cwnd is Proportional Rate
+// Reduction's (RFC 6937, recovery.go prrStep: setCwnd on each ACK), and
+// exitRecovery sets cwnd to ssthresh.
 type congestionControl interface {
 	cwnd() int     // bytes
 	ssthresh() int // bytes
