@@ -391,12 +391,16 @@ type Info struct {
 	ReoWnd         time.Duration
 	ReorderingSeen bool
 	TLPOutstanding bool
-	SndBuffered    int // bytes in the send buffer (unacked and unsent)
-	RcvBuffered    int
-	KeepAlive      bool // RFC 1122 4.2.3.6 probes on, with these parameters
-	KeepIdle       time.Duration
-	KeepInterval   time.Duration
-	KeepCount      int
+	// Reordering is the largest reordering seen, in segments (at least 3;
+	// Linux's tcpi_reordering): how far below the highest SACKed data a
+	// segment sent once was delivered.
+	Reordering   int
+	SndBuffered  int // bytes in the send buffer (unacked and unsent)
+	RcvBuffered  int
+	KeepAlive    bool // RFC 1122 4.2.3.6 probes on, with these parameters
+	KeepIdle     time.Duration
+	KeepInterval time.Duration
+	KeepCount    int
 	Counters
 }
 
@@ -478,6 +482,7 @@ func (e *Endpoint) Info() Info {
 		RACKRTT:        e.rack.rtt,
 		ReoWnd:         e.rackReoWnd(),
 		ReorderingSeen: e.rack.reorderingSeen,
+		Reordering:     max(e.sb.reordering, dupThresh),
 		TLPOutstanding: e.rack.tlpActive,
 		SndBuffered:    e.snd.buf.len(),
 		RcvBuffered:    e.rcv.buf.len(),

@@ -659,6 +659,14 @@ func (e *Endpoint) ackRange(ack seqnum.Value, seg *Segment) {
 	e.stats.BytesAcked += uint64(acked)
 	n, newest, retransmitted := e.snd.ackedSegs(ack)
 	e.sampleRTT(seg, newest, retransmitted)
+	if e.sb.segs > 0 { // a hole below SACKed data filled by a segment sent once: reordering
+		for _, s := range e.snd.rtxq[:n] {
+			if !s.sacked && s.xmits == 1 && s.flags&FlagSYN == 0 {
+				e.sb.reordered(s.seq, e.sb.high, e.snd.smss)
+				break
+			}
+		}
+	}
 	for _, s := range e.snd.rtxq[:n] {
 		if !e.sb.acked(s) {
 			e.rackDelivered(s) // RFC 8985 6.2 steps 2 and 3
