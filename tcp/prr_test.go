@@ -174,10 +174,10 @@ func TestReorderingDegree(t *testing.T) {
 	prrSACK(h, testISS+1, [2]int{7, 8}, [2]int{3, 4})
 	want(5) // segment 3 delivered with 7 SACKed: 8 - 3
 	prrSACK(h, testISS+1, [2]int{7, 8}, [2]int{3, 5})
-	want(5) // segment 4: 4 < 5
+	want(5)                          // segment 4: 4 < 5
 	h.expect(seqIs(prrSeg(0).Start)) // the third duplicate: fast retransmit
 	prrSACK(h, prrSeg(1).Start, [2]int{7, 8}, [2]int{3, 5})
-	want(5) // segment 0 was resent: its delivery says nothing of reordering
+	want(5)                          // segment 0 was resent: its delivery says nothing of reordering
 	h.expect(seqIs(prrSeg(1).Start)) // the partial ACK: the next hole
 	prrSACK(h, prrSeg(3).Start, [2]int{7, 8}, [2]int{3, 5})
 	want(6) // segment 2, sent once (1 was resent), cumulatively acknowledged: 8 - 2
