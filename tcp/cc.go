@@ -7,13 +7,10 @@ package tcp
 // resend, and when recovery begins and ends; they tell congestion control,
 // which answers with cwnd.
 //
-// NewReno (RFC 5681, RFC 6582; with SACK, RFC 6675's cwnd = ssthresh) is the
-// one implementation. The hooks are those the others need too: PRR (RFC
-// 6937) would size each resend from the ACKs in recovery (onRecoveryAck) and
-// set cwnd to ssthresh on exitRecovery; CUBIC (RFC 9438) would grow cwnd in
-// onAck by the time since its last reduction (the loop's now, which the
-// endpoint would add to the call) and reduce by its own beta in
-// enterRecovery and onRTO.
+// NewReno (RFC 5681, RFC 6582) is the default; CUBIC (RFC 9438, cubic.go)
+// is Config.CUBIC. With SACK, fast recovery's cwnd is Proportional Rate
+// Reduction's (RFC 6937, recovery.go prrStep: setCwnd on each ACK), and
+// exitRecovery sets cwnd to ssthresh.
 type congestionControl interface {
 	cwnd() int     // bytes
 	ssthresh() int // bytes
@@ -24,11 +21,15 @@ type congestionControl interface {
 	// onAck: acked new bytes acknowledged outside recovery.
 	onAck(acked int)
 	// enterRecovery: a loss found by the third duplicate ACK or by RACK, with
-	// flight bytes outstanding: fast recovery begins.
-	enterRecovery(flight int, by lossSignal)
+	// flight bytes outstanding: fast recovery begins. It returns the window
+	// ssthresh was reduced from (PRR's RecoverFS).
+	enterRecovery(flight int, by lossSignal) (from int)
 	// onRecoveryAck: an ACK in fast recovery that does not end it, a partial
 	// ACK of acked bytes or a duplicate ACK (acked = 0).
 	onRecoveryAck(acked int)
+	// setCwnd: in fast recovery with SACK, Proportional Rate Reduction (RFC
+	// 6937, recovery.go prrStep) sets cwnd on each ACK.
+	setCwnd(w int)
 	// exitRecovery: a full ACK ends fast recovery with flight bytes left.
 	exitRecovery(flight int)
 	// onRTO: the retransmission timer expired with flight bytes outstanding;
@@ -98,7 +99,7 @@ func (r *newReno) onAck(acked int) {
 // halve is RFC 5681 (4): ssthresh = max(FlightSize / 2, 2*SMSS).
 func (r *newReno) halve(flight int) { r.thresh = max(flight/2, 2*r.smss) }
 
-func (r *newReno) enterRecovery(flight int, by lossSignal) {
+func (r *newReno) enterRecovery(flight int, by lossSignal) int {
 	r.halve(flight)  // RFC 5681 (4) / RFC 6582 3.2 (2)
 	r.wnd = r.thresh // with SACK, RFC 6675 5 (4.2): cwnd = ssthresh; pipe, not inflation, paces the rest
 	if by == lossDupAcks && !r.sack {
@@ -107,6 +108,7 @@ func (r *newReno) enterRecovery(flight int, by lossSignal) {
 	if by == lossRACK {
 		r.caAcked = 0 // a recovery RACK starts restarts congestion avoidance's count; one the duplicate ACKs start keeps it
 	}
+	return flight
 }
 
 func (r *newReno) onRecoveryAck(acked int) {
@@ -126,7 +128,13 @@ func (r *newReno) onRecoveryAck(acked int) {
 	}
 }
 
+func (r *newReno) setCwnd(w int) { r.wnd = w }
+
 func (r *newReno) exitRecovery(flight int) {
+	if r.sack {
+		r.wnd = r.thresh // RFC 6937 3: on exiting recovery, cwnd = ssthresh (PRR)
+		return
+	}
 	r.wnd = min(r.thresh, max(flight, r.smss)+r.smss) // RFC 6582 3.2 (3) option 1
 }
 

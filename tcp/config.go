@@ -138,6 +138,16 @@ type Config struct {
 
 	InitialCwnd int // segments
 
+	// CUBIC makes congestion control CUBIC (RFC 9438: cwnd reduced to 0.7
+	// of itself on loss, cubic growth in time; Linux's default) instead of
+	// NewReno (RFC 5681, RFC 6582: halved, one segment per RTT). NewReno is
+	// the default: in tcpwheel compare's bulk transfers to the Linux kernel
+	// at 1% and 5% random loss, over TUN (sub-millisecond RTTs, where CUBIC
+	// grows as its Reno-friendly region, 0.53 segments per RTT), it was the
+	// faster (2026-11-23; CHANGELOG). The packetdrill shim turns it on, as
+	// the scripts assume Linux's default.
+	CUBIC bool
+
 	// Nagle turns on Nagle's algorithm (RFC 896, RFC 1122 4.2.3.4) with
 	// Minshall's refinement, as Linux has it: a segment short of a full one
 	// waits while an earlier short segment is unacknowledged. Off by default,

@@ -32,7 +32,7 @@ type Endpoint struct {
 	fr     fastRecovery           // fast retransmit and recovery, RFC 5681/6582/6675 (recovery.go)
 	rtt    rttEstimator           // RFC 6298 (rtt.go)
 	rack   rackState              // RACK-TLP, RFC 8985 (rack.go)
-	cc     congestionControl      // cwnd and ssthresh: NewReno, RFC 5681/6582 (cc.go)
+	cc     congestionControl      // cwnd and ssthresh: NewReno, RFC 5681/6582 (cc.go), or CUBIC, RFC 9438 (cubic.go)
 	timers [numTimers]timer.Entry // all but retransmission, by kind (timers.go)
 
 	// Negotiated options, which both sides use.
@@ -83,7 +83,11 @@ func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *End
 	e.snd = newSender(iss)
 	e.fr.recover = iss
 	e.tsOffset = uint32(iss) // RFC 7323 5.4: a per-connection random offset
-	e.cc = newNewReno()
+	if cfg.CUBIC {
+		e.cc = newCubic(e.now, func() time.Duration { return e.rtt.srtt })
+	} else {
+		e.cc = newNewReno()
+	}
 	e.tsOK = !cfg.DisableTimestamps
 	e.sackOK = !cfg.DisableSACK
 	e.wsOK = !cfg.DisableWindowScale
@@ -426,12 +430,16 @@ type Info struct {
 	ReoWnd         time.Duration
 	ReorderingSeen bool
 	TLPOutstanding bool
-	SndBuffered    int  // bytes in the send buffer (unacked and unsent)
-	RcvBuffered    int  // bytes received and not yet read (Release), held ones included
-	KeepAlive      bool // RFC 1122 4.2.3.6 probes on, with these parameters
-	KeepIdle       time.Duration
-	KeepInterval   time.Duration
-	KeepCount      int
+	// Reordering is the largest reordering seen, in segments (at least 3;
+	// Linux's tcpi_reordering): how far below the highest SACKed data a
+	// segment sent once was delivered.
+	Reordering   int
+	SndBuffered  int  // bytes in the send buffer (unacked and unsent)
+	RcvBuffered  int  // bytes received and not yet read (Release), held ones included
+	KeepAlive    bool // RFC 1122 4.2.3.6 probes on, with these parameters
+	KeepIdle     time.Duration
+	KeepInterval time.Duration
+	KeepCount    int
 	// LastRTO is the retransmission timer whose expiry was the latest RTO
 	// event (zero before the first): see TimerExpiry.
 	LastRTO TimerExpiry
@@ -519,6 +527,7 @@ func (e *Endpoint) Info() Info {
 		RACKRTT:        e.rack.rtt,
 		ReoWnd:         e.rackReoWnd(),
 		ReorderingSeen: e.rack.reorderingSeen,
+		Reordering:     max(e.sb.reordering, dupThresh),
 		TLPOutstanding: e.rack.tlpActive,
 		SndBuffered:    e.snd.buf.len(),
 		RcvBuffered:    e.rcv.buf.len() + e.rcv.held,

@@ -71,8 +71,15 @@ func (e *Endpoint) rackDelivered(s *txSeg) {
 		// an older echo.)
 		return
 	}
+	// RFC 8985 6.2 step 2: RACK.rtt is that of every segment delivered, the
+	// last one processed setting it; as Linux (tcp_rack_advance) in the order
+	// the ACK is processed (by sequence), not the RFC's order of
+	// transmission: a cumulative ACK that covers a retransmission and older
+	// originals above it leaves the originals' longer RTT, so that segments
+	// sent with them are not judged lost by the retransmission's shorter one.
+	e.rack.rtt = rtt
 	if !e.rack.valid || rackSentAfter(s.sentAt, s.order, e.rack.xmitTS, e.rack.order) {
-		e.rack.xmitTS, e.rack.endSeq, e.rack.order, e.rack.rtt, e.rack.valid = s.sentAt, s.end(), s.order, rtt, true // RFC 8985 6.2 step 2
+		e.rack.xmitTS, e.rack.endSeq, e.rack.order, e.rack.valid = s.sentAt, s.end(), s.order, true // RFC 8985 6.2 step 2
 	}
 	if e.rack.fack.LessThan(s.end()) {
 		e.rack.fack = s.end() // RFC 8985 6.2 step 3
@@ -140,9 +147,12 @@ func (e *Endpoint) rackDetectLoss() {
 		e.stopTimer(timerReorder)
 	}
 	if lost {
+		e.fr.prr.newLoss = true
 		e.rackRecover()
 	}
-	e.rackRetransmitLost(false)
+	if !e.fr.prr.hold {
+		e.rackRetransmitLost() // within an ACK, prrAck resends
+	}
 }
 
 // rackRecover starts fast recovery for a loss RACK detected (RFC 8985 3.3:
@@ -151,17 +161,19 @@ func (e *Endpoint) rackRecover() {
 	if e.recovering() {
 		return
 	}
-	e.cc.enterRecovery(e.snd.flightSize(), lossRACK) // RFC 5681 (4); RFC 6675 5 (4.2): cwnd = ssthresh
-	e.fr.enter(e.snd.max)                            // RFC 6582 3.2 (2), RFC 6675 5 (2)
-	e.stopTimer(timerPTO)                            // RFC 8985 7.2: no probes in fast recovery
-	e.rackRetransmitLost(true)
+	e.enterRecovery(lossRACK)
+	e.stopTimer(timerPTO) // RFC 8985 7.2: no probes in fast recovery
+	if !e.fr.prr.hold {
+		// RACK's reordering timer: no ACK; as Linux (tcp_rack_reo_timeout),
+		// PRR's first step counts one segment delivered.
+		e.prrStep(e.snd.smss, false)
+	}
 }
 
 // rackRetransmitLost resends the segments RACK marked lost, lowest first, as
 // long as the data in the network (RFC 6675's pipe: sent, not SACKed, not
-// lost) is below cwnd. With first, the first goes regardless, as fast
-// retransmit does (RFC 5681 3.2 (3)).
-func (e *Endpoint) rackRetransmitLost(first bool) {
+// lost) is below cwnd (in recovery, as PRR set it: prrStep).
+func (e *Endpoint) rackRetransmitLost() {
 	lostBytes := 0
 	for _, s := range e.snd.rtxq {
 		if s.lost {
@@ -179,10 +191,9 @@ func (e *Endpoint) rackRetransmitLost(first bool) {
 			continue
 		}
 		pipe := e.snd.inflight() - e.sb.bytes - lostBytes
-		if !first && pipe >= e.cc.cwnd() {
+		if pipe >= e.cc.cwnd() {
 			return
 		}
-		first = false
 		lostBytes -= int(s.len)
 		e.stats.RACKRetransmits++
 		e.fastRetransmit(s) // RFC 8985 6.1: Segment.lost = FALSE, a new xmit_ts

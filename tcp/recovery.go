@@ -11,24 +11,59 @@ type fastRecovery struct {
 	dupAcks int
 	active  bool         // in fast recovery
 	recover seqnum.Value // RFC 6582 "recover": the highest sequence number sent when recovery (or an RTO) began
+	prr     prrState     // with SACK, Proportional Rate Reduction (RFC 6937) sizes what is sent
+}
+
+// prrState is Proportional Rate Reduction's state (RFC 6937 3) for a fast
+// recovery with SACK. In bytes, as the RFC; Linux (tcp_cwnd_reduction)
+// counts segments, which is the same while segments are full-sized.
+type prrState struct {
+	// recoverFS is RFC 6937's RecoverFS: what congestion control reduced
+	// ssthresh from, so that the proportional part ends at ssthresh: the
+	// flight size (RFC 6937, NewReno) or cwnd (Linux's prior_cwnd, CUBIC).
+	recoverFS int
+	delivered int // prr_delivered: data delivered to the peer since recovery began
+	out       int // prr_out: data sent since recovery began
+	// hold: an ACK is being processed (handleAck, with SACK). What fast
+	// recovery would send waits until the ACK's delivered data is known and
+	// PRR has sized cwnd (prrStep); entering recovery and marking losses do not.
+	hold bool
+	// newLoss: the ACK being processed marked a segment lost (it is not a
+	// "safe" ACK, draft-ietf-tcpm-prr-rfc6937bis: no extra segment).
+	newLoss bool
 }
 
 // pipe is RFC 6675's estimate of the data in the network: sent up to SND.NXT,
 // not acknowledged, not SACKed and not marked lost by RACK (a lost segment
 // counts again once resent).
+//
+// Without RACK, a segment is lost when DupThresh segments above it are
+// SACKed (RFC 6675 4 IsLost), and one resent in this recovery counts once
+// more (RFC 6675 4 SetPipe).
 func (e *Endpoint) pipe() int {
-	p := e.snd.inflight() - e.sb.bytes
-	if e.rackOn() {
-		for _, s := range e.snd.rtxq {
-			if !s.seq.LessThan(e.snd.nxt) {
-				break
+	rack := e.rackOn()
+	p, above := 0, 0 // above: segments SACKed above s
+	for i := len(e.snd.rtxq) - 1; i >= 0; i-- {
+		s := e.snd.rtxq[i]
+		switch {
+		case !s.seq.LessThan(e.snd.nxt):
+			// waiting to be resent after an RTO
+		case s.sacked:
+			above++
+		case rack:
+			if !s.lost {
+				p += int(s.len)
 			}
-			if s.lost {
-				p -= int(s.len)
+		default:
+			if above < dupThresh {
+				p += int(s.len)
+			}
+			if s.rtxInRecovery {
+				p += int(s.len)
 			}
 		}
 	}
-	return max(p, 0)
+	return p
 }
 
 // sackRecovery reports fast recovery with SACK: the congestion window is not
@@ -36,11 +71,72 @@ func (e *Endpoint) pipe() int {
 // (RFC 6675 5).
 func (e *Endpoint) sackRecovery() bool { return e.fr.active && e.sackOK }
 
-// enter starts fast recovery: recover is the highest sequence number sent
-// (RFC 6582 3.2 (2), RFC 6675 5 (2)).
-func (f *fastRecovery) enter(sndMax seqnum.Value) {
-	f.recover = sndMax
-	f.active = true
+// enterRecovery starts fast recovery on a loss found by the third duplicate
+// ACK or by RACK: congestion control reduces ssthresh (RFC 5681 (4), RFC 6582
+// 3.2 (2)), recover is the highest sequence number sent (RFC 6582 3.2 (2),
+// RFC 6675 5 (2)), and PRR starts from the congestion window it reduces
+// (RFC 6937 3: prr_delivered = prr_out = 0).
+func (e *Endpoint) enterRecovery(by lossSignal) {
+	from := e.cc.enterRecovery(e.snd.flightSize(), by)
+	e.fr.recover = e.snd.max
+	e.fr.active = true
+	e.fr.prr = prrState{recoverFS: max(from, 1), hold: e.fr.prr.hold, newLoss: e.fr.prr.newLoss}
+}
+
+// prrStep is RFC 6937's step on an ACK in fast recovery with SACK (or on
+// RACK's reordering timer starting recovery), after the ACK's SACK
+// information and cumulative acknowledgment are taken and RACK has marked
+// what is lost: delivered is its DeliveredData (the bytes SND.UNA advanced
+// plus the change in bytes SACKed), advanced whether it moved SND.UNA. It
+// sets cwnd to pipe + sndcnt, as Linux's tcp_cwnd_reduction, and resends
+// what is lost within it; new data follows in output.
+//
+// While pipe is above ssthresh, the proportional part: sndcnt =
+// CEIL(prr_delivered * ssthresh / RecoverFS) - prr_out. Below, the
+// slow-start reduction bound, as draft-ietf-tcpm-prr-rfc6937bis and Linux
+// by default: sndcnt = MIN(ssthresh - pipe, MAX(prr_delivered - prr_out,
+// DeliveredData) + SMSS if the ACK is safe (it advanced SND.UNA and marked
+// nothing newly lost)). The first step sends at least one segment (the fast
+// retransmit). An ACK that delivers nothing leaves cwnd as it is. sndcnt is
+// rounded up to whole segments, as Linux counts them.
+func (e *Endpoint) prrStep(delivered int, advanced bool) {
+	p := &e.fr.prr
+	if delivered > 0 {
+		p.delivered += delivered
+		pipe, ssthresh, smss := e.pipe(), e.cc.ssthresh(), e.snd.smss
+		var sndcnt int
+		if pipe > ssthresh {
+			sndcnt = (p.delivered*ssthresh+p.recoverFS-1)/p.recoverFS - p.out // RFC 6937 3: proportional
+		} else {
+			limit := max(p.delivered-p.out, delivered) // PRR-SSRB
+			if advanced && !p.newLoss {
+				limit += smss
+			}
+			sndcnt = min(ssthresh-pipe, limit)
+		}
+		if p.out == 0 {
+			sndcnt = max(sndcnt, smss) // the fast retransmit goes out
+		}
+		sndcnt = (max(sndcnt, 0) + smss - 1) / smss * smss
+		e.cc.setCwnd(pipe + sndcnt)
+	}
+	p.newLoss = false
+	if e.rackOn() {
+		e.rackRetransmitLost()
+		return
+	}
+	for e.state != StateClosed && e.retransmitNextHole() { // the first is the fast retransmit, RFC 5681 3.2 (3)
+	}
+}
+
+// prrAck runs prrStep for the ACK handleAck processed, in fast recovery
+// with SACK: una and sacked are SND.UNA and the bytes SACKed before it.
+func (e *Endpoint) prrAck(una seqnum.Value, sacked int) {
+	e.fr.prr.hold = false
+	if !e.sackRecovery() || e.state == StateClosed || len(e.snd.rtxq) == 0 {
+		return
+	}
+	e.prrStep(int(e.snd.una-una)+e.sb.bytes-sacked, una != e.snd.una)
 }
 
 // congestionOnAck is the part of an ACK of acked new bytes that congestion
@@ -62,7 +158,9 @@ func (e *Endpoint) congestionOnAck(acked int) {
 		return
 	}
 	e.cc.onRecoveryAck(acked)
-	e.resendFirstHole()
+	if !e.fr.prr.hold {
+		e.resendFirstHole() // with SACK, prrStep resends
+	}
 }
 
 // cwndLimited reports whether the congestion window limited the sender in
@@ -114,10 +212,9 @@ func (e *Endpoint) onDupAck() {
 	e.fr.dupAcks++
 	if e.fr.active {
 		e.cc.onRecoveryAck(0) // RFC 6582 3.2 (4)
-		if e.sackOK && !e.rackOn() {
-			e.retransmitNextHole()
+		if !e.fr.prr.hold {
+			e.output() // RFC 6582 3.2 (4): send new data as cwnd and rwnd allow; with SACK, prrStep sizes it
 		}
-		e.output() // RFC 6582 3.2 (4): send new data as cwnd and rwnd allow
 		return
 	}
 	if e.fr.dupAcks < 3 {
@@ -132,9 +229,18 @@ func (e *Endpoint) onDupAck() {
 		// duplicates belong to a flight already recovered; no fast retransmit.
 		return
 	}
-	e.cc.enterRecovery(e.snd.flightSize(), lossDupAcks) // RFC 5681 (4) / RFC 6582 3.2 (2)
-	e.fr.enter(e.snd.max)                               // RFC 6582 3.2 (2): recover <- highest sent
-	e.fastRetransmit(e.snd.rtxq[0])                     // RFC 5681 3.2 (3): retransmit the lost segment
+	e.enterRecovery(lossDupAcks) // RFC 5681 (4) / RFC 6582 3.2 (2)
+	if e.fr.prr.hold {
+		// With SACK, PRR sizes what goes out once the ACK is processed
+		// (prrAck). With RACK, the first segment counts as lost, as three
+		// segments above it are SACKed (RFC 6675 4 IsLost), whatever RACK's
+		// timing says of it.
+		if h := e.snd.rtxq[0]; e.rackOn() && !h.sacked && !h.lost && h.seq.LessThan(e.snd.nxt) {
+			h.lost = true
+		}
+		return
+	}
+	e.fastRetransmit(e.snd.rtxq[0]) // RFC 5681 3.2 (3): retransmit the lost segment
 	e.output()
 }
 
@@ -154,21 +260,23 @@ func (e *Endpoint) limitedTransmit() {
 }
 
 // retransmitNextHole resends, in fast recovery with SACK and without RACK
-// (which otherwise decides what is lost), the first segment
-// below the highest SACKed byte that is neither SACKed nor already resent in
-// this episode (the NextSeg() rule 1 of RFC 6675 4).
-func (e *Endpoint) retransmitNextHole() {
-	for _, s := range e.snd.rtxq {
-		if !s.seq.LessThan(e.sb.high) {
-			return
+// (which otherwise decides what is lost), if pipe is below cwnd, the first
+// segment below the highest SACKed byte (or the first unacknowledged one)
+// that is neither SACKed nor already resent in this episode (the NextSeg()
+// rule 1 of RFC 6675 4). It reports whether it resent one.
+func (e *Endpoint) retransmitNextHole() bool {
+	for i, s := range e.snd.rtxq {
+		if i > 0 && !s.seq.LessThan(e.sb.high) || !s.seq.LessThan(e.snd.nxt) {
+			return false
 		}
 		if s.sacked || s.rtxInRecovery {
 			continue
 		}
-		if e.snd.inflight()-e.sb.bytes >= e.cc.cwnd() {
-			return
+		if e.pipe() >= e.cc.cwnd() {
+			return false
 		}
 		e.fastRetransmit(s)
-		return
+		return true
 	}
+	return false
 }

@@ -14,6 +14,23 @@ type scoreboard struct {
 	high  seqnum.Value // highest SACKed sequence number + 1 (RFC 6675 HighSACK + 1)
 	bytes int          // bytes SACKed above SND.UNA
 	segs  int          // segments SACKed above SND.UNA (RACK.segs_sacked)
+	// reordering is the largest reordering seen, in segments (Linux's
+	// tp->reordering, TCP_INFO's tcpi_reordering): how far below the highest
+	// SACKed byte a segment sent once was delivered. At least dupThresh. It
+	// is reported, not used: the duplicate-ACK threshold stays dupThresh.
+	reordering int
+}
+
+// reordered records that a segment sent once, starting at low, was
+// delivered (SACKed or cumulatively acknowledged) while data up to fack was
+// SACKed (Linux's tcp_check_sack_reordering).
+func (b *scoreboard) reordered(low, fack seqnum.Value, mss int) {
+	if !low.LessThan(fack) || mss <= 0 {
+		return
+	}
+	if n := (int(fack-low) + mss - 1) / mss; n > b.reordering {
+		b.reordering = min(n, 300) // Linux's tcp_max_reordering
+	}
 }
 
 // mark records s as SACKed (a SACK block covers it). It reports whether it
@@ -52,9 +69,11 @@ func validBlock(blk SACKBlock, una, sndMax seqnum.Value) bool {
 	return una.LessThan(blk.End) && !sndMax.LessThan(blk.End) && blk.Start.LessThan(blk.End) && !blk.Start.LessThan(una)
 }
 
-// raise moves HighSACK up to a block's end.
+// raise moves HighSACK up to a block's end. With nothing SACKed, HighSACK
+// is stale (zero at first, which sequence-number order may put above any
+// block) and the block's end replaces it.
 func (b *scoreboard) raise(end, una seqnum.Value) {
-	if b.high.LessThan(end) || b.high.LessThan(una) {
+	if b.segs == 0 || b.high.LessThan(end) || b.high.LessThan(una) {
 		b.high = end
 	}
 }
@@ -64,6 +83,13 @@ func (b *scoreboard) raise(end, una seqnum.Value) {
 // segment was newly SACKed.
 func (e *Endpoint) updateSACK(blocks []SACKBlock) bool {
 	news := false
+	// low: the lowest segment sent once newly SACKed below HighSACK as it
+	// stood before this ACK (Linux's state->reord).
+	low, reord := e.snd.max, false
+	high := e.snd.una
+	if e.sb.segs > 0 {
+		high = e.sb.high
+	}
 	for _, b := range blocks {
 		if !validBlock(b, e.snd.una, e.snd.max) {
 			continue
@@ -72,11 +98,17 @@ func (e *Endpoint) updateSACK(blocks []SACKBlock) bool {
 		q := e.snd.rtxq
 		for i := sort.Search(len(q), func(i int) bool { return b.Start.LessThanEq(q[i].seq) }); i < len(q) && !b.End.LessThan(q[i].end()); i++ {
 			if e.sb.mark(q[i]) {
+				if q[i].xmits == 1 && q[i].seq.LessThan(high) && q[i].seq.LessThan(low) {
+					low, reord = q[i].seq, true
+				}
 				e.w.Stop(&q[i].entry) // STOP_TIMER: SACKed
 				e.rackDelivered(q[i]) // RFC 8985 6.2 steps 2 and 3
 				news = true
 			}
 		}
+	}
+	if reord {
+		e.sb.reordered(low, e.sb.high, e.snd.smss)
 	}
 	if news {
 		e.ensureRTOTimer()

@@ -264,6 +264,9 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 			e.stats.SYNRetransmits++
 		}
 	}
+	if e.sackRecovery() {
+		e.fr.prr.out += int(s.len) // RFC 6937 3: prr_out
+	}
 	s.xmits++
 	s.prevSentAt, s.sentAt = s.sentAt, e.now() // RFC 8985 6.1: Segment.xmit_ts = Now()
 	e.rack.xmits++
@@ -585,8 +588,17 @@ func (e *Endpoint) handleAck(seg *Segment, forceWnd bool) bool {
 	if !e.ackAcceptable(ack, forceWnd) {
 		return false
 	}
+	una, sacked := e.snd.una, e.sb.bytes
+	e.fr.prr.hold = e.sackOK // fast recovery's sends wait for PRR (prrAck)
 	if ack.LessThan(e.snd.una) {
-		return true // RFC 9293: a duplicate (old) ACK can be ignored
+		// RFC 9293: a duplicate (old) ACK can be ignored; its SACK
+		// information is taken (RFC 2018 does not tie it to SEG.ACK), as
+		// Linux does: a reordered ACK may be the first news of a delivery.
+		if e.sackOK && seg.Options.NSACK > 0 && e.updateSACK(seg.Options.SACKBlocks()) && e.rackOn() {
+			e.rackDetectLoss()
+		}
+		e.prrAck(una, sacked)
+		return true
 	}
 	wndChanged := e.takeWindow(seg, forceWnd)
 	newSACK := false
@@ -603,6 +615,7 @@ func (e *Endpoint) handleAck(seg *Segment, forceWnd bool) bool {
 	if e.rackOn() && e.state != StateClosed {
 		e.rackOnAck(seg, acked > 0)
 	}
+	e.prrAck(una, sacked)
 	return true
 }
 
@@ -651,6 +664,14 @@ func (e *Endpoint) ackRange(ack seqnum.Value, seg *Segment) {
 	e.stats.BytesAcked += uint64(acked)
 	n, newest, retransmitted := e.snd.ackedSegs(ack)
 	e.sampleRTT(seg, newest, retransmitted)
+	if e.sb.segs > 0 { // a hole below SACKed data filled by a segment sent once: reordering
+		for _, s := range e.snd.rtxq[:n] {
+			if !s.sacked && s.xmits == 1 && s.flags&FlagSYN == 0 {
+				e.sb.reordered(s.seq, e.sb.high, e.snd.smss)
+				break
+			}
+		}
+	}
 	for _, s := range e.snd.rtxq[:n] {
 		if !e.sb.acked(s) {
 			e.rackDelivered(s) // RFC 8985 6.2 steps 2 and 3

@@ -17,9 +17,11 @@ import (
 // linuxTCP is the stack's TCP configuration for a run: its defaults, but with
 // the receive buffer of packetdrill's defaults.sh (tcp_rmem's maximum, 15 MB),
 // from which Linux takes its window scale (8): the scripts' SYN-ACKs expect
-// "wscale 8".
+// "wscale 8". Congestion control is CUBIC, Linux's default
+// (net.ipv4.tcp_congestion_control), whose beta of 0.7 the fast recovery
+// scripts assume (tcpi_snd_ssthresh, and what PRR sends).
 func linuxTCP() tcp.Config {
-	return tcp.Config{RecvBuffer: 15 << 20}
+	return tcp.Config{RecvBuffer: 15 << 20, CUBIC: true}
 }
 
 // sockOpts are a socket's options; those set before listen or connect go

@@ -131,7 +131,7 @@ func tcpInfo(b []byte, c *stack.Conn, advmss int) int {
 	}
 	put(tiSndCwnd, uint32(i.Cwnd/max(i.SndMSS, 1)))
 	put(tiAdvMSS, uint32(advmss))
-	put(tiReordering, 3) // Linux's tcp_reordering: the duplicate-ACK threshold
+	put(tiReordering, uint32(i.Reordering))
 	put(tiTotalRetrans, uint32(i.SegsRetransmitted))
 	put64(tiBytesAcked, i.BytesAcked)
 	put64(tiBytesReceived, i.BytesReceived)

@@ -96,6 +96,7 @@ type TCP struct {
 	TimeWait             Duration `json:"time_wait"`
 	FinWait2             Duration `json:"fin_wait2"`
 	InitialCwnd          int      `json:"initial_cwnd"`
+	CUBIC                bool     `json:"cubic,omitempty"`
 	DisableRACKTLP       bool     `json:"disable_rack_tlp"`
 	DisableRecoveryProbe bool     `json:"disable_recovery_probe"`
 	TLPMaxAckDelay       Duration `json:"tlp_max_ack_delay"`
