@@ -118,7 +118,7 @@ func directedBroadcast(p netip.Prefix) netip.Addr {
 // the listener on its port, else it answers with a RST (RFC 9293 3.10.7.1).
 func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 	d := &s.counters.Drops
-	if !s.skipChecksum && !tcp.VerifyChecksum(src, dst, b) {
+	if !s.skipChecksum && !s.csumValid && !tcp.VerifyChecksum(src, dst, b) {
 		d.BadTCPChecksum++
 		return
 	}
@@ -191,6 +191,27 @@ func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 // place) and writes the packet to the device. DF is set: TCP sizes its segments
 // to the MTU instead.
 func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
+	s.fillIPv4(pkt, src, dst, proto)
+	if s.rec != nil {
+		s.recordOut(pkt)
+	}
+	s.writePacket(pkt)
+}
+
+// writePacket writes a whole packet to the device: after the frame of TCP
+// segments that waits (offload.go), if one does.
+func (s *Stack) writePacket(pkt []byte) {
+	s.flushFrame()
+	if err := s.dev.WritePacket(pkt); err != nil {
+		s.counters.DeviceErrors++
+		s.counters.Drops.DeviceWrite++
+		return
+	}
+	s.counters.PacketsOut++
+}
+
+// fillIPv4 fills in the IPv4 header at the front of pkt.
+func (s *Stack) fillIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
 	s.ipID++
 	ip := header.IPv4(pkt)
 	ip.Encode(&header.IPv4Fields{
@@ -203,13 +224,4 @@ func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
 		DstAddr:     tcpip.AddrFrom4(dst.As4()),
 	})
 	ip.SetChecksum(^ip.CalculateChecksum())
-	if s.rec != nil {
-		s.recordOut(pkt)
-	}
-	if err := s.dev.WritePacket(pkt); err != nil {
-		s.counters.DeviceErrors++
-		s.counters.Drops.DeviceWrite++
-		return
-	}
-	s.counters.PacketsOut++
 }

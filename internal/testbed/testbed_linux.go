@@ -56,6 +56,14 @@ type Config struct {
 	// the stack sent, including the packets the impairment then dropped.
 	PcapPath string
 
+	// Offload opens the TUN with offloads (netns.NamespaceConfig.Offload).
+	// A bed with offloads and nothing for the impairment layer to do (no
+	// loss, no drop hooks; Seed and Rules aside, since rules can be added
+	// later only through Imp) leaves it out, with Imp nil: the stack then
+	// reads the TUN's large frames (GRO) itself, which no wrapper passes
+	// on. The wrappers pass the stack's large frames (GSO) on.
+	Offload bool
+
 	// Watch, when set, wraps the top of the chain (the comparison's packet
 	// watcher). The device it returns should forward tun.Pollable.
 	Watch func(tun.Device) tun.Device
@@ -113,13 +121,17 @@ func New(cfg Config) (_ *Bed, err error) {
 			b.Close()
 		}
 	}()
-	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, MTU: cfg.MTU}); err != nil {
+	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, MTU: cfg.MTU, Offload: cfg.Offload}); err != nil {
 		return nil, err
 	}
-	if b.Imp, err = impair.Wrap(b.Att.Dev, cfg.Impair); err != nil {
-		return nil, err
+	b.Dev = b.Att.Dev
+	im := cfg.Impair
+	if !cfg.Offload || im.EgressLoss != 0 || im.IngressLoss != 0 || im.DropEgress != nil || im.DropIngress != nil || len(im.Rules) != 0 {
+		if b.Imp, err = impair.Wrap(b.Att.Dev, cfg.Impair); err != nil {
+			return nil, err
+		}
+		b.Dev = b.Imp
 	}
-	b.Dev = b.Imp
 	if cfg.PcapPath != "" {
 		if b.Tap, err = pcaptap.Create(cfg.PcapPath, b.Dev, pcaptap.Config{}); err != nil {
 			return nil, err

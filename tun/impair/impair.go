@@ -266,6 +266,12 @@ type Device struct {
 	dirs [3]dirState // by Direction; [0] unused
 
 	nextID atomic.Uint64
+
+	// WriteFrame's: a scratch packet and the fate of each packet of the
+	// frame.
+	fmu      sync.Mutex
+	fscratch []byte
+	fkeep    []bool
 }
 
 var _ tun.Pollable = (*Device)(nil)
@@ -516,4 +522,65 @@ func (d *Device) Name() string { return d.dev.Name() }
 func (d *Device) Close() error {
 	d.closed.Store(true)
 	return d.dev.Close()
+}
+
+var _ tun.Offloader = (*Device)(nil)
+
+// Offloads implements tun.Offloader: GSO when the wrapped device has it,
+// never GRO (see tun.WrappedOffloads).
+func (d *Device) Offloads() tun.Offloads { return tun.WrappedOffloads(d.dev) }
+
+// ReadFrame implements tun.Offloader: no GRO, an error wrapping tun.ErrNoGRO.
+func (d *Device) ReadFrame([]byte) (int, error) { return 0, tun.ErrNoGRO }
+
+// ReadFrameNonblock implements tun.Offloader like ReadFrame.
+func (d *Device) ReadFrameNonblock([]byte) (int, error) { return 0, tun.ErrNoGRO }
+
+// WriteFrame implements tun.Offloader. Each packet of the frame (as the
+// kernel would segment it, tun.SplitFrame) is dropped or not as
+// WritePacket's would be, and counted alike; when none is dropped the frame
+// goes to the wrapped device whole, else the others go one by one.
+func (d *Device) WriteFrame(frame []byte) error {
+	o, ok := d.dev.(tun.Offloader)
+	if !ok || d.closed.Load() {
+		if !ok {
+			return fmt.Errorf("impair %s: write frame: %w", d.dev.Name(), tun.ErrNoOffload)
+		}
+		return o.WriteFrame(frame)
+	}
+	d.fmu.Lock()
+	defer d.fmu.Unlock()
+	if d.fscratch == nil {
+		d.fscratch = make([]byte, tun.MaxMTU)
+	}
+	d.fkeep = d.fkeep[:0]
+	dropped := false
+	if err := tun.SplitFrame(frame, d.fscratch, false, func(pkt []byte) error {
+		drop := d.drop(Egress, pkt)
+		dropped = dropped || drop
+		d.fkeep = append(d.fkeep, !drop)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("impair %s: write frame: %w", d.dev.Name(), err)
+	}
+	if !dropped {
+		if err := o.WriteFrame(frame); err != nil {
+			return err
+		}
+		d.dirs[Egress].passed.Add(uint64(len(d.fkeep)))
+		return nil
+	}
+	i := 0
+	return tun.SplitFrame(frame, d.fscratch, true, func(pkt []byte) error {
+		keep := d.fkeep[i]
+		i++
+		if !keep {
+			return nil
+		}
+		if err := d.dev.WritePacket(pkt); err != nil {
+			return err
+		}
+		d.dirs[Egress].passed.Add(1)
+		return nil
+	})
 }

@@ -116,6 +116,9 @@ type Tap struct {
 	closed bool           // guarded by mu
 	err    error          // guarded by mu; the first write error
 	stats  Stats          // guarded by mu
+
+	fmu      sync.Mutex // guards fscratch: WriteFrame's packets
+	fscratch []byte
 }
 
 var _ tun.Pollable = (*Tap)(nil)
@@ -319,4 +322,40 @@ func (t *Tap) Close() error {
 		}
 	}
 	return errors.Join(errDev, errFlush, errFile)
+}
+
+var _ tun.Offloader = (*Tap)(nil)
+
+// Offloads implements tun.Offloader: GSO when the wrapped device has it,
+// never GRO (see tun.WrappedOffloads).
+func (t *Tap) Offloads() tun.Offloads { return tun.WrappedOffloads(t.dev) }
+
+// ReadFrame implements tun.Offloader: no GRO, an error wrapping tun.ErrNoGRO.
+func (t *Tap) ReadFrame([]byte) (int, error) { return 0, tun.ErrNoGRO }
+
+// ReadFrameNonblock implements tun.Offloader like ReadFrame.
+func (t *Tap) ReadFrameNonblock([]byte) (int, error) { return 0, tun.ErrNoGRO }
+
+// WriteFrame implements tun.Offloader: it passes the frame to the wrapped
+// device whole and, if the device accepted it, records its packets one by
+// one as the kernel segments it (tun.SplitFrame), checksums filled in, so
+// that the capture reads like one of the wire.
+func (t *Tap) WriteFrame(frame []byte) error {
+	o, ok := t.dev.(tun.Offloader)
+	if !ok {
+		return fmt.Errorf("pcaptap %s: write frame: %w", t.dev.Name(), tun.ErrNoOffload)
+	}
+	ts := t.now()
+	if err := o.WriteFrame(frame); err != nil {
+		return err
+	}
+	t.fmu.Lock()
+	defer t.fmu.Unlock()
+	if t.fscratch == nil {
+		t.fscratch = make([]byte, tun.MaxMTU)
+	}
+	return tun.SplitFrame(frame, t.fscratch, true, func(pkt []byte) error {
+		t.record(ts, pkt)
+		return nil
+	})
 }

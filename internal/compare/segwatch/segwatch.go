@@ -630,6 +630,9 @@ func (w *Watcher) Stats() Stats {
 type Device struct {
 	tun.Device
 	w *Watcher
+
+	fmu      sync.Mutex // guards fscratch: WriteFrame's packets
+	fscratch []byte
 }
 
 var _ tun.Pollable = (*Device)(nil)
@@ -672,4 +675,39 @@ func (d *Device) ReadPacketNonblock(buf []byte) (int, error) {
 		d.w.Ingress(buf[:n])
 	}
 	return n, err
+}
+
+var _ tun.Offloader = (*Device)(nil)
+
+// Offloads implements tun.Offloader: GSO when the wrapped device has it,
+// never GRO (see tun.WrappedOffloads).
+func (d *Device) Offloads() tun.Offloads { return tun.WrappedOffloads(d.Device) }
+
+// ReadFrame implements tun.Offloader: no GRO, an error wrapping tun.ErrNoGRO.
+func (d *Device) ReadFrame([]byte) (int, error) { return 0, tun.ErrNoGRO }
+
+// ReadFrameNonblock implements tun.Offloader like ReadFrame.
+func (d *Device) ReadFrameNonblock([]byte) (int, error) { return 0, tun.ErrNoGRO }
+
+// WriteFrame implements tun.Offloader: the watcher sees each packet of the
+// frame, as the kernel segments it (tun.SplitFrame), before the frame goes
+// to the wrapped device whole.
+func (d *Device) WriteFrame(frame []byte) error {
+	o, ok := d.Device.(tun.Offloader)
+	if !ok {
+		return fmt.Errorf("segwatch %s: write frame: %w", d.Name(), tun.ErrNoOffload)
+	}
+	d.fmu.Lock()
+	if d.fscratch == nil {
+		d.fscratch = make([]byte, tun.MaxMTU)
+	}
+	err := tun.SplitFrame(frame, d.fscratch, false, func(pkt []byte) error {
+		d.w.Egress(pkt)
+		return nil
+	})
+	d.fmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("segwatch %s: write frame: %w", d.Name(), err)
+	}
+	return o.WriteFrame(frame)
 }

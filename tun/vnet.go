@@ -1,0 +1,301 @@
+package tun
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+)
+
+// VnetHdrLen is the size of struct virtio_net_hdr (linux/virtio_net.h), the
+// header in front of every packet of a TUN opened with IFF_VNET_HDR (the
+// size TUNSETVNETHDRSZ sets).
+const VnetHdrLen = 10
+
+// MaxFrame is the largest frame (virtio-net header and packet) a device with
+// offloads reads or writes: a 64 KiB IPv4 packet behind its header.
+const MaxFrame = VnetHdrLen + MaxMTU
+
+// virtio_net_hdr flags and gso_type values (linux/virtio_net.h).
+const (
+	VnetFlagNeedsCsum = 1 // VIRTIO_NET_HDR_F_NEEDS_CSUM: the checksum at CsumStart+CsumOffset holds the pseudo-header's sum only
+	VnetFlagDataValid = 2 // VIRTIO_NET_HDR_F_DATA_VALID: the checksums were verified
+
+	GSONone  = 0    // VIRTIO_NET_HDR_GSO_NONE
+	GSOTCPv4 = 1    // VIRTIO_NET_HDR_GSO_TCPV4
+	GSOUDP   = 3    // VIRTIO_NET_HDR_GSO_UDP
+	GSOTCPv6 = 4    // VIRTIO_NET_HDR_GSO_TCPV6
+	GSOUDPL4 = 5    // VIRTIO_NET_HDR_GSO_UDP_L4
+	GSOECN   = 0x80 // VIRTIO_NET_HDR_GSO_ECN, or'ed into the type
+)
+
+// VnetHdr is a virtio_net_hdr. Its 16-bit fields are little-endian on the
+// wire: a TUN's header is (TUNSETVNETLE aside) in the host's legacy virtio
+// byte order, little-endian on every platform Go's linux ports run on except
+// the big-endian ones, which this module does not support for offloads.
+type VnetHdr struct {
+	Flags      uint8
+	GSOType    uint8
+	HdrLen     uint16 // length of the headers (IP and TCP) of each segment
+	GSOSize    uint16 // payload bytes per segment (the MSS)
+	CsumStart  uint16 // where the checksummed part starts, from the IP header
+	CsumOffset uint16 // where the checksum is, from CsumStart
+}
+
+// Errors of a bad virtio-net header, each wrapping ErrBadVnetHdr: the stack
+// counts a drop for each (stack.Drops).
+var (
+	ErrBadVnetHdr = errors.New("tun: bad virtio-net header")
+	// ErrVnetGSO: a GSO frame that is not one TCP/IPv4 segment as
+	// announced: a type we did not enable, gso_size 0, an IP total length
+	// that is not the frame's, headers past hdr_len.
+	ErrVnetGSO = fmt.Errorf("%w: bad GSO frame", ErrBadVnetHdr)
+	// ErrVnetCsum: csum_start/csum_offset outside the packet, or not the
+	// TCP checksum of a GSO frame.
+	ErrVnetCsum = fmt.Errorf("%w: bad checksum offsets", ErrBadVnetHdr)
+)
+
+// ParseVnetHdr decodes the header at the front of b.
+func ParseVnetHdr(b []byte) (VnetHdr, error) {
+	if len(b) < VnetHdrLen {
+		return VnetHdr{}, fmt.Errorf("%w: %d bytes", ErrBadVnetHdr, len(b))
+	}
+	le := binary.LittleEndian
+	return VnetHdr{
+		Flags:      b[0],
+		GSOType:    b[1],
+		HdrLen:     le.Uint16(b[2:]),
+		GSOSize:    le.Uint16(b[4:]),
+		CsumStart:  le.Uint16(b[6:]),
+		CsumOffset: le.Uint16(b[8:]),
+	}, nil
+}
+
+// Put encodes h into b[:VnetHdrLen].
+func (h VnetHdr) Put(b []byte) {
+	le := binary.LittleEndian
+	b[0], b[1] = h.Flags, h.GSOType
+	le.PutUint16(b[2:], h.HdrLen)
+	le.PutUint16(b[4:], h.GSOSize)
+	le.PutUint16(b[6:], h.CsumStart)
+	le.PutUint16(b[8:], h.CsumOffset)
+}
+
+// IsGSO reports whether h announces a frame of several segments.
+func (h VnetHdr) IsGSO() bool { return h.GSOType&^GSOECN != GSONone }
+
+// Check validates h against the IPv4 packet pkt it came with. A GSO frame
+// must be one TCP/IPv4 segment (GSOTCPv4, ECN bit allowed) whose IP total
+// length is len(pkt), with gso_size > 0, hdr_len no more than the packet,
+// and its partial checksum at the TCP checksum; a frame that needs its
+// checksum completed must have both offsets inside the packet. Check reads
+// only pkt's headers, and never panics.
+func (h VnetHdr) Check(pkt []byte) error {
+	if h.Flags&^(VnetFlagNeedsCsum|VnetFlagDataValid) != 0 {
+		return fmt.Errorf("%w: flags %#x", ErrBadVnetHdr, h.Flags)
+	}
+	if h.Flags&VnetFlagNeedsCsum != 0 {
+		if int(h.CsumStart)+int(h.CsumOffset)+2 > len(pkt) || h.CsumOffset&1 != 0 {
+			return fmt.Errorf("%w: start %d offset %d in %d bytes", ErrVnetCsum, h.CsumStart, h.CsumOffset, len(pkt))
+		}
+	}
+	if !h.IsGSO() {
+		if h.GSOType != GSONone {
+			return fmt.Errorf("%w: type %#x", ErrVnetGSO, h.GSOType)
+		}
+		return nil
+	}
+	if h.GSOType&^GSOECN != GSOTCPv4 {
+		return fmt.Errorf("%w: type %#x", ErrVnetGSO, h.GSOType)
+	}
+	if h.GSOSize == 0 {
+		return fmt.Errorf("%w: gso_size 0", ErrVnetGSO)
+	}
+	ihl, thl, ok := tcp4Headers(pkt)
+	if !ok {
+		return fmt.Errorf("%w: not a TCP/IPv4 packet of %d bytes", ErrVnetGSO, len(pkt))
+	}
+	if int(h.HdrLen) > len(pkt) {
+		return fmt.Errorf("%w: hdr_len %d in %d bytes", ErrVnetGSO, h.HdrLen, len(pkt))
+	}
+	if h.Flags&VnetFlagNeedsCsum == 0 || int(h.CsumStart) != ihl || h.CsumOffset != 16 {
+		return fmt.Errorf("%w: GSO frame's checksum at %d+%d, TCP's at %d+16", ErrVnetCsum, h.CsumStart, h.CsumOffset, ihl)
+	}
+	if ihl+thl > len(pkt) {
+		return fmt.Errorf("%w: headers past the packet", ErrVnetGSO)
+	}
+	return nil
+}
+
+// tcp4Headers returns the IPv4 and TCP header lengths of pkt if it is a
+// TCP/IPv4 packet whose IP total length is len(pkt), not a fragment, with
+// both headers inside it.
+func tcp4Headers(pkt []byte) (ihl, thl int, ok bool) {
+	if len(pkt) < 40 || pkt[0]>>4 != 4 || pkt[9] != 6 {
+		return 0, 0, false
+	}
+	ihl = int(pkt[0]&0xf) * 4
+	if ihl < 20 || int(binary.BigEndian.Uint16(pkt[2:])) != len(pkt) || binary.BigEndian.Uint16(pkt[6:])&0x3fff != 0 {
+		return 0, 0, false
+	}
+	if ihl+20 > len(pkt) {
+		return 0, 0, false
+	}
+	thl = int(pkt[ihl+12]>>4) * 4
+	if thl < 20 || ihl+thl > len(pkt) {
+		return 0, 0, false
+	}
+	return ihl, thl, true
+}
+
+// CompleteChecksum fills in the checksum that a frame with
+// VnetFlagNeedsCsum left partial (the pseudo-header's sum), as the kernel's
+// skb_checksum_help does: the one's complement of the sum from CsumStart to
+// the end, the field included. h must have passed Check against pkt. A GSO
+// frame's checksum covers its full length; Segment computes each segment's.
+func CompleteChecksum(h VnetHdr, pkt []byte) {
+	if h.Flags&VnetFlagNeedsCsum == 0 {
+		return
+	}
+	at := int(h.CsumStart) + int(h.CsumOffset)
+	binary.BigEndian.PutUint16(pkt[at:], ^checksum.Checksum(pkt[h.CsumStart:], 0))
+}
+
+// PseudoSum4 is the sum of the IPv4 pseudo-header of a TCP segment of
+// length tcpLen (RFC 9293 3.1), unfolded into 16 bits and not complemented:
+// what a partial checksum field holds (VnetFlagNeedsCsum).
+func PseudoSum4(src, dst [4]byte, tcpLen int) uint16 {
+	s := checksum.Checksum(src[:], 0)
+	s = checksum.Checksum(dst[:], s)
+	return checksum.Combine(s, checksum.Combine(6, uint16(tcpLen)))
+}
+
+// SegmentCount returns how many packets Segment makes of a frame: 1 unless
+// h is a GSO frame, else one per gso_size bytes of payload (at least one).
+func SegmentCount(h VnetHdr, pkt []byte) int {
+	if !h.IsGSO() || h.GSOSize == 0 {
+		return 1
+	}
+	ihl, thl, ok := tcp4Headers(pkt)
+	if !ok {
+		return 1
+	}
+	payload := len(pkt) - ihl - thl
+	return max(1, (payload+int(h.GSOSize)-1)/int(h.GSOSize))
+}
+
+// Segment splits a frame (header h, IPv4 packet pkt; h passed Check) into
+// the packets a NIC doing TSO would send, and calls emit with each, built in
+// scratch (which needs room for the largest: the headers and gso_size
+// bytes, or the whole packet of a frame that is not GSO): IP total length, ID (incremented per segment) and checksum; TCP
+// sequence number, flags (CWR on the first only, PSH and FIN on the last
+// only, as Linux's tcp_gso_segment) and a full checksum. A frame that is not
+// GSO is emitted as a copy in scratch, its partial checksum completed (as
+// it is when it has none). emit
+// must not keep the packet; an error from it stops Segment and is returned.
+func Segment(h VnetHdr, pkt, scratch []byte, emit func(pkt []byte) error) error {
+	return segment(h, pkt, scratch, true, emit)
+}
+
+// SegmentHeaders is Segment for a look at the packets (a wrapper's drop
+// decisions, a watcher): every header field right but the TCP checksum,
+// which is left as the frame has it, partial or not, and a frame that is not
+// GSO is emitted as it is.
+func SegmentHeaders(h VnetHdr, pkt, scratch []byte, emit func(pkt []byte) error) error {
+	return segment(h, pkt, scratch, false, emit)
+}
+
+func segment(h VnetHdr, pkt, scratch []byte, csum bool, emit func(pkt []byte) error) error {
+	if !h.IsGSO() {
+		if !csum || h.Flags&VnetFlagNeedsCsum == 0 {
+			return emit(pkt)
+		}
+		if len(scratch) < len(pkt) {
+			return fmt.Errorf("tun: segment: %d-byte scratch for a %d-byte packet", len(scratch), len(pkt))
+		}
+		p := scratch[:len(pkt)]
+		copy(p, pkt)
+		CompleteChecksum(h, p)
+		return emit(p)
+	}
+	ihl, thl, ok := tcp4Headers(pkt)
+	if !ok || h.GSOSize == 0 {
+		return fmt.Errorf("%w: cannot segment", ErrVnetGSO)
+	}
+	hl := ihl + thl
+	payload := pkt[hl:]
+	mss := int(h.GSOSize)
+	if len(scratch) < hl+min(mss, len(payload)) {
+		return fmt.Errorf("tun: segment: %d-byte scratch for %d-byte segments", len(scratch), hl+mss)
+	}
+	id := binary.BigEndian.Uint16(pkt[4:])
+	seq := binary.BigEndian.Uint32(pkt[ihl+4:])
+	flags := pkt[ihl+13]
+	var src, dst [4]byte
+	copy(src[:], pkt[12:16])
+	copy(dst[:], pkt[16:20])
+	for i, off := 0, 0; off < len(payload) || i == 0; i++ {
+		n := min(mss, len(payload)-off)
+		last := off+n >= len(payload)
+		seg := scratch[:hl+n]
+		copy(seg, pkt[:hl])
+		copy(seg[hl:], payload[off:off+n])
+		binary.BigEndian.PutUint16(seg[2:], uint16(hl+n))
+		binary.BigEndian.PutUint16(seg[4:], id+uint16(i))
+		seg[10], seg[11] = 0, 0
+		binary.BigEndian.PutUint16(seg[10:], ^checksum.Checksum(seg[:ihl], 0))
+		t := seg[ihl:]
+		binary.BigEndian.PutUint32(t[4:], seq+uint32(off))
+		f := flags
+		if i > 0 {
+			f &^= 0x80 // CWR
+		}
+		if !last {
+			f &^= 0x01 | 0x08 // FIN, PSH
+		}
+		t[13] = f
+		if csum {
+			t[16], t[17] = 0, 0
+			sum := checksum.Checksum(t, PseudoSum4(src, dst, len(t)))
+			binary.BigEndian.PutUint16(t[16:], ^sum)
+		}
+		if err := emit(seg); err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
+}
+
+// SplitFrame checks frame (a header and its packet) and calls emit with
+// each of its packets, as Segment (csum) or SegmentHeaders make them: the
+// work of a wrapper (package impair, pcaptap) that handles packets one by
+// one, on a frame. scratch should hold MaxMTU bytes.
+func SplitFrame(frame, scratch []byte, csum bool, emit func(pkt []byte) error) error {
+	h, err := ParseVnetHdr(frame)
+	if err != nil {
+		return err
+	}
+	pkt := frame[VnetHdrLen:]
+	if err := h.Check(pkt); err != nil {
+		return err
+	}
+	return segment(h, pkt, scratch, csum, emit)
+}
+
+// WrappedOffloads is the Offloads of a wrapper over dev that offers GSO
+// (WriteFrame, through SplitFrame) when dev does, but not GRO (its reads
+// are packet by packet: a plain read of an offload TUN turns GRO off).
+func WrappedOffloads(dev Device) Offloads {
+	o, ok := dev.(Offloader)
+	if !ok {
+		return Offloads{Err: fmt.Errorf("tun: %s has no frames: %w", dev.Name(), ErrNoOffload)}
+	}
+	off := o.Offloads()
+	off.GRO = false
+	return off
+}
+
+// ErrNoGRO is what the ReadFrame methods of a wrapper without GRO return.
+var ErrNoGRO = fmt.Errorf("%w: no GRO through this wrapper", ErrNoOffload)
