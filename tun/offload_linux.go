@@ -38,7 +38,7 @@ const (
 // IFF_VNET_HDR device.
 func OpenOffload(name string, mtu int) (*TUN, error) {
 	t, err := open(name, mtu, true)
-	if err == nil || errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrLinkExists) {
+	if !errors.Is(err, errOffload) {
 		return t, err
 	}
 	t, perr := Open(name, mtu)
@@ -48,6 +48,11 @@ func OpenOffload(name string, mtu int) (*TUN, error) {
 	t.offloads.Err = err
 	return t, nil
 }
+
+// offloadFlags are the TUNSETOFFLOAD flags OpenOffload tries, in order (a
+// kernel without TSO6 takes the second); a test replaces them with flags the
+// kernel refuses, to see the fallback.
+var offloadFlags = []int{tunFCsum | tunFTSO4 | tunFTSO6, tunFCsum | tunFTSO4}
 
 // errOffload marks what OpenOffload falls back on.
 var errOffload = errors.New("offloads refused")
@@ -76,10 +81,14 @@ func openVnet(name string, mtu int) (*TUN, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("tun: open %q: TUNSETVNETHDRSZ: %w: %w", name, errOffload, err)
 	}
-	if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, tunFCsum|tunFTSO4|tunFTSO6); err != nil {
-		if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, tunFCsum|tunFTSO4); err != nil {
+	for i, flags := range offloadFlags {
+		err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, flags)
+		if err == nil {
+			break
+		}
+		if i == len(offloadFlags)-1 {
 			unix.Close(fd)
-			return nil, fmt.Errorf("tun: open %q: TUNSETOFFLOAD: %w: %w", name, errOffload, err)
+			return nil, fmt.Errorf("tun: open %q: TUNSETOFFLOAD %#x: %w: %w", name, flags, errOffload, err)
 		}
 	}
 	file := os.NewFile(uintptr(fd), "/dev/net/tun") // non-blocking: on the poller

@@ -1,0 +1,65 @@
+package tun
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// FuzzVnetHdr feeds arbitrary frames (a virtio-net header and a packet) to
+// the parser, Check, and the segmentation a wrapper does (SplitFrame): none
+// may panic, and every frame Check accepts must segment into packets no
+// larger than their headers and gso_size, whose IP and TCP checksums verify
+// and whose payloads add up to the frame's.
+func FuzzVnetHdr(f *testing.F) {
+	pkt := tcp4Packet(1, 0x18, make([]byte, 3000), true)
+	gso := make([]byte, VnetHdrLen)
+	VnetHdr{Flags: VnetFlagNeedsCsum, GSOType: GSOTCPv4, HdrLen: 52, GSOSize: 1448, CsumStart: 20, CsumOffset: 16}.Put(gso)
+	f.Add(append(gso, pkt...))
+	one := make([]byte, VnetHdrLen)
+	VnetHdr{Flags: VnetFlagNeedsCsum, CsumStart: 20, CsumOffset: 16}.Put(one)
+	f.Add(append(one, tcp4Packet(1, 0x18, []byte("hi"), true)...))
+	f.Add(append(make([]byte, VnetHdrLen), tcp4Packet(1, 0x11, nil, false)...))
+	bad := append([]byte(nil), gso...)
+	binary.LittleEndian.PutUint16(bad[4:], 0) // gso_size 0
+	f.Add(append(bad, pkt...))
+	f.Add([]byte{1, 1, 0xff, 0xff, 1, 0, 0xff, 0xff, 0xff, 0xff})
+	scratch := make([]byte, MaxMTU)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		h, err := ParseVnetHdr(frame)
+		if err != nil {
+			return
+		}
+		p := frame[VnetHdrLen:]
+		if h.Check(p) != nil {
+			if SplitFrame(frame, scratch, true, func([]byte) error { return nil }) == nil {
+				t.Fatal("SplitFrame took a frame Check refused")
+			}
+			return
+		}
+		total, n := 0, 0
+		ihl, thl, _ := tcp4Headers(p)
+		err = SplitFrame(frame, scratch, true, func(seg []byte) error {
+			n++
+			if !h.IsGSO() {
+				if len(seg) != len(p) {
+					t.Fatalf("a frame that is not GSO became a %d-byte packet of %d", len(seg), len(p))
+				}
+				return nil
+			}
+			if len(seg) > ihl+thl+int(h.GSOSize) {
+				t.Fatalf("segment of %d bytes, more than %d+%d+%d", len(seg), ihl, thl, h.GSOSize)
+			}
+			if !ipChecksumOK(seg) || !tcpChecksumOK(seg) {
+				t.Fatal("segment's checksums do not verify")
+			}
+			total += len(seg) - ihl - thl
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("SplitFrame of a checked frame: %v", err)
+		}
+		if h.IsGSO() && (total != len(p)-ihl-thl || n != SegmentCount(h, p)) {
+			t.Fatalf("segments carry %d bytes in %d, the frame %d in %d", total, n, len(p)-ihl-thl, SegmentCount(h, p))
+		}
+	})
+}

@@ -1,0 +1,218 @@
+package tun
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+)
+
+// sum16 is the Internet checksum's one's complement sum of b, computed
+// independently of the checksum package the code under test uses.
+func sum16(b []byte, initial uint32) uint32 {
+	s := initial
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	if len(b)%2 == 1 {
+		s += uint32(b[len(b)-1]) << 8
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	return s
+}
+
+// tcpChecksumOK verifies the TCP checksum of an IPv4 packet by recomputation.
+func tcpChecksumOK(pkt []byte) bool {
+	ihl := int(pkt[0]&0xf) * 4
+	t := pkt[ihl:]
+	var ph [12]byte
+	copy(ph[0:8], pkt[12:20])
+	ph[9] = 6
+	binary.BigEndian.PutUint16(ph[10:], uint16(len(t)))
+	return sum16(t, sum16(ph[:], 0)) == 0xffff
+}
+
+func ipChecksumOK(pkt []byte) bool {
+	return sum16(pkt[:int(pkt[0]&0xf)*4], 0) == 0xffff
+}
+
+// tcp4Packet builds a TCP/IPv4 packet: 198.18.0.2:80 -> 198.18.0.1:40000,
+// seq, the given flags, a 12-byte timestamp option (NOP, NOP, TS), and
+// payload; its TCP checksum full when partial is false, else the
+// pseudo-header sum (as a frame with NeedsCsum carries it).
+func tcp4Packet(seq uint32, flags byte, payload []byte, partial bool) []byte {
+	const ihl, thl = 20, 32
+	p := make([]byte, ihl+thl+len(payload))
+	p[0] = 0x45
+	binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
+	binary.BigEndian.PutUint16(p[4:], 0x1234)
+	p[6] = 0x40 // DF
+	p[8], p[9] = 64, 6
+	copy(p[12:], []byte{198, 18, 0, 2, 198, 18, 0, 1})
+	binary.BigEndian.PutUint16(p[10:], ^uint16(sum16(p[:ihl], 0)))
+	t := p[ihl:]
+	binary.BigEndian.PutUint16(t[0:], 80)
+	binary.BigEndian.PutUint16(t[2:], 40000)
+	binary.BigEndian.PutUint32(t[4:], seq)
+	binary.BigEndian.PutUint32(t[8:], 777)
+	t[12] = thl / 4 << 4
+	t[13] = flags
+	binary.BigEndian.PutUint16(t[14:], 512)
+	copy(t[20:], []byte{1, 1, 8, 10, 0, 0, 0, 5, 0, 0, 0, 9})
+	copy(t[thl:], payload)
+	ps := PseudoSum4([4]byte{198, 18, 0, 2}, [4]byte{198, 18, 0, 1}, len(t))
+	if partial {
+		binary.BigEndian.PutUint16(t[16:], ps)
+	} else {
+		binary.BigEndian.PutUint16(t[16:], ^uint16(sum16(t, uint32(ps))))
+	}
+	return p
+}
+
+func TestVnetHdrRoundTrip(t *testing.T) {
+	h := VnetHdr{Flags: VnetFlagNeedsCsum, GSOType: GSOTCPv4, HdrLen: 52, GSOSize: 1448, CsumStart: 20, CsumOffset: 16}
+	var b [VnetHdrLen]byte
+	h.Put(b[:])
+	want := []byte{1, 1, 52, 0, 0xa8, 0x05, 20, 0, 16, 0} // little-endian 16-bit fields
+	if !bytes.Equal(b[:], want) {
+		t.Fatalf("Put: % x, want % x", b, want)
+	}
+	got, err := ParseVnetHdr(b[:])
+	if err != nil || got != h {
+		t.Fatalf("ParseVnetHdr = %+v, %v; want %+v", got, err, h)
+	}
+	if _, err := ParseVnetHdr(b[:9]); !errors.Is(err, ErrBadVnetHdr) {
+		t.Fatalf("9 bytes: %v, want ErrBadVnetHdr", err)
+	}
+}
+
+func TestVnetHdrCheck(t *testing.T) {
+	pkt := tcp4Packet(1000, 0x18, bytes.Repeat([]byte{'x'}, 3000), true)
+	good := VnetHdr{Flags: VnetFlagNeedsCsum, GSOType: GSOTCPv4, HdrLen: 52, GSOSize: 1448, CsumStart: 20, CsumOffset: 16}
+	if err := good.Check(pkt); err != nil {
+		t.Fatalf("good header: %v", err)
+	}
+	ecn := good
+	ecn.GSOType |= GSOECN
+	if err := ecn.Check(pkt); err != nil {
+		t.Fatalf("ECN bit: %v", err)
+	}
+	short := append([]byte(nil), pkt...)
+	binary.BigEndian.PutUint16(short[2:], uint16(len(pkt)-1)) // IP says one byte less than the frame
+	for _, c := range []struct {
+		name string
+		h    VnetHdr
+		pkt  []byte
+		want error
+	}{
+		{"unknown flag", VnetHdr{Flags: 4}, pkt, ErrBadVnetHdr},
+		{"gso_size 0", VnetHdr{Flags: 1, GSOType: GSOTCPv4, CsumStart: 20, CsumOffset: 16}, pkt, ErrVnetGSO},
+		{"UDP GSO", VnetHdr{Flags: 1, GSOType: GSOUDPL4, GSOSize: 1000, CsumStart: 20, CsumOffset: 6}, pkt, ErrVnetGSO},
+		{"TCPv6 GSO on IPv4", VnetHdr{Flags: 1, GSOType: GSOTCPv6, GSOSize: 1000, CsumStart: 20, CsumOffset: 16}, pkt, ErrVnetGSO},
+		{"unknown type", VnetHdr{GSOType: 9}, pkt, ErrVnetGSO},
+		{"larger than announced", good, short, ErrVnetGSO},
+		{"hdr_len past the end", VnetHdr{Flags: 1, GSOType: GSOTCPv4, HdrLen: 60000, GSOSize: 1448, CsumStart: 20, CsumOffset: 16}, pkt, ErrVnetGSO},
+		{"GSO without NEEDS_CSUM", VnetHdr{GSOType: GSOTCPv4, GSOSize: 1448}, pkt, ErrVnetCsum},
+		{"GSO csum not TCP's", VnetHdr{Flags: 1, GSOType: GSOTCPv4, GSOSize: 1448, CsumStart: 20, CsumOffset: 6}, pkt, ErrVnetCsum},
+		{"csum past the end", VnetHdr{Flags: 1, CsumStart: uint16(len(pkt) - 1), CsumOffset: 0}, pkt, ErrVnetCsum},
+		{"odd csum_offset", VnetHdr{Flags: 1, CsumStart: 20, CsumOffset: 15}, pkt, ErrVnetCsum},
+		{"GSO of a short packet", good, pkt[:30], ErrBadVnetHdr},
+	} {
+		if err := c.h.Check(c.pkt); !errors.Is(err, c.want) {
+			t.Errorf("%s: Check = %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+func TestCompleteChecksum(t *testing.T) {
+	full := tcp4Packet(5, 0x18, []byte("hello, world!"), false)
+	part := tcp4Packet(5, 0x18, []byte("hello, world!"), true)
+	h := VnetHdr{Flags: VnetFlagNeedsCsum, CsumStart: 20, CsumOffset: 16}
+	if err := h.Check(part); err != nil {
+		t.Fatal(err)
+	}
+	CompleteChecksum(h, part)
+	if !bytes.Equal(part, full) || !tcpChecksumOK(part) {
+		t.Fatalf("completed:\n% x\nwant\n% x", part, full)
+	}
+}
+
+func TestSegment(t *testing.T) {
+	payload := make([]byte, 3000)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	const seq = 0xfffff000                                  // wraps within the frame
+	frame := tcp4Packet(seq, 0x80|0x18|0x01, payload, true) // CWR, ACK, PSH, FIN
+	h := VnetHdr{Flags: VnetFlagNeedsCsum, GSOType: GSOTCPv4, HdrLen: 52, GSOSize: 1448, CsumStart: 20, CsumOffset: 16}
+	if n := SegmentCount(h, frame); n != 3 {
+		t.Fatalf("SegmentCount = %d, want 3", n)
+	}
+	var got [][]byte
+	scratch := make([]byte, MaxMTU)
+	if err := Segment(h, frame, scratch, func(p []byte) error {
+		got = append(got, append([]byte(nil), p...))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sizes := []int{1448, 1448, 104}
+	flags := []byte{0x80 | 0x10, 0x10, 0x18 | 0x01}
+	if len(got) != 3 {
+		t.Fatalf("%d segments, want 3", len(got))
+	}
+	off := 0
+	for i, p := range got {
+		// The packet TSO would send, built independently.
+		want := tcp4Packet(seq+uint32(off), flags[i], payload[off:off+sizes[i]], false)
+		binary.BigEndian.PutUint16(want[4:], 0x1234+uint16(i))
+		want[10], want[11] = 0, 0
+		binary.BigEndian.PutUint16(want[10:], ^uint16(sum16(want[:20], 0)))
+		if !bytes.Equal(p, want) {
+			t.Errorf("segment %d:\n% x\nwant\n% x", i, p[:60], want[:60])
+		}
+		if !ipChecksumOK(p) || !tcpChecksumOK(p) {
+			t.Errorf("segment %d: checksums do not verify", i)
+		}
+		off += sizes[i]
+	}
+
+	// SegmentHeaders: the same headers, the checksum left alone.
+	i := 0
+	if err := SegmentHeaders(h, frame, scratch, func(p []byte) error {
+		if !bytes.Equal(p[:36], got[i][:36]) || !bytes.Equal(p[38:], got[i][38:]) || !bytes.Equal(p[36:38], frame[36:38]) {
+			t.Errorf("SegmentHeaders %d differs from Segment's but for the TCP checksum", i)
+		}
+		i++
+		return nil
+	}); err != nil || i != 3 {
+		t.Fatalf("SegmentHeaders: %d segments, %v", i, err)
+	}
+
+	// A frame that is not GSO: one packet, its checksum completed, the
+	// frame itself untouched.
+	one := tcp4Packet(9, 0x18, payload[:100], true)
+	orig := append([]byte(nil), one...)
+	n := 0
+	fr := make([]byte, VnetHdrLen, VnetHdrLen+len(one))
+	VnetHdr{Flags: VnetFlagNeedsCsum, CsumStart: 20, CsumOffset: 16}.Put(fr)
+	fr = append(fr, one...)
+	if err := SplitFrame(fr, scratch, true, func(p []byte) error {
+		n++
+		if !tcpChecksumOK(p) {
+			t.Error("SplitFrame: checksum not completed")
+		}
+		return nil
+	}); err != nil || n != 1 || !bytes.Equal(fr[VnetHdrLen:], orig) {
+		t.Fatalf("SplitFrame: %d packets, %v, frame changed %v", n, err, !bytes.Equal(fr[VnetHdrLen:], orig))
+	}
+
+	// An error from emit stops Segment.
+	stop := errors.New("stop")
+	n = 0
+	if err := Segment(h, frame, scratch, func([]byte) error { n++; return stop }); err != stop || n != 1 {
+		t.Fatalf("Segment after an error: %d calls, %v", n, err)
+	}
+}
