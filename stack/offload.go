@@ -102,6 +102,12 @@ func (s *Stack) readNonblock() (int, error) {
 	return s.poll.ReadPacketNonblock(s.ibuf)
 }
 
+// handleFrames handles the frames of one read: one from a TUN, or several
+// back to back from a wrapper (tun.NextFrame).
+func (s *Stack) handleFrames(b []byte) {
+	tun.EachFrame(b, len(b), s.handleFrame)
+}
+
 // handleFrame checks a frame's virtio-net header and handles its packet as
 // one (handlePacketNow), without checking a checksum the header vouches for.
 func (s *Stack) handleFrame(frame []byte) {

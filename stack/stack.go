@@ -356,7 +356,7 @@ func (s *Stack) readReady() (more bool) {
 		}
 		read++
 		if s.gro {
-			s.handleFrame(s.ibuf[:n]) // offload.go
+			s.handleFrames(s.ibuf[:n]) // offload.go
 			continue
 		}
 		s.handlePacketNow(s.ibuf[:n])

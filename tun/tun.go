@@ -114,15 +114,18 @@ type Offloads struct {
 // virtio-net header (VnetHdr, VnetHdrLen bytes) followed by an IPv4 packet
 // that may be larger than the MTU (up to MaxFrame in all). A TUN opened with
 // OpenOffload is one; the wrappers of this module (impair, pcaptap) are too,
-// over an Offloader: they take frames apart (Segment) to do their work per
-// packet, and offer GSO, not GRO. Plain ReadPacket and WritePacket work on
-// an Offloader as on any Device.
+// over an Offloader: they take frames apart (SplitFrame, FrameFilter) to do
+// their work per packet, and offer what the device they wrap offers. Plain
+// ReadPacket and WritePacket work on an Offloader as on any Device.
 type Offloader interface {
 	Device
 	// Offloads reports what the frame methods offer, now.
 	Offloads() Offloads
 	// ReadFrame reads one frame into buf (which should hold MaxFrame
-	// bytes), blocking, and returns its length: the header included.
+	// bytes), blocking, and returns its length: the header included. A
+	// wrapper may return several frames back to back (the runs of packets
+	// its work left of one frame: FrameFilter), each packet as long as its
+	// IP header says (NextFrame, EachFrame split them).
 	ReadFrame(buf []byte) (int, error)
 	// ReadFrameNonblock is ReadFrame that returns an error wrapping
 	// ErrWouldBlock at once when nothing waits (see Pollable).

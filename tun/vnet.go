@@ -284,18 +284,147 @@ func SplitFrame(frame, scratch []byte, csum bool, emit func(pkt []byte) error) e
 	return segment(h, pkt, scratch, csum, emit)
 }
 
-// WrappedOffloads is the Offloads of a wrapper over dev that offers GSO
-// (WriteFrame, through SplitFrame) when dev does, but not GRO (its reads
-// are packet by packet: a plain read of an offload TUN turns GRO off).
+// WrappedOffloads is the Offloads of a wrapper over dev that passes frames
+// on (through SplitFrame, FrameFilter): what dev offers.
 func WrappedOffloads(dev Device) Offloads {
 	o, ok := dev.(Offloader)
 	if !ok {
 		return Offloads{Err: fmt.Errorf("tun: %s has no frames: %w", dev.Name(), ErrNoOffload)}
 	}
-	off := o.Offloads()
-	off.GRO = false
-	return off
+	return o.Offloads()
 }
 
-// ErrNoGRO is what the ReadFrame methods of a wrapper without GRO return.
-var ErrNoGRO = fmt.Errorf("%w: no GRO through this wrapper", ErrNoOffload)
+// EachFrame calls f with each frame of buf[:n], frames back to back as a
+// ReadFrame returns them (NextFrame).
+func EachFrame(buf []byte, n int, f func(frame []byte)) {
+	for in := buf[:n]; len(in) > 0; {
+		var fr []byte
+		fr, in = NextFrame(in)
+		f(fr)
+	}
+}
+
+// NextFrame splits the first frame off b, the frames a ReadFrame returned
+// back to back: its packet is as long as its IP header says. When b does
+// not say (too short, not IP, a length past b's end), all of b is one frame
+// (which Check will refuse if it is not one).
+func NextFrame(b []byte) (frame, rest []byte) {
+	if len(b) <= VnetHdrLen {
+		return b, nil
+	}
+	size := ipPacketSize(b[VnetHdrLen:])
+	if size <= 0 || size > len(b)-VnetHdrLen {
+		return b, nil
+	}
+	return b[:VnetHdrLen+size], b[VnetHdrLen+size:]
+}
+
+// FrameFilter takes the frames a wrapper read apart, packet by packet as
+// the kernel would segment them, and keeps the packets it is told to: a
+// wrapper's GRO (package impair drops packets of the kernel's large
+// segments one by one). Not safe for concurrent use.
+type FrameFilter struct {
+	in, seg []byte
+	keep    []bool
+}
+
+// Filter rewrites the frames in buf[:n] (back to back, NextFrame) into
+// buf, keeping the packets keep accepts, and returns the new length. A
+// frame whose packets are all kept stays as it is; of one that lost some,
+// each run of consecutive packets kept becomes a frame of its own (its IP
+// total length, ID and checksum, TCP sequence number, flags and partial
+// checksum those of the run, as the kernel's segmentation would make them);
+// a frame without GSO is kept or dropped whole. keep sees each packet with
+// its headers right but its TCP checksum as the frame had it
+// (SegmentHeaders). A frame that fails Check is kept as it is, for the
+// reader to count. Runs that would not fit in buf (impossible with a
+// gso_size larger than the headers) are dropped and counted in the second
+// result.
+func (f *FrameFilter) Filter(buf []byte, n int, keep func(pkt []byte) bool) (int, int) {
+	if f.in == nil {
+		f.in, f.seg = make([]byte, MaxFrame), make([]byte, MaxMTU)
+	}
+	in := f.in[:copy(f.in, buf[:n])]
+	out, lost := 0, 0
+	for len(in) > 0 {
+		var fr []byte
+		fr, in = NextFrame(in)
+		h, err := ParseVnetHdr(fr)
+		if err != nil || h.Check(fr[VnetHdrLen:]) != nil {
+			out += copy(buf[out:], fr)
+			continue
+		}
+		pkt := fr[VnetHdrLen:]
+		if !h.IsGSO() {
+			if keep(pkt) {
+				out += copy(buf[out:], fr)
+			}
+			continue
+		}
+		f.keep = f.keep[:0]
+		all := true
+		_ = segment(h, pkt, f.seg, false, func(p []byte) error {
+			k := keep(p)
+			f.keep = append(f.keep, k)
+			all = all && k
+			return nil
+		})
+		if all {
+			out += copy(buf[out:], fr)
+			continue
+		}
+		for i := 0; i < len(f.keep); {
+			if !f.keep[i] {
+				i++
+				continue
+			}
+			j := i + 1
+			for j < len(f.keep) && f.keep[j] {
+				j++
+			}
+			w, ok := run(buf[out:], h, pkt, i, j, len(f.keep))
+			if ok {
+				out += w
+			} else {
+				lost += j - i
+			}
+			i = j
+		}
+	}
+	return out, lost
+}
+
+// run writes, into b, the frame of the packets i to j-1 (of segs) of the
+// GSO frame (h, pkt), and returns its length; false if it does not fit.
+func run(b []byte, h VnetHdr, pkt []byte, i, j, segs int) (int, bool) {
+	ihl, thl, _ := tcp4Headers(pkt)
+	hl := ihl + thl
+	mss := int(h.GSOSize)
+	payload := pkt[hl:]
+	from, to := i*mss, min(j*mss, len(payload))
+	size := VnetHdrLen + hl + to - from
+	if size > len(b) {
+		return 0, false
+	}
+	h.Put(b)
+	p := b[VnetHdrLen:size]
+	copy(p, pkt[:hl])
+	copy(p[hl:], payload[from:to])
+	binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
+	binary.BigEndian.PutUint16(p[4:], binary.BigEndian.Uint16(pkt[4:])+uint16(i))
+	p[10], p[11] = 0, 0
+	binary.BigEndian.PutUint16(p[10:], ^checksum.Checksum(p[:ihl], 0))
+	t := p[ihl:]
+	binary.BigEndian.PutUint32(t[4:], binary.BigEndian.Uint32(pkt[ihl+4:])+uint32(from))
+	if i > 0 {
+		t[13] &^= 0x80 // CWR: the first packet's
+	}
+	if j < segs {
+		t[13] &^= 0x01 | 0x08 // FIN, PSH: the last's
+	}
+	var src, dst [4]byte
+	copy(src[:], p[12:16])
+	copy(dst[:], p[16:20])
+	binary.BigEndian.PutUint16(t[16:], PseudoSum4(src, dst, len(t)))
+	return size, true
+}

@@ -216,3 +216,67 @@ func TestSegment(t *testing.T) {
 		t.Fatalf("Segment after an error: %d calls, %v", n, err)
 	}
 }
+
+// TestFrameFilter: of a GSO frame of four packets, the second dropped, two
+// frames are left back to back (packets 1, and 3-4), whose packets are
+// byte for byte those of the original frame; a frame kept whole stays as it
+// was, and one dropped whole leaves nothing.
+func TestFrameFilter(t *testing.T) {
+	payload := make([]byte, 4000)
+	for i := range payload {
+		payload[i] = byte(i*3 + 1)
+	}
+	h := VnetHdr{Flags: VnetFlagNeedsCsum, GSOType: GSOTCPv4, HdrLen: 52, GSOSize: 1100, CsumStart: 20, CsumOffset: 16}
+	frame := make([]byte, VnetHdrLen)
+	h.Put(frame)
+	frame = append(frame, tcp4Packet(100, 0x80|0x18|0x01, payload, true)...)
+	var want [][]byte
+	scratch := make([]byte, MaxMTU)
+	if err := SplitFrame(frame, scratch, true, func(p []byte) error {
+		want = append(want, append([]byte(nil), p...))
+		return nil
+	}); err != nil || len(want) != 4 {
+		t.Fatalf("%d packets, %v", len(want), err)
+	}
+	seq := func(p []byte) uint32 { return binary.BigEndian.Uint32(p[24:]) }
+
+	var f FrameFilter
+	buf := make([]byte, MaxFrame)
+	n := copy(buf, frame)
+	seen := 0
+	m, lost := f.Filter(buf, n, func(p []byte) bool {
+		seen++
+		return seq(p) != seq(want[1])
+	})
+	if seen != 4 || lost != 0 {
+		t.Fatalf("keep saw %d packets, %d lost", seen, lost)
+	}
+	var got [][]byte
+	frames := 0
+	EachFrame(buf, m, func(fr []byte) {
+		frames++
+		if err := SplitFrame(fr, scratch, true, func(p []byte) error {
+			got = append(got, append([]byte(nil), p...))
+			return nil
+		}); err != nil {
+			t.Fatalf("frame %d: %v", frames, err)
+		}
+	})
+	if frames != 2 || len(got) != 3 {
+		t.Fatalf("%d frames of %d packets, want 2 of 3", frames, len(got))
+	}
+	for i, w := range [][]byte{want[0], want[2], want[3]} {
+		if !bytes.Equal(got[i], w) {
+			t.Errorf("packet %d:\n% x\nwant\n% x", i, got[i][:60], w[:60])
+		}
+	}
+
+	// Kept whole: unchanged; dropped whole: nothing.
+	n = copy(buf, frame)
+	if m, _ := f.Filter(buf, n, func([]byte) bool { return true }); m != n || !bytes.Equal(buf[:m], frame) {
+		t.Fatal("a frame kept whole changed")
+	}
+	if m, _ := f.Filter(buf, n, func([]byte) bool { return false }); m != 0 {
+		t.Fatalf("a frame dropped whole left %d bytes", m)
+	}
+}

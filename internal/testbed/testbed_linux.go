@@ -56,12 +56,11 @@ type Config struct {
 	// the stack sent, including the packets the impairment then dropped.
 	PcapPath string
 
-	// Offload opens the TUN with offloads (netns.NamespaceConfig.Offload).
-	// A bed with offloads and nothing for the impairment layer to do (no
-	// loss, no drop hooks; Seed and Rules aside, since rules can be added
-	// later only through Imp) leaves it out, with Imp nil: the stack then
-	// reads the TUN's large frames (GRO) itself, which no wrapper passes
-	// on. The wrappers pass the stack's large frames (GSO) on.
+	// Offload opens the TUN with offloads (netns.NamespaceConfig.Offload):
+	// the wrappers pass its frames on (tun.Offloader), taking them apart
+	// packet by packet for their work. A bed with offloads and nothing for
+	// the impairment layer to do (no loss, no drop hooks, no rules) leaves
+	// that layer out, with Imp nil, which spares a copy of every frame.
 	Offload bool
 
 	// Watch, when set, wraps the top of the chain (the comparison's packet

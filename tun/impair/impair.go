@@ -272,6 +272,9 @@ type Device struct {
 	fmu      sync.Mutex
 	fscratch []byte
 	fkeep    []bool
+	// ReadFrame's packet filter.
+	gmu sync.Mutex
+	gro tun.FrameFilter
 }
 
 var _ tun.Pollable = (*Device)(nil)
@@ -526,15 +529,62 @@ func (d *Device) Close() error {
 
 var _ tun.Offloader = (*Device)(nil)
 
-// Offloads implements tun.Offloader: GSO when the wrapped device has it,
-// never GRO (see tun.WrappedOffloads).
+// Offloads implements tun.Offloader: the wrapped device's.
 func (d *Device) Offloads() tun.Offloads { return tun.WrappedOffloads(d.dev) }
 
-// ReadFrame implements tun.Offloader: no GRO, an error wrapping tun.ErrNoGRO.
-func (d *Device) ReadFrame([]byte) (int, error) { return 0, tun.ErrNoGRO }
+// ReadFrame implements tun.Offloader like ReadPacket, packet by packet: each
+// packet of the frames read (as the kernel would segment them) is dropped
+// or not as ReadPacket's would be, and counted alike; the packets left go
+// on as frames (tun.FrameFilter: the frame itself when none was dropped).
+// It reads on until a packet passes.
+func (d *Device) ReadFrame(buf []byte) (int, error) {
+	o, ok := d.dev.(tun.Offloader)
+	if !ok {
+		return 0, fmt.Errorf("impair %s: read frame: %w", d.dev.Name(), tun.ErrNoOffload)
+	}
+	return d.readFrame(buf, o.ReadFrame)
+}
 
-// ReadFrameNonblock implements tun.Offloader like ReadFrame.
-func (d *Device) ReadFrameNonblock([]byte) (int, error) { return 0, tun.ErrNoGRO }
+// ReadFrameNonblock implements tun.Offloader like ReadFrame, without the
+// wait (tun.ErrWouldBlock).
+func (d *Device) ReadFrameNonblock(buf []byte) (int, error) {
+	o, ok := d.dev.(tun.Offloader)
+	if !ok {
+		return 0, fmt.Errorf("impair %s: read frame: %w", d.dev.Name(), tun.ErrNoOffload)
+	}
+	return d.readFrame(buf, o.ReadFrameNonblock)
+}
+
+func (d *Device) readFrame(buf []byte, read func([]byte) (int, error)) (int, error) {
+	for {
+		n, err := read(buf)
+		if err != nil {
+			return n, err
+		}
+		if d.closed.Load() {
+			return 0, fmt.Errorf("impair %s: read: %w", d.dev.Name(), net.ErrClosed)
+		}
+		d.gmu.Lock()
+		m, lost := d.gro.Filter(buf, n, d.keepIngress)
+		d.gmu.Unlock()
+		if lost > 0 { // kept, but did not fit the buffer (a tiny gso_size): dropped after all
+			d.dirs[Ingress].passed.Add(^uint64(lost - 1))
+			d.dirs[Ingress].dropped.Add(uint64(lost))
+		}
+		if m > 0 {
+			return m, nil
+		}
+	}
+}
+
+// keepIngress is ReadFrame's decision on one packet.
+func (d *Device) keepIngress(pkt []byte) bool {
+	if d.drop(Ingress, pkt) {
+		return false
+	}
+	d.dirs[Ingress].passed.Add(1)
+	return true
+}
 
 // WriteFrame implements tun.Offloader. Each packet of the frame (as the
 // kernel would segment it, tun.SplitFrame) is dropped or not as

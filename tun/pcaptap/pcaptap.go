@@ -326,15 +326,54 @@ func (t *Tap) Close() error {
 
 var _ tun.Offloader = (*Tap)(nil)
 
-// Offloads implements tun.Offloader: GSO when the wrapped device has it,
-// never GRO (see tun.WrappedOffloads).
+// Offloads implements tun.Offloader: the wrapped device's.
 func (t *Tap) Offloads() tun.Offloads { return tun.WrappedOffloads(t.dev) }
 
-// ReadFrame implements tun.Offloader: no GRO, an error wrapping tun.ErrNoGRO.
-func (t *Tap) ReadFrame([]byte) (int, error) { return 0, tun.ErrNoGRO }
+// ReadFrame implements tun.Offloader like ReadPacket: it records the
+// packets of the frames read one by one, as the kernel would segment them
+// (tun.SplitFrame), checksums filled in.
+func (t *Tap) ReadFrame(buf []byte) (int, error) {
+	o, ok := t.dev.(tun.Offloader)
+	if !ok {
+		return 0, fmt.Errorf("pcaptap %s: read frame: %w", t.dev.Name(), tun.ErrNoOffload)
+	}
+	n, err := o.ReadFrame(buf)
+	t.recordFrames(buf, n, err)
+	return n, err
+}
 
 // ReadFrameNonblock implements tun.Offloader like ReadFrame.
-func (t *Tap) ReadFrameNonblock([]byte) (int, error) { return 0, tun.ErrNoGRO }
+func (t *Tap) ReadFrameNonblock(buf []byte) (int, error) {
+	o, ok := t.dev.(tun.Offloader)
+	if !ok {
+		return 0, fmt.Errorf("pcaptap %s: read frame: %w", t.dev.Name(), tun.ErrNoOffload)
+	}
+	n, err := o.ReadFrameNonblock(buf)
+	t.recordFrames(buf, n, err)
+	return n, err
+}
+
+// recordFrames records the packets of the frames in buf[:n]; a frame that
+// is not one (a bad header) is recorded as the bytes after its header.
+func (t *Tap) recordFrames(buf []byte, n int, err error) {
+	if err != nil || n <= 0 {
+		return
+	}
+	ts := t.now()
+	t.fmu.Lock()
+	defer t.fmu.Unlock()
+	if t.fscratch == nil {
+		t.fscratch = make([]byte, tun.MaxMTU)
+	}
+	tun.EachFrame(buf, n, func(fr []byte) {
+		if tun.SplitFrame(fr, t.fscratch, true, func(pkt []byte) error {
+			t.record(ts, pkt)
+			return nil
+		}) != nil && len(fr) > tun.VnetHdrLen {
+			t.record(ts, fr[tun.VnetHdrLen:])
+		}
+	})
+}
 
 // WriteFrame implements tun.Offloader: it passes the frame to the wrapped
 // device whole and, if the device accepted it, records its packets one by
