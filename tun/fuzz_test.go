@@ -9,7 +9,8 @@ import (
 // the parser, Check, and the segmentation a wrapper does (SplitFrame): none
 // may panic, and every frame Check accepts must segment into packets no
 // larger than their headers and gso_size, whose IP and TCP checksums verify
-// and whose payloads add up to the frame's.
+// and whose payloads add up to the frame's; FrameFilter's output must be
+// frames Check accepts, holding the packets kept.
 func FuzzVnetHdr(f *testing.F) {
 	pkt := tcp4Packet(1, 0x18, make([]byte, 3000), true)
 	gso := make([]byte, VnetHdrLen)
@@ -24,6 +25,7 @@ func FuzzVnetHdr(f *testing.F) {
 	f.Add(append(bad, pkt...))
 	f.Add([]byte{1, 1, 0xff, 0xff, 1, 0, 0xff, 0xff, 0xff, 0xff})
 	scratch := make([]byte, MaxMTU)
+	var filter FrameFilter
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		h, err := ParseVnetHdr(frame)
 		if err != nil {
@@ -60,6 +62,34 @@ func FuzzVnetHdr(f *testing.F) {
 		}
 		if h.IsGSO() && (total != len(p)-ihl-thl || n != SegmentCount(h, p)) {
 			t.Fatalf("segments carry %d bytes in %d, the frame %d in %d", total, n, len(p)-ihl-thl, SegmentCount(h, p))
+		}
+		// FrameFilter, keeping every other packet of a frame that is one
+		// (its IP length its length: a frame with more bytes reads as two,
+		// the second bad, which the stack counts): what it leaves are
+		// frames that Check accepts, as many packets as were kept.
+		if _, rest := NextFrame(frame); len(rest) != 0 {
+			return
+		}
+		buf := make([]byte, MaxFrame)
+		m := copy(buf, frame)
+		i, kept := 0, 0
+		m, lost := filter.Filter(buf, m, func([]byte) bool {
+			i++
+			if i%2 == 1 {
+				kept++
+			}
+			return i%2 == 1
+		})
+		left := 0
+		EachFrame(buf, m, func(fr []byte) {
+			fh, err := ParseVnetHdr(fr)
+			if err != nil || fh.Check(fr[VnetHdrLen:]) != nil {
+				t.Fatalf("FrameFilter left a bad frame: %v", err)
+			}
+			left += SegmentCount(fh, fr[VnetHdrLen:])
+		})
+		if left+lost != kept {
+			t.Fatalf("FrameFilter left %d packets (%d lost), %d kept", left, lost, kept)
 		}
 	})
 }
