@@ -94,6 +94,9 @@ func (s *Stack) groDevice() bool {
 	return s.offStats.GRO
 }
 
+// noGRO notes that the direct path is gone: the reader path reads packets.
+func (s *Stack) noGRO() { s.gro, s.offStats.GRO = false, false }
+
 // readNonblock reads the next packet, or frame, of the direct path into ibuf.
 func (s *Stack) readNonblock() (int, error) {
 	if s.gro {
@@ -135,7 +138,7 @@ func (s *Stack) handleFrame(frame []byte) {
 		st.LargeFramesIn++
 	}
 	st.MaxFrameIn = max(st.MaxFrameIn, len(pkt))
-	tcp4 := len(pkt) >= ipv4HeaderLen && pkt[9] == protoTCP
+	tcp4 := len(pkt) >= ipv4HeaderLen && pkt[0]>>4 == 4 && pkt[9] == protoTCP
 	switch {
 	case h.Flags&tun.VnetFlagNeedsCsum != 0 && tcp4 && s.rec == nil:
 		s.csumValid = true // partial: the kernel's own, never to be checked

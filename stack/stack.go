@@ -294,6 +294,7 @@ func (s *Stack) startPolling() bool {
 	}
 	if err := s.run.Watch(fd, s.readReady); err != nil {
 		s.poll, s.ibuf = nil, nil // never registered: readReady cannot run
+		s.noGRO()
 		return false
 	}
 	return true
@@ -347,6 +348,7 @@ func (s *Stack) readReady() (more bool) {
 			// which handles device errors (and a closed device) as before.
 			s.counters.DeviceErrors++
 			s.stopPolling()
+			s.noGRO()
 			if !s.closing {
 				s.input = inputReader
 				s.readerWG.Add(1)
