@@ -24,6 +24,9 @@ func FuzzVnetHdr(f *testing.F) {
 	binary.LittleEndian.PutUint16(bad[4:], 0) // gso_size 0
 	f.Add(append(bad, pkt...))
 	f.Add([]byte{1, 1, 0xff, 0xff, 1, 0, 0xff, 0xff, 0xff, 0xff})
+	v6 := make([]byte, VnetHdrLen)
+	VnetHdr{Flags: VnetFlagNeedsCsum, GSOType: GSOTCPv6, HdrLen: 72, GSOSize: 1000, CsumStart: 40, CsumOffset: 16}.Put(v6)
+	f.Add(append(v6, tcp6Packet(1, 0x18, make([]byte, 2100), true)...))
 	scratch := make([]byte, MaxMTU)
 	var filter FrameFilter
 	f.Fuzz(func(t *testing.T, frame []byte) {
@@ -39,7 +42,7 @@ func FuzzVnetHdr(f *testing.F) {
 			return
 		}
 		total, n := 0, 0
-		ihl, thl, _ := tcp4Headers(p)
+		ihl, thl, _, _ := tcpHeaders(p)
 		err = SplitFrame(frame, scratch, true, func(seg []byte) error {
 			n++
 			if !h.IsGSO() {

@@ -47,8 +47,8 @@ type VnetHdr struct {
 // counts a drop for each (stack.Drops).
 var (
 	ErrBadVnetHdr = errors.New("tun: bad virtio-net header")
-	// ErrVnetGSO: a GSO frame that is not one TCP/IPv4 segment as
-	// announced: a type we did not enable, gso_size 0, an IP total length
+	// ErrVnetGSO: a GSO frame that is not one TCP segment as announced
+	// (over IPv4 for GSOTCPv4, IPv6 for GSOTCPv6): a type we did not enable, gso_size 0, an IP total length
 	// that is not the frame's, headers past hdr_len.
 	ErrVnetGSO = fmt.Errorf("%w: bad GSO frame", ErrBadVnetHdr)
 	// ErrVnetCsum: csum_start/csum_offset outside the packet, or not the
@@ -85,9 +85,9 @@ func (h VnetHdr) Put(b []byte) {
 // IsGSO reports whether h announces a frame of several segments.
 func (h VnetHdr) IsGSO() bool { return h.GSOType&^GSOECN != GSONone }
 
-// Check validates h against the IPv4 packet pkt it came with. A GSO frame
-// must be one TCP/IPv4 segment (GSOTCPv4, ECN bit allowed) whose IP total
-// length is len(pkt), with gso_size > 0, hdr_len no more than the packet,
+// Check validates h against the IP packet pkt it came with. A GSO frame
+// must be one TCP segment, over IPv4 (GSOTCPv4) or IPv6 (GSOTCPv6, with no
+// extension headers), ECN bit allowed, whose IP length is len(pkt), with gso_size > 0, hdr_len no more than the packet,
 // and its partial checksum at the TCP checksum; a frame that needs its
 // checksum completed must have both offsets inside the packet. Check reads
 // only pkt's headers, and never panics.
@@ -106,15 +106,16 @@ func (h VnetHdr) Check(pkt []byte) error {
 		}
 		return nil
 	}
-	if h.GSOType&^GSOECN != GSOTCPv4 {
+	typ := h.GSOType &^ GSOECN
+	if typ != GSOTCPv4 && typ != GSOTCPv6 {
 		return fmt.Errorf("%w: type %#x", ErrVnetGSO, h.GSOType)
 	}
 	if h.GSOSize == 0 {
 		return fmt.Errorf("%w: gso_size 0", ErrVnetGSO)
 	}
-	ihl, thl, ok := tcp4Headers(pkt)
-	if !ok {
-		return fmt.Errorf("%w: not a TCP/IPv4 packet of %d bytes", ErrVnetGSO, len(pkt))
+	ihl, thl, v6, ok := tcpHeaders(pkt)
+	if !ok || v6 != (typ == GSOTCPv6) {
+		return fmt.Errorf("%w: type %#x, not a TCP packet of its IP version (%d bytes)", ErrVnetGSO, h.GSOType, len(pkt))
 	}
 	if int(h.HdrLen) > len(pkt) {
 		return fmt.Errorf("%w: hdr_len %d in %d bytes", ErrVnetGSO, h.HdrLen, len(pkt))
@@ -128,25 +129,34 @@ func (h VnetHdr) Check(pkt []byte) error {
 	return nil
 }
 
-// tcp4Headers returns the IPv4 and TCP header lengths of pkt if it is a
-// TCP/IPv4 packet whose IP total length is len(pkt), not a fragment, with
-// both headers inside it.
-func tcp4Headers(pkt []byte) (ihl, thl int, ok bool) {
-	if len(pkt) < 40 || pkt[0]>>4 != 4 || pkt[9] != 6 {
-		return 0, 0, false
-	}
-	ihl = int(pkt[0]&0xf) * 4
-	if ihl < 20 || int(binary.BigEndian.Uint16(pkt[2:])) != len(pkt) || binary.BigEndian.Uint16(pkt[6:])&0x3fff != 0 {
-		return 0, 0, false
+// tcpHeaders returns the IP and TCP header lengths of pkt, and whether it
+// is IPv6, if it is a TCP packet over IPv4 (not a fragment) or IPv6 (TCP
+// the first next header: no extension headers) whose IP length is
+// len(pkt), with both headers inside it.
+func tcpHeaders(pkt []byte) (ihl, thl int, v6, ok bool) {
+	be := binary.BigEndian
+	switch {
+	case len(pkt) >= 40 && pkt[0]>>4 == 4 && pkt[9] == 6:
+		ihl = int(pkt[0]&0xf) * 4
+		if ihl < 20 || int(be.Uint16(pkt[2:])) != len(pkt) || be.Uint16(pkt[6:])&0x3fff != 0 {
+			return 0, 0, false, false
+		}
+	case len(pkt) >= 60 && pkt[0]>>4 == 6 && pkt[6] == 6:
+		ihl, v6 = 40, true
+		if 40+int(be.Uint16(pkt[4:])) != len(pkt) {
+			return 0, 0, false, false
+		}
+	default:
+		return 0, 0, false, false
 	}
 	if ihl+20 > len(pkt) {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
 	thl = int(pkt[ihl+12]>>4) * 4
 	if thl < 20 || ihl+thl > len(pkt) {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
-	return ihl, thl, true
+	return ihl, thl, v6, true
 }
 
 // CompleteChecksum fills in the checksum that a frame with
@@ -171,13 +181,30 @@ func PseudoSum4(src, dst [4]byte, tcpLen int) uint16 {
 	return checksum.Combine(s, checksum.Combine(6, uint16(tcpLen)))
 }
 
+// PseudoSum6 is PseudoSum4 for IPv6 (RFC 8200 8.1).
+func PseudoSum6(src, dst [16]byte, tcpLen int) uint16 {
+	s := checksum.Checksum(src[:], 0)
+	s = checksum.Checksum(dst[:], s)
+	s = checksum.Combine(s, uint16(tcpLen>>16))
+	return checksum.Combine(s, checksum.Combine(6, uint16(tcpLen)))
+}
+
+// pseudoSum is the pseudo-header's sum of the TCP segment in p (IPv4, or
+// IPv6 with v6).
+func pseudoSum(p []byte, v6 bool, tcpLen int) uint16 {
+	if v6 {
+		return PseudoSum6([16]byte(p[8:24]), [16]byte(p[24:40]), tcpLen)
+	}
+	return PseudoSum4([4]byte(p[12:16]), [4]byte(p[16:20]), tcpLen)
+}
+
 // SegmentCount returns how many packets Segment makes of a frame: 1 unless
 // h is a GSO frame, else one per gso_size bytes of payload (at least one).
 func SegmentCount(h VnetHdr, pkt []byte) int {
 	if !h.IsGSO() || h.GSOSize == 0 {
 		return 1
 	}
-	ihl, thl, ok := tcp4Headers(pkt)
+	ihl, thl, _, ok := tcpHeaders(pkt)
 	if !ok {
 		return 1
 	}
@@ -185,15 +212,15 @@ func SegmentCount(h VnetHdr, pkt []byte) int {
 	return max(1, (payload+int(h.GSOSize)-1)/int(h.GSOSize))
 }
 
-// Segment splits a frame (header h, IPv4 packet pkt; h passed Check) into
+// Segment splits a frame (header h, IP packet pkt; h passed Check) into
 // the packets a NIC doing TSO would send, and calls emit with each, built in
 // scratch (which needs room for the largest: the headers and gso_size
-// bytes, or the whole packet of a frame that is not GSO): IP total length, ID (incremented per segment) and checksum; TCP
-// sequence number, flags (CWR on the first only, PSH and FIN on the last
-// only, as Linux's tcp_gso_segment) and a full checksum. A frame that is not
-// GSO is emitted as a copy in scratch, its partial checksum completed (as
-// it is when it has none). emit
-// must not keep the packet; an error from it stops Segment and is returned.
+// bytes, or the whole packet of a frame that is not GSO): their IP headers
+// (length; for IPv4 also ID, incremented per packet, and checksum), TCP
+// sequence numbers and flags (fixHeaders) and full TCP checksums. A frame
+// that is not GSO is emitted as a copy in scratch, its partial checksum
+// completed (as it is when it has none). emit must not keep the packet; an
+// error from it stops Segment and is returned.
 func Segment(h VnetHdr, pkt, scratch []byte, emit func(pkt []byte) error) error {
 	return segment(h, pkt, scratch, true, emit)
 }
@@ -219,7 +246,7 @@ func segment(h VnetHdr, pkt, scratch []byte, csum bool, emit func(pkt []byte) er
 		CompleteChecksum(h, p)
 		return emit(p)
 	}
-	ihl, thl, ok := tcp4Headers(pkt)
+	ihl, thl, v6, ok := tcpHeaders(pkt)
 	if !ok || h.GSOSize == 0 {
 		return fmt.Errorf("%w: cannot segment", ErrVnetGSO)
 	}
@@ -229,43 +256,49 @@ func segment(h VnetHdr, pkt, scratch []byte, csum bool, emit func(pkt []byte) er
 	if len(scratch) < hl+min(mss, len(payload)) {
 		return fmt.Errorf("tun: segment: %d-byte scratch for %d-byte segments", len(scratch), hl+mss)
 	}
-	id := binary.BigEndian.Uint16(pkt[4:])
-	seq := binary.BigEndian.Uint32(pkt[ihl+4:])
-	flags := pkt[ihl+13]
-	var src, dst [4]byte
-	copy(src[:], pkt[12:16])
-	copy(dst[:], pkt[16:20])
-	for i, off := 0, 0; off < len(payload) || i == 0; i++ {
-		n := min(mss, len(payload)-off)
-		last := off+n >= len(payload)
-		seg := scratch[:hl+n]
+	segs := SegmentCount(h, pkt)
+	for i := range segs {
+		from, to := i*mss, min((i+1)*mss, len(payload))
+		seg := scratch[:hl+to-from]
 		copy(seg, pkt[:hl])
-		copy(seg[hl:], payload[off:off+n])
-		binary.BigEndian.PutUint16(seg[2:], uint16(hl+n))
-		binary.BigEndian.PutUint16(seg[4:], id+uint16(i))
-		seg[10], seg[11] = 0, 0
-		binary.BigEndian.PutUint16(seg[10:], ^checksum.Checksum(seg[:ihl], 0))
-		t := seg[ihl:]
-		binary.BigEndian.PutUint32(t[4:], seq+uint32(off))
-		f := flags
-		if i > 0 {
-			f &^= 0x80 // CWR
-		}
-		if !last {
-			f &^= 0x01 | 0x08 // FIN, PSH
-		}
-		t[13] = f
-		if csum {
+		copy(seg[hl:], payload[from:to])
+		fixHeaders(seg, pkt, ihl, v6, i, i+1 == segs, from)
+		if t := seg[ihl:]; csum {
 			t[16], t[17] = 0, 0
-			sum := checksum.Checksum(t, PseudoSum4(src, dst, len(t)))
-			binary.BigEndian.PutUint16(t[16:], ^sum)
+			binary.BigEndian.PutUint16(t[16:], ^checksum.Checksum(t, pseudoSum(seg, v6, len(t))))
 		}
 		if err := emit(seg); err != nil {
 			return err
 		}
-		off += n
 	}
 	return nil
+}
+
+// fixHeaders makes the headers of p, which were copied from the GSO
+// frame's packet pkt, those of the part of it that starts with its packet
+// i, at payload offset from, and is the last with last: the IP length (and
+// for IPv4 the ID, incremented per packet, and checksum), the TCP sequence
+// number, and the flags as Linux's tcp_gso_segment leaves them (CWR on the
+// first packet only, PSH and FIN on the last only). The TCP checksum is the
+// caller's.
+func fixHeaders(p, pkt []byte, ihl int, v6 bool, i int, last bool, from int) {
+	be := binary.BigEndian
+	if v6 {
+		be.PutUint16(p[4:], uint16(len(p)-40))
+	} else {
+		be.PutUint16(p[2:], uint16(len(p)))
+		be.PutUint16(p[4:], be.Uint16(pkt[4:])+uint16(i))
+		p[10], p[11] = 0, 0
+		be.PutUint16(p[10:], ^checksum.Checksum(p[:ihl], 0))
+	}
+	t := p[ihl:]
+	be.PutUint32(t[4:], be.Uint32(pkt[ihl+4:])+uint32(from))
+	if i > 0 {
+		t[13] &^= 0x80 // CWR
+	}
+	if !last {
+		t[13] &^= 0x01 | 0x08 // FIN, PSH
+	}
 }
 
 // SplitFrame checks frame (a header and its packet) and calls emit with
@@ -397,7 +430,7 @@ func (f *FrameFilter) Filter(buf []byte, n int, keep func(pkt []byte) bool) (int
 // run writes, into b, the frame of the packets i to j-1 (of segs) of the
 // GSO frame (h, pkt), and returns its length; false if it does not fit.
 func run(b []byte, h VnetHdr, pkt []byte, i, j, segs int) (int, bool) {
-	ihl, thl, _ := tcp4Headers(pkt)
+	ihl, thl, v6, _ := tcpHeaders(pkt)
 	hl := ihl + thl
 	mss := int(h.GSOSize)
 	payload := pkt[hl:]
@@ -410,21 +443,7 @@ func run(b []byte, h VnetHdr, pkt []byte, i, j, segs int) (int, bool) {
 	p := b[VnetHdrLen:size]
 	copy(p, pkt[:hl])
 	copy(p[hl:], payload[from:to])
-	binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
-	binary.BigEndian.PutUint16(p[4:], binary.BigEndian.Uint16(pkt[4:])+uint16(i))
-	p[10], p[11] = 0, 0
-	binary.BigEndian.PutUint16(p[10:], ^checksum.Checksum(p[:ihl], 0))
-	t := p[ihl:]
-	binary.BigEndian.PutUint32(t[4:], binary.BigEndian.Uint32(pkt[ihl+4:])+uint32(from))
-	if i > 0 {
-		t[13] &^= 0x80 // CWR: the first packet's
-	}
-	if j < segs {
-		t[13] &^= 0x01 | 0x08 // FIN, PSH: the last's
-	}
-	var src, dst [4]byte
-	copy(src[:], p[12:16])
-	copy(dst[:], p[16:20])
-	binary.BigEndian.PutUint16(t[16:], PseudoSum4(src, dst, len(t)))
+	fixHeaders(p, pkt, ihl, v6, i, j == segs, from)
+	binary.BigEndian.PutUint16(p[ihl+16:], pseudoSum(p, v6, len(p)-ihl))
 	return size, true
 }

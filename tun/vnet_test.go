@@ -23,8 +23,17 @@ func sum16(b []byte, initial uint32) uint32 {
 	return s
 }
 
-// tcpChecksumOK verifies the TCP checksum of an IPv4 packet by recomputation.
+// tcpChecksumOK verifies the TCP checksum of an IPv4 or IPv6 packet by
+// recomputation.
 func tcpChecksumOK(pkt []byte) bool {
+	if pkt[0]>>4 == 6 {
+		t := pkt[40:]
+		var ph [40]byte
+		copy(ph[0:32], pkt[8:40])
+		binary.BigEndian.PutUint32(ph[32:], uint32(len(t)))
+		ph[39] = 6
+		return sum16(t, sum16(ph[:], 0)) == 0xffff
+	}
 	ihl := int(pkt[0]&0xf) * 4
 	t := pkt[ihl:]
 	var ph [12]byte
@@ -34,8 +43,65 @@ func tcpChecksumOK(pkt []byte) bool {
 	return sum16(t, sum16(ph[:], 0)) == 0xffff
 }
 
+// ipChecksumOK verifies an IPv4 header's checksum; IPv6 has none.
 func ipChecksumOK(pkt []byte) bool {
-	return sum16(pkt[:int(pkt[0]&0xf)*4], 0) == 0xffff
+	return pkt[0]>>4 == 6 || sum16(pkt[:int(pkt[0]&0xf)*4], 0) == 0xffff
+}
+
+// tcp6Packet is tcp4Packet over IPv6: 2001:db8::2 -> 2001:db8::1, hop limit
+// 64, no extension headers.
+func tcp6Packet(seq uint32, flags byte, payload []byte, partial bool) []byte {
+	v4 := tcp4Packet(seq, flags, payload, false)
+	t := v4[20:]
+	p := make([]byte, 40+len(t))
+	p[0] = 6 << 4
+	binary.BigEndian.PutUint16(p[4:], uint16(len(t)))
+	p[6], p[7] = 6, 64
+	src := [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 2}
+	dst := [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 1}
+	copy(p[8:], src[:])
+	copy(p[24:], dst[:])
+	copy(p[40:], t)
+	tt := p[40:]
+	ps := PseudoSum6(src, dst, len(tt))
+	tt[16], tt[17] = 0, 0
+	if partial {
+		binary.BigEndian.PutUint16(tt[16:], ps)
+	} else {
+		binary.BigEndian.PutUint16(tt[16:], ^uint16(sum16(tt, uint32(ps))))
+	}
+	return p
+}
+
+// TestSegmentIPv6: a TCPv6 GSO frame splits into packets whose payload
+// lengths, sequence numbers, flags and checksums are those the packets
+// built independently have.
+func TestSegmentIPv6(t *testing.T) {
+	payload := make([]byte, 2500)
+	for i := range payload {
+		payload[i] = byte(i * 5)
+	}
+	frame := tcp6Packet(77, 0x18|0x01, payload, true)
+	h := VnetHdr{Flags: VnetFlagNeedsCsum, GSOType: GSOTCPv6, HdrLen: 72, GSOSize: 1200, CsumStart: 40, CsumOffset: 16}
+	if err := h.Check(frame); err != nil {
+		t.Fatal(err)
+	}
+	if v4 := (VnetHdr{Flags: 1, GSOType: GSOTCPv4, GSOSize: 1200, CsumStart: 40, CsumOffset: 16}); v4.Check(frame) == nil {
+		t.Fatal("Check took an IPv6 packet as GSOTCPv4")
+	}
+	sizes, flags := []int{1200, 1200, 100}, []byte{0x10, 0x10, 0x19}
+	i, off := 0, 0
+	if err := Segment(h, frame, make([]byte, MaxMTU), func(p []byte) error {
+		want := tcp6Packet(77+uint32(off), flags[i], payload[off:off+sizes[i]], false)
+		if !bytes.Equal(p, want) || !tcpChecksumOK(p) {
+			t.Errorf("packet %d:\n% x\nwant\n% x", i, p[:80], want[:80])
+		}
+		off += sizes[i]
+		i++
+		return nil
+	}); err != nil || i != 3 {
+		t.Fatalf("%d packets, %v", i, err)
+	}
 }
 
 // tcp4Packet builds a TCP/IPv4 packet: 198.18.0.2:80 -> 198.18.0.1:40000,
