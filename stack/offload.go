@@ -151,26 +151,46 @@ func (s *Stack) handleFrame(frame []byte) {
 	s.csumValid = false
 }
 
-// queueSegment sends the TCP segment in pkt (its IPv4 header not filled in
-// yet, its checksum not computed) as part of a frame: the current one if it
-// extends it, else a new one after the current is written.
-func (s *Stack) queueSegment(id tcp.ID, pkt []byte) {
+// queueSegment sends the TCP segment seg (which fits the MTU) as part of a
+// frame: the current one if it extends it, else a new one after the current
+// is written. Only its headers are encoded apart, the payload is copied
+// from the send buffer into the frame, unless the segment is recorded: the
+// recorder takes the whole packet, checksummed.
+func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment) {
 	src, dst := id.Local.Addr(), id.Remote.Addr()
-	s.fillIPv4(pkt, src, dst, protoTCP)
+	var hdr, data []byte // the IPv4 and TCP headers, and the payload
 	if s.rec != nil {
-		tcp.SetChecksum(src, dst, pkt[ipv4HeaderLen:]) // the recorder checks it
-		s.recordOut(pkt)
+		b := s.obuf[:ipv4HeaderLen+seg.EncodedLen()]
+		if _, err := seg.Encode(b[ipv4HeaderLen:]); err != nil {
+			s.counters.Drops.EncodeError++
+			return
+		}
+		s.fillIPv4(b, src, dst, protoTCP)
+		tcp.SetChecksum(src, dst, b[ipv4HeaderLen:])
+		s.recordOut(b)
+		hl := ipv4HeaderLen + int(b[ipv4HeaderLen+12]>>4)*4
+		hdr, data = b[:hl], b[hl:]
+	} else {
+		h := *seg
+		h.Payload = nil
+		b := s.obuf[:ipv4HeaderLen+h.EncodedLen()]
+		if _, err := h.Encode(b[ipv4HeaderLen:]); err != nil {
+			s.counters.Drops.EncodeError++
+			return
+		}
+		s.fillIPv4(b, src, dst, protoTCP) // the ID; length and checksum are flushFrame's
+		hdr, data = b, seg.Payload
 	}
+	s.counters.SegmentsOut++
 	g := &s.gso
-	t := pkt[ipv4HeaderLen:]
-	thl := int(t[12]>>4) * 4
-	payload := len(t) - thl
+	t := hdr[ipv4HeaderLen:]
+	thl, payload := len(t), len(data)
 	seq := binary.BigEndian.Uint32(t[4:])
 	flags := t[13]
 	const fin, syn, rst = 0x01, 0x02, 0x04
 	if g.n > 0 && g.open && id == g.id && seq == g.next && payload > 0 && payload <= g.mss &&
-		ipv4HeaderLen+thl == g.hl && g.n+payload <= len(g.buf) && s.sameHeader(t, thl) {
-		copy(g.buf[g.n:], t[thl:])
+		len(hdr) == g.hl && g.n+payload <= len(g.buf) && s.sameHeader(t, thl) {
+		copy(g.buf[g.n:], data)
 		g.n += payload
 		g.segs++
 		g.last = payload
@@ -179,8 +199,9 @@ func (s *Stack) queueSegment(id tcp.ID, pkt []byte) {
 		g.open = payload == g.mss && flags&fin == 0
 	} else {
 		s.flushFrame()
-		g.n = tun.VnetHdrLen + copy(g.buf[tun.VnetHdrLen:], pkt)
-		g.segs, g.id, g.hl, g.mss, g.last = 1, id, ipv4HeaderLen+thl, payload, payload
+		n := tun.VnetHdrLen + copy(g.buf[tun.VnetHdrLen:], hdr)
+		g.n = n + copy(g.buf[n:], data)
+		g.segs, g.id, g.hl, g.mss, g.last = 1, id, len(hdr), payload, payload
 		g.next = seq + uint32(payload)
 		g.open = payload > 0 && flags&(fin|syn|rst) == 0
 	}

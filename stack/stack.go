@@ -566,16 +566,16 @@ func (s *Stack) sendSegment(id tcp.ID, seg *tcp.Segment) {
 		s.counters.Drops.TooBig++
 		return
 	}
+	if s.gso.on {
+		s.queueSegment(id, seg) // offload.go
+		return
+	}
 	b := s.obuf[:n]
 	if _, err := seg.Encode(b[ipv4HeaderLen:]); err != nil {
 		s.counters.Drops.EncodeError++
 		return
 	}
 	s.counters.SegmentsOut++
-	if s.gso.on {
-		s.queueSegment(id, b) // offload.go
-		return
-	}
 	tcp.SetChecksum(id.Local.Addr(), id.Remote.Addr(), b[ipv4HeaderLen:])
 	s.writeIPv4(b, id.Local.Addr(), id.Remote.Addr(), protoTCP)
 }
