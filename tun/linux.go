@@ -21,7 +21,10 @@ import (
 )
 
 // TUN is a Linux TUN device (IFF_TUN|IFF_NO_PI) opened through
-// github.com/songgao/water. Its file descriptor is non-blocking and
+// github.com/songgao/water (Open), or by OpenOffload itself with
+// IFF_VNET_HDR and offloads, which water cannot ask for: then it is an
+// Offloader, every packet has a virtio-net header, and ReadPacket and
+// WritePacket strip and add it. Its file descriptor is non-blocking and
 // registered with Go's network poller, so Close unblocks a pending
 // ReadPacket and SetReadDeadline works.
 type TUN struct {
