@@ -265,6 +265,32 @@ func TestOffloadBadFrames(t *testing.T) {
 	}
 }
 
+// TestOffloadIPv6Frame: a TCPv6 GSO frame (the TUN has TSO6) is no bad
+// frame: it reaches the IP input whole, as one packet (which this IPv4
+// stack then drops as not IPv4).
+func TestOffloadIPv6Frame(t *testing.T) {
+	p := newOffloadPeer(t, addrB, timer.NewManualClock(0))
+	pkt := make([]byte, 40+20+3000)
+	pkt[0] = 6 << 4
+	binary.BigEndian.PutUint16(pkt[4:], uint16(len(pkt)-40))
+	pkt[6], pkt[7] = protoTCP, 64
+	src, dst := netip.MustParseAddr("2001:db8::1").As16(), netip.MustParseAddr("2001:db8::2").As16()
+	copy(pkt[8:], src[:])
+	copy(pkt[24:], dst[:])
+	tc := pkt[40:]
+	tc[12], tc[13] = 5<<4, 0x10
+	binary.BigEndian.PutUint16(tc[16:], tun.PseudoSum6(src, dst, len(tc)))
+	f := make([]byte, tun.VnetHdrLen, tun.VnetHdrLen+len(pkt))
+	tun.VnetHdr{Flags: tun.VnetFlagNeedsCsum, GSOType: tun.GSOTCPv6, HdrLen: 60, GSOSize: 1000, CsumStart: 40, CsumOffset: 16}.Put(f)
+	f = append(f, pkt...)
+	before := p.Stats()
+	p.deliver(t, [][]byte{f})
+	after := p.Stats()
+	if after.Drops.NotIPv4 != before.Drops.NotIPv4+1 || after.Drops.BadGSO != before.Drops.BadGSO || after.Offload.LargeFramesIn != 1 {
+		t.Fatalf("drops %+v, offload %+v: want it taken as one frame, and dropped as not IPv4", after.Drops, after.Offload)
+	}
+}
+
 // tcp4Seg is a TCP/IPv4 ACK from src:40000 to dst:80 with n bytes of
 // payload and the partial checksum of a GSO frame.
 func tcp4Seg(src, dst netip.Addr, n int) []byte {
