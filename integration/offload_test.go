@@ -16,9 +16,14 @@ import (
 // impairment), has the kernel send n bytes through the stack's echo server
 // and checks that every byte came back; it returns the stack's counters.
 func offloadEcho(t *testing.T, imp impair.Config, n int) (stack.Stats, *testbed.Bed) {
+	return echoOn(t, testbed.Config{Subnet: 7, Offload: true, Impair: imp}, n)
+}
+
+// echoOn is offloadEcho on a bed made from cfg.
+func echoOn(t *testing.T, cfg testbed.Config, n int) (stack.Stats, *testbed.Bed) {
 	t.Helper()
 	testbed.RequireRoot(t)
-	bed, err := testbed.New(testbed.Config{Subnet: 7, Offload: true, Impair: imp})
+	bed, err := testbed.New(cfg)
 	if err != nil {
 		t.Fatalf("test bed: %v", err)
 	}
@@ -93,6 +98,17 @@ func TestOffloadEcho(t *testing.T) {
 	if st.DeviceErrors != 0 {
 		t.Errorf("%d device errors", st.DeviceErrors)
 	}
+}
+
+// TestOffloadPlain: on a TUN without offloads the stack says so, and why,
+// and moves no frame.
+func TestOffloadPlain(t *testing.T) {
+	st, _ := echoOn(t, testbed.Config{Subnet: 7}, 1<<20)
+	o := st.Offload
+	if o.GSO || o.GRO || o.Why == "" || o.FramesIn != 0 || o.FramesOut != 0 {
+		t.Fatalf("offloads %+v on a plain TUN", o)
+	}
+	t.Logf("why: %s", o.Why)
 }
 
 // TestOffloadThroughImpair: through the impairment layer (1% loss each
