@@ -48,6 +48,9 @@ type Loop struct {
 	// it runs: the wheel's Now before it and the instant it advances to
 	// (a flight recorder's hook, SetExpireHook). Loop goroutine only.
 	onExpire func(before, now time.Duration)
+	// onTurn, if set, runs at the end of every turn (SetTurnHook). Loop
+	// goroutine only.
+	onTurn func()
 	// held counts the turns in a row whose expiry was held back, with timers
 	// due, because the input was not drained (at most MaxDeferredTurns).
 	held int
@@ -105,6 +108,14 @@ func (l *Loop) SetExpireHook(f func(before, now time.Duration)) error {
 		return ErrShared
 	}
 	return l.Post(func() { l.onExpire = f })
+}
+
+// SetTurnHook has f run on the loop's goroutine at the end of every turn,
+// after its posted functions, input and expiry: where a stack writes what
+// the turn produced in batches (package stack's link offloads). nil removes
+// it.
+func (l *Loop) SetTurnHook(f func()) error {
+	return l.Post(func() { l.onTurn = f })
 }
 
 // DefaultSpin is a new Loop's spin window (see SetSpin). With it the default
@@ -226,7 +237,11 @@ func (l *Loop) run(started chan<- error) {
 	}
 	for {
 		l.loops.Add(1)
-		if closing := l.turn(); closing {
+		closing := l.turn()
+		if l.onTurn != nil {
+			l.onTurn()
+		}
+		if closing {
 			break // every function posted before Close has run
 		}
 		l.sleep()

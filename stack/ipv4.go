@@ -125,7 +125,7 @@ func directedBroadcast(p netip.Prefix) netip.Addr {
 // the listener on its port, else it answers with a RST (RFC 9293 3.10.7.1).
 func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 	d := &s.counters.Drops
-	if !s.skipChecksum && !tcp.VerifyChecksum(src, dst, b) {
+	if !s.skipChecksum && !s.csumValid && !tcp.VerifyChecksum(src, dst, b) {
 		d.BadTCPChecksum++
 		return
 	}
@@ -205,8 +205,10 @@ func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
 	s.writePacket(pkt)
 }
 
-// writePacket writes a whole packet to the device.
+// writePacket writes a whole packet to the device: after the frame of TCP
+// segments that waits (offload.go), if one does.
 func (s *Stack) writePacket(pkt []byte) {
+	s.flushFrame()
 	if err := s.dev.WritePacket(pkt); err != nil {
 		s.counters.DeviceErrors++
 		s.counters.Drops.DeviceWrite++

@@ -144,6 +144,13 @@ type Stack struct {
 	// when recorded.
 	skipChecksum bool
 
+	// Link offloads (offload.go): the frame of TCP segments being built,
+	// and what the device's frames carry. Loop only.
+	gso       gsoState
+	gro       bool // the direct path reads frames (tun.Offloader's GRO)
+	csumValid bool // the packet being handled has a verified or partial checksum
+	offStats  OffloadStats
+
 	// ACK coalescing (output.HoldAck): inBatch while a batch of input is
 	// being handled (from its first packet to endBatch), and the endpoints
 	// whose ACKs wait for its end. Loop only.
@@ -187,6 +194,13 @@ func New(cfg Config) (*Stack, error) {
 			l.Close()
 			return nil, fmt.Errorf("stack: %w", err)
 		}
+	}
+	if s.gso.on {
+		if err := l.SetTurnHook(s.flushFrame); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("stack: %w", err)
+		}
+		s.gso.coalesce = true
 	}
 	if s.startPolling() {
 		s.input = inputDirect
@@ -255,6 +269,7 @@ func newStack(cfg Config) (*Stack, error) {
 		rng:             rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
+	s.initOffload() // offload.go
 	s.setLogger(cfg.Logger)
 	s.wrapISN()
 	if cfg.Record != nil {
@@ -293,8 +308,12 @@ func (s *Stack) startPolling() bool {
 	}
 	// Set before Watch, whose Post orders these writes before readReady.
 	s.poll, s.pollFD, s.ibuf = p, fd, make([]byte, s.dev.MTU())
+	if s.gro = s.groDevice(); s.gro {
+		s.ibuf = make([]byte, tun.MaxFrame)
+	}
 	if err := s.run.Watch(fd, s.readReady); err != nil {
 		s.poll, s.ibuf = nil, nil // never registered: readReady cannot run
+		s.noGRO()
 		return false
 	}
 	return true
@@ -330,7 +349,7 @@ func (s *Stack) readReady() (more bool) {
 		}
 	}()
 	for range maxReadBatch {
-		n, err := s.poll.ReadPacketNonblock(s.ibuf)
+		n, err := s.readNonblock()
 		if err != nil {
 			switch {
 			case errors.Is(err, tun.ErrWouldBlock):
@@ -339,11 +358,16 @@ func (s *Stack) readReady() (more bool) {
 				read++
 				s.counters.Drops.Truncated++
 				continue
+			case errors.Is(err, tun.ErrBadVnetHdr):
+				read++
+				s.counters.Drops.BadVnetHeader++
+				continue
 			}
 			// Anything else: count it and fall back to the reader goroutine,
 			// which handles device errors (and a closed device) as before.
 			s.counters.DeviceErrors++
 			s.stopPolling()
+			s.noGRO()
 			if !s.closing {
 				s.input = inputReader
 				s.readerWG.Add(1)
@@ -352,6 +376,10 @@ func (s *Stack) readReady() (more bool) {
 			return false
 		}
 		read++
+		if s.gro {
+			s.handleFrames(s.ibuf[:n]) // offload.go
+			continue
+		}
 		s.handlePacketNow(s.ibuf[:n])
 	}
 	return true
@@ -417,7 +445,8 @@ func (s *Stack) Close() error {
 func (s *Stack) closeLoop() {
 	s.note(record.StackClose, noConn, 0)
 	s.closing = true
-	s.stopPolling() // before the device is closed
+	s.stopPolling()      // before the device is closed
+	defer s.flushFrame() // the RSTs of the aborts below
 	for _, c := range s.conns {
 		c.ep.Abort()
 	}
@@ -462,6 +491,10 @@ func (s *Stack) reader() {
 			s.bufs.Put(bp)
 			if errors.Is(err, io.ErrShortBuffer) {
 				s.post(func() { s.counters.Drops.Truncated++ })
+				continue
+			}
+			if errors.Is(err, tun.ErrBadVnetHdr) {
+				s.post(func() { s.counters.Drops.BadVnetHeader++ })
 				continue
 			}
 			select {
@@ -568,6 +601,10 @@ func (s *Stack) sendSegment(id tcp.ID, seg *tcp.Segment) {
 	n := hl + seg.EncodedLen()
 	if n > len(s.obuf) {
 		s.counters.Drops.TooBig++
+		return
+	}
+	if s.gso.on && hl == ipv4HeaderLen { // GSO frames carry TCP/IPv4 only
+		s.queueSegment(id, seg) // offload.go
 		return
 	}
 	b := s.obuf[:n]

@@ -70,6 +70,10 @@ type Drops struct {
 	// NeighborDiscovery counts ICMPv6 neighbour and router discovery and
 	// MLD messages, dropped quietly: a TUN has no link layer.
 	NeighborDiscovery uint64
+	// Frames of a device with offloads (offload.go, tun.VnetHdr.Check):
+	BadVnetHeader     uint64 // a virtio-net header that is short, or has unknown flags or GSO type
+	BadGSO            uint64 // a GSO frame that is not one TCP/IPv4 segment as announced, or has gso_size 0
+	BadChecksumOffset uint64 // csum_start/csum_offset outside the packet, or not at a GSO frame's TCP checksum
 }
 
 // Stats is a snapshot of the stack: its counters, the TCP counters summed over
@@ -89,6 +93,7 @@ type Stats struct {
 	UDPSockets  int               // open UDP sockets
 	Listen      tcp.ListenerStats // summed over the open listeners; their ResetsSent is also in TCP.ResetsSent
 	Wheel       WheelStats
+	Offload     OffloadStats // the link's offloads (offload.go)
 }
 
 // InputStats counts the batches in which packets reach TCP: a batch is what
@@ -157,6 +162,7 @@ func (s *Stack) Stats() Stats {
 		st.Connections = len(s.conns)
 		st.Listeners = len(s.listeners)
 		st.UDPSockets = len(s.udp)
+		st.Offload = s.offStats
 		ws := s.wheel.Stats()
 		st.Wheel = WheelStats{
 			Pending: ws.Pending, Fired: ws.Fired, Stopped: ws.Stopped, Cascaded: ws.Cascaded,

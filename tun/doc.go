@@ -8,6 +8,12 @@
 // goroutine; every wrapper in this module (impair, pcaptap, tuntest's
 // wrappers) forwards it when what it wraps has it.
 //
+// [OpenOffload] opens a TUN with IFF_VNET_HDR and TSO/checksum offload
+// (songgao/water cannot ask for that flag, so it opens /dev/net/tun itself);
+// such a device is an [Offloader], which moves frames: a virtio-net header
+// ([VnetHdr]) and a packet of up to 64 KiB. [Segment] and [SplitFrame] take a
+// frame apart as the kernel's segmentation would.
+//
 // Package netns puts the kernel side of a TUN device into a private, named
 // network namespace, so that the kernel's own TCP can be the peer of the
 // userspace stack without the host's interfaces, addresses or routes ever

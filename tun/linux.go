@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,7 +21,10 @@ import (
 )
 
 // TUN is a Linux TUN device (IFF_TUN|IFF_NO_PI) opened through
-// github.com/songgao/water. Its file descriptor is non-blocking and
+// github.com/songgao/water (Open), or by OpenOffload itself with
+// IFF_VNET_HDR and offloads, which water cannot ask for: then it is an
+// Offloader, every packet has a virtio-net header, and ReadPacket and
+// WritePacket strip and add it. Its file descriptor is non-blocking and
 // registered with Go's network poller, so Close unblocks a pending
 // ReadPacket and SetReadDeadline works.
 type TUN struct {
@@ -38,6 +42,15 @@ type TUN struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// OpenOffload's device (offload_linux.go): every packet has a
+	// virtio-net header in front of it.
+	vnet     bool
+	offloads Offloads    // what OpenOffload got (or why not: Err)
+	gro      atomic.Bool // GRO still on: no plain read has turned it off
+	wmu      sync.Mutex  // guards wbuf
+	wbuf     []byte      // WritePacket's frame: a zero header and the packet
+	nbHdr    [VnetHdrLen]byte
 }
 
 var (
@@ -57,6 +70,11 @@ var (
 // for IFF_TUN_EXCL, so Open checks by name first). An empty name lets the
 // kernel choose one (tun0, tun1, ...).
 func Open(name string, mtu int) (*TUN, error) {
+	return open(name, mtu, false)
+}
+
+// open is Open, and OpenOffload with vnet.
+func open(name string, mtu int, vnet bool) (*TUN, error) {
 	if mtu == 0 {
 		mtu = DefaultMTU
 	}
@@ -81,6 +99,9 @@ func Open(name string, mtu int) (*TUN, error) {
 		if exists {
 			return nil, fmt.Errorf("tun: open %q: %w", name, ErrLinkExists)
 		}
+	}
+	if vnet {
+		return openVnet(name, mtu)
 	}
 	// water sets IFF_NO_PI unconditionally on Linux (syscalls_linux.go),
 	// clears IFF_PERSIST, and opens /dev/net/tun with O_NONBLOCK, so
@@ -139,6 +160,9 @@ func (t *TUN) ReadPacket(buf []byte) (int, error) {
 	if len(buf) == 0 {
 		return 0, fmt.Errorf("tun %s: read: %w", t.name, io.ErrShortBuffer)
 	}
+	if t.vnet {
+		return t.readVnetPacket(buf)
+	}
 	n, err := t.file.Read(buf)
 	if err != nil {
 		return 0, t.wrapErr("read", err)
@@ -176,9 +200,21 @@ func (t *TUN) ReadPacketNonblock(buf []byte) (int, error) {
 	if len(buf) == 0 {
 		return 0, fmt.Errorf("tun %s: read: %w", t.name, io.ErrShortBuffer)
 	}
+	if t.vnet {
+		return t.readVnetPacketNonblock(buf)
+	}
+	n, err := t.readNB(buf, t.nbFn)
+	if err != nil {
+		return 0, err
+	}
+	return t.checkTruncated(buf, n)
+}
+
+// readNB runs fn, a non-blocking read into t.nbBuf, through the RawConn.
+func (t *TUN) readNB(buf []byte, fn func(uintptr) bool) (int, error) {
 	t.nbMu.Lock()
 	t.nbBuf = buf
-	err := t.rc.Read(t.nbFn)
+	err := t.rc.Read(fn)
 	n, rerr := t.nbN, t.nbErr
 	t.nbBuf, t.nbErr = nil, nil
 	t.nbMu.Unlock()
@@ -190,7 +226,7 @@ func (t *TUN) ReadPacketNonblock(buf []byte) (int, error) {
 	case rerr != nil:
 		return 0, t.wrapErr("read", rerr)
 	}
-	return t.checkTruncated(buf, n)
+	return n, nil
 }
 
 // readNonblock is the RawConn.Read function of ReadPacketNonblock: one read,
@@ -222,6 +258,9 @@ func ipPacketSize(p []byte) int {
 func (t *TUN) WritePacket(pkt []byte) error {
 	if len(pkt) == 0 || len(pkt) > t.mtu {
 		return fmt.Errorf("tun %s: write: %d bytes, MTU %d: %w", t.name, len(pkt), t.mtu, ErrPacketSize)
+	}
+	if t.vnet {
+		return t.writeVnetPacket(pkt)
 	}
 	n, err := t.file.Write(pkt)
 	if err != nil {

@@ -88,3 +88,49 @@ type Pollable interface {
 	// wrapping ErrWouldBlock at once when no packet is waiting.
 	ReadPacketNonblock(buf []byte) (int, error)
 }
+
+// ErrNoOffload is wrapped by the frame methods of an Offloader that does not
+// offer what was asked (Offloads says what it offers).
+var ErrNoOffload = errors.New("tun: offload not enabled")
+
+// Offloads says what an Offloader's frames may carry.
+type Offloads struct {
+	// GSO: WriteFrame takes a TCP/IPv4 segment of up to 64 KiB with a
+	// virtio-net header (GSOTCPv4, gso_size the MSS) and a partial
+	// checksum (VnetFlagNeedsCsum), which the kernel segments and
+	// checksums. Without it, WriteFrame fails with ErrNoOffload.
+	GSO bool
+	// GRO: ReadFrame returns frames, whose packets may be such segments
+	// (the kernel's TSO, gso_size its MSS) and may carry partial or
+	// verified checksums. Without it, read packets with ReadPacket.
+	GRO bool
+	// Err, when the device has neither, says why: the kernel refused
+	// IFF_VNET_HDR or TUNSETOFFLOAD (the device fell back to plain
+	// packets), or the device was opened without offloads.
+	Err error
+}
+
+// Offloader is an optional interface of a Device that moves frames: a
+// virtio-net header (VnetHdr, VnetHdrLen bytes) followed by an IPv4 packet
+// that may be larger than the MTU (up to MaxFrame in all). A TUN opened with
+// OpenOffload is one; the wrappers of this module (impair, pcaptap) are too,
+// over an Offloader: they take frames apart (SplitFrame, FrameFilter) to do
+// their work per packet, and offer what the device they wrap offers. Plain
+// ReadPacket and WritePacket work on an Offloader as on any Device.
+type Offloader interface {
+	Device
+	// Offloads reports what the frame methods offer, now.
+	Offloads() Offloads
+	// ReadFrame reads one frame into buf (which should hold MaxFrame
+	// bytes), blocking, and returns its length: the header included. A
+	// wrapper may return several frames back to back (the runs of packets
+	// its work left of one frame: FrameFilter), each packet as long as its
+	// IP header says (NextFrame, EachFrame split them).
+	ReadFrame(buf []byte) (int, error)
+	// ReadFrameNonblock is ReadFrame that returns an error wrapping
+	// ErrWouldBlock at once when nothing waits (see Pollable).
+	ReadFrameNonblock(buf []byte) (int, error)
+	// WriteFrame writes one frame, header included (at most MaxFrame
+	// bytes). The device does not retain it.
+	WriteFrame(frame []byte) error
+}

@@ -45,6 +45,7 @@ type runConfig struct {
 	verbose  bool
 	logger   *slog.Logger // with verbose: to standard error (cmdRun)
 	backlog  int
+	plain    bool // -no-offload
 }
 
 // defaultRunBacklog is run's listener backlog (stack.Config.Backlog: half-open
@@ -79,6 +80,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.StringVar(&cfg.pcap, "pcap", "", "write a flight recording (pcapng: every packet the stack handles and sends, and what `tcpwheel replay` needs to run it again exactly) to this file")
 	fs.BoolVar(&cfg.verbose, "v", false, "log to standard error: connections that end in an error, and every dropped packet with its reason")
 	fs.IntVar(&cfg.backlog, "backlog", defaultRunBacklog, "each listener's limit of half-open connections, and of connections waiting for accept")
+	fs.BoolVar(&cfg.plain, "no-offload", false, "open the TUN without offloads (virtio-net headers, TSO and checksum offload): one packet of at most the MTU per read and write")
 	fs.BoolVar(&cfg.rt, "rt", false, "run the stack's loop thread at real-time priority (SCHED_FIFO "+strconv.Itoa(rtPriority)+"); fails where not permitted")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tcpwheel run [flags]\n\nBrings the stack up on a TUN device whose kernel side lives in its own network\nnamespace, and serves echo (7, TCP and UDP), discard (9) and HTTP (80).\n\nflags:")
@@ -178,7 +180,8 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 	ipv6 := cfg.mtu == 0 || cfg.mtu >= 1280
 	bed, err := testbed.New(testbed.Config{
 		Namespace: cfg.netns, Link: cfg.link, Peer: cfg.peer, Stack: cfg.addr, MTU: cfg.mtu, IPv6: ipv6,
-		Impair: impair.Config{Seed: cfg.seed, EgressLoss: cfg.loss, IngressLoss: cfg.loss},
+		Impair:  impair.Config{Seed: cfg.seed, EgressLoss: cfg.loss, IngressLoss: cfg.loss},
+		Offload: !cfg.plain,
 	})
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
@@ -310,6 +313,13 @@ func statsReport(s *stack.Stack) string {
 	for _, r := range st.DropCounts() {
 		fmt.Fprintf(&b, "  %-24s %d\n", r.Name, r.N)
 	}
+	o := st.Offload
+	fmt.Fprintf(&b, "\noffloads: gso %v gro %v", o.GSO, o.GRO)
+	if o.Why != "" {
+		fmt.Fprintf(&b, " (%s)", o.Why)
+	}
+	fmt.Fprintf(&b, "\n  frames in %d, larger than the MTU %d, largest %d\n  frames out %d, gso %d of %d segments, largest %d\n",
+		o.FramesIn, o.LargeFramesIn, o.MaxFrameIn, o.FramesOut, o.GSOFramesOut, o.GSOSegmentsOut, o.MaxFrameOut)
 	fmt.Fprintf(&b, "\ninput batches (%s path) by size:\n", st.InputPath)
 	for i, n := range st.Input.Sizes {
 		fmt.Fprintf(&b, "  %4d-%-4d %d\n", 1<<i, 1<<(i+1)-1, n)

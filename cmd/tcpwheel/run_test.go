@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -112,6 +113,11 @@ func TestServe(t *testing.T) {
 	}
 	if o, err := inNS("curl", "-s", "-m", "30", "-o", "/dev/null", "-w", "%{size_download}", "http://198.18.0.2/bytes/3000000"); err != nil || o != "3000000" {
 		t.Fatalf("GET /bytes/3000000 downloaded %q, %v", o, err)
+	}
+	// run's TUN has offloads: the download went out in GSO frames (through
+	// the loss, which takes them apart packet by packet).
+	if o, err := inNS("curl", "-s", "-m", "10", "http://198.18.0.2/stats"); err != nil || !strings.Contains(o, "offloads: gso true gro true") || regexp.MustCompile(`frames out \d+, gso [1-9]`).FindString(o) == "" {
+		t.Fatalf("GET /stats: want offloads, and GSO frames sent:\n%s\n%v", o, err)
 	}
 	if o, err := inNS("curl", "-s", "-m", "10", "-o", "/dev/null", "-w", "%{http_code}", "http://198.18.0.2/bytes/-5"); err != nil || o != "400" {
 		t.Fatalf("GET /bytes/-5: status %q, %v; want 400", o, err)

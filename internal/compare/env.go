@@ -115,6 +115,10 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 	bcfg := testbed.Config{
 		Prefix: "twc",
 		MTU:    tun.DefaultMTU,
+		// tcpwheel's stacks on a TUN with offloads: the chain's wrappers
+		// pass its GSO frames (segment by segment to the loss and the
+		// watcher), not GRO (see testbed.Config.Offload).
+		Offload: isTcpwheel(stackName),
 		Impair: impair.Config{
 			// The same seed for every stack in a run: the same packets are lost.
 			Seed:        cfg.Seed + uint64(run),

@@ -61,6 +61,13 @@ type Config struct {
 	// the stack sent, including the packets the impairment then dropped.
 	PcapPath string
 
+	// Offload opens the TUN with offloads (netns.NamespaceConfig.Offload):
+	// the wrappers pass its frames on (tun.Offloader), taking them apart
+	// packet by packet for their work. A bed with offloads and nothing for
+	// the impairment layer to do (no loss, no drop hooks, no rules) leaves
+	// that layer out, with Imp nil, which spares a copy of every frame.
+	Offload bool
+
 	// Watch, when set, wraps the top of the chain (the comparison's packet
 	// watcher). The device it returns should forward tun.Pollable.
 	Watch func(tun.Device) tun.Device
@@ -126,13 +133,17 @@ func New(cfg Config) (_ *Bed, err error) {
 		peer6, b.StackAddr6 = cfg.Addrs6()
 		b.KernelAddr6 = peer6.Addr()
 	}
-	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, PeerAddr6: peer6, MTU: cfg.MTU}); err != nil {
+	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, PeerAddr6: peer6, MTU: cfg.MTU, Offload: cfg.Offload}); err != nil {
 		return nil, err
 	}
-	if b.Imp, err = impair.Wrap(b.Att.Dev, cfg.Impair); err != nil {
-		return nil, err
+	b.Dev = b.Att.Dev
+	im := cfg.Impair
+	if !cfg.Offload || im.EgressLoss != 0 || im.IngressLoss != 0 || im.DropEgress != nil || im.DropIngress != nil || len(im.Rules) != 0 {
+		if b.Imp, err = impair.Wrap(b.Att.Dev, cfg.Impair); err != nil {
+			return nil, err
+		}
+		b.Dev = b.Imp
 	}
-	b.Dev = b.Imp
 	if cfg.PcapPath != "" {
 		if b.Tap, err = pcaptap.Create(cfg.PcapPath, b.Dev, pcaptap.Config{}); err != nil {
 			return nil, err

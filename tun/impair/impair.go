@@ -266,6 +266,15 @@ type Device struct {
 	dirs [3]dirState // by Direction; [0] unused
 
 	nextID atomic.Uint64
+
+	// WriteFrame's: a scratch packet and the fate of each packet of the
+	// frame.
+	fmu      sync.Mutex
+	fscratch []byte
+	fkeep    []bool
+	// ReadFrame's packet filter.
+	gmu sync.Mutex
+	gro tun.FrameFilter
 }
 
 var _ tun.Pollable = (*Device)(nil)
@@ -516,4 +525,112 @@ func (d *Device) Name() string { return d.dev.Name() }
 func (d *Device) Close() error {
 	d.closed.Store(true)
 	return d.dev.Close()
+}
+
+var _ tun.Offloader = (*Device)(nil)
+
+// Offloads implements tun.Offloader: the wrapped device's.
+func (d *Device) Offloads() tun.Offloads { return tun.WrappedOffloads(d.dev) }
+
+// ReadFrame implements tun.Offloader like ReadPacket, packet by packet: each
+// packet of the frames read (as the kernel would segment them) is dropped
+// or not as ReadPacket's would be, and counted alike; the packets left go
+// on as frames (tun.FrameFilter: the frame itself when none was dropped).
+// It reads on until a packet passes.
+func (d *Device) ReadFrame(buf []byte) (int, error) {
+	o, ok := d.dev.(tun.Offloader)
+	if !ok {
+		return 0, fmt.Errorf("impair %s: read frame: %w", d.dev.Name(), tun.ErrNoOffload)
+	}
+	return d.readFrame(buf, o.ReadFrame)
+}
+
+// ReadFrameNonblock implements tun.Offloader like ReadFrame, without the
+// wait (tun.ErrWouldBlock).
+func (d *Device) ReadFrameNonblock(buf []byte) (int, error) {
+	o, ok := d.dev.(tun.Offloader)
+	if !ok {
+		return 0, fmt.Errorf("impair %s: read frame: %w", d.dev.Name(), tun.ErrNoOffload)
+	}
+	return d.readFrame(buf, o.ReadFrameNonblock)
+}
+
+func (d *Device) readFrame(buf []byte, read func([]byte) (int, error)) (int, error) {
+	for {
+		n, err := read(buf)
+		if err != nil {
+			return n, err
+		}
+		if d.closed.Load() {
+			return 0, fmt.Errorf("impair %s: read: %w", d.dev.Name(), net.ErrClosed)
+		}
+		d.gmu.Lock()
+		m, lost := d.gro.Filter(buf, n, d.keepIngress)
+		d.gmu.Unlock()
+		if lost > 0 { // kept, but did not fit the buffer (a tiny gso_size): dropped after all
+			d.dirs[Ingress].passed.Add(^uint64(lost - 1))
+			d.dirs[Ingress].dropped.Add(uint64(lost))
+		}
+		if m > 0 {
+			return m, nil
+		}
+	}
+}
+
+// keepIngress is ReadFrame's decision on one packet.
+func (d *Device) keepIngress(pkt []byte) bool {
+	if d.drop(Ingress, pkt) {
+		return false
+	}
+	d.dirs[Ingress].passed.Add(1)
+	return true
+}
+
+// WriteFrame implements tun.Offloader. Each packet of the frame (as the
+// kernel would segment it, tun.SplitFrame) is dropped or not as
+// WritePacket's would be, and counted alike; when none is dropped the frame
+// goes to the wrapped device whole, else the others go one by one.
+func (d *Device) WriteFrame(frame []byte) error {
+	o, ok := d.dev.(tun.Offloader)
+	if !ok || d.closed.Load() {
+		if !ok {
+			return fmt.Errorf("impair %s: write frame: %w", d.dev.Name(), tun.ErrNoOffload)
+		}
+		return o.WriteFrame(frame)
+	}
+	d.fmu.Lock()
+	defer d.fmu.Unlock()
+	if d.fscratch == nil {
+		d.fscratch = make([]byte, tun.MaxMTU)
+	}
+	d.fkeep = d.fkeep[:0]
+	dropped := false
+	if err := tun.SplitFrame(frame, d.fscratch, false, func(pkt []byte) error {
+		drop := d.drop(Egress, pkt)
+		dropped = dropped || drop
+		d.fkeep = append(d.fkeep, !drop)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("impair %s: write frame: %w", d.dev.Name(), err)
+	}
+	if !dropped {
+		if err := o.WriteFrame(frame); err != nil {
+			return err
+		}
+		d.dirs[Egress].passed.Add(uint64(len(d.fkeep)))
+		return nil
+	}
+	i := 0
+	return tun.SplitFrame(frame, d.fscratch, true, func(pkt []byte) error {
+		keep := d.fkeep[i]
+		i++
+		if !keep {
+			return nil
+		}
+		if err := d.dev.WritePacket(pkt); err != nil {
+			return err
+		}
+		d.dirs[Egress].passed.Add(1)
+		return nil
+	})
 }

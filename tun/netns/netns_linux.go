@@ -187,6 +187,11 @@ type NamespaceConfig struct {
 	// packets the kernel holds for the userspace side before it drops. 0
 	// means DefaultTxQueueLen; at most MaxTxQueueLen.
 	TxQueueLen int
+
+	// Offload opens the TUN with tun.OpenOffload (virtio-net headers, TSO
+	// and checksum offload) instead of tun.Open; a kernel that refuses
+	// gives the plain device (its Offloads say why).
+	Offload bool
 }
 
 // DefaultTxQueueLen is a link's txqueuelen unless NamespaceConfig says
@@ -339,7 +344,11 @@ func attach(cfg NamespaceConfig, fail func(step string) error) (_ *Attachment, e
 		return nil, err
 	}
 
-	if a.Dev, err = tun.Open(cfg.Link, cfg.MTU); err != nil {
+	open := tun.Open
+	if cfg.Offload {
+		open = tun.OpenOffload
+	}
+	if a.Dev, err = open(cfg.Link, cfg.MTU); err != nil {
 		return nil, err
 	}
 	if err := step("open"); err != nil {

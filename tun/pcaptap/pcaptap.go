@@ -116,6 +116,9 @@ type Tap struct {
 	closed bool           // guarded by mu
 	err    error          // guarded by mu; the first write error
 	stats  Stats          // guarded by mu
+
+	fmu      sync.Mutex // guards fscratch: WriteFrame's packets
+	fscratch []byte
 }
 
 var _ tun.Pollable = (*Tap)(nil)
@@ -319,4 +322,79 @@ func (t *Tap) Close() error {
 		}
 	}
 	return errors.Join(errDev, errFlush, errFile)
+}
+
+var _ tun.Offloader = (*Tap)(nil)
+
+// Offloads implements tun.Offloader: the wrapped device's.
+func (t *Tap) Offloads() tun.Offloads { return tun.WrappedOffloads(t.dev) }
+
+// ReadFrame implements tun.Offloader like ReadPacket: it records the
+// packets of the frames read one by one, as the kernel would segment them
+// (tun.SplitFrame), checksums filled in.
+func (t *Tap) ReadFrame(buf []byte) (int, error) {
+	o, ok := t.dev.(tun.Offloader)
+	if !ok {
+		return 0, fmt.Errorf("pcaptap %s: read frame: %w", t.dev.Name(), tun.ErrNoOffload)
+	}
+	n, err := o.ReadFrame(buf)
+	t.recordFrames(buf, n, err)
+	return n, err
+}
+
+// ReadFrameNonblock implements tun.Offloader like ReadFrame.
+func (t *Tap) ReadFrameNonblock(buf []byte) (int, error) {
+	o, ok := t.dev.(tun.Offloader)
+	if !ok {
+		return 0, fmt.Errorf("pcaptap %s: read frame: %w", t.dev.Name(), tun.ErrNoOffload)
+	}
+	n, err := o.ReadFrameNonblock(buf)
+	t.recordFrames(buf, n, err)
+	return n, err
+}
+
+// recordFrames records the packets of the frames in buf[:n]; a frame that
+// is not one (a bad header) is recorded as the bytes after its header.
+func (t *Tap) recordFrames(buf []byte, n int, err error) {
+	if err != nil || n <= 0 {
+		return
+	}
+	ts := t.now()
+	t.fmu.Lock()
+	defer t.fmu.Unlock()
+	if t.fscratch == nil {
+		t.fscratch = make([]byte, tun.MaxMTU)
+	}
+	tun.EachFrame(buf, n, func(fr []byte) {
+		if tun.SplitFrame(fr, t.fscratch, true, func(pkt []byte) error {
+			t.record(ts, pkt)
+			return nil
+		}) != nil && len(fr) > tun.VnetHdrLen {
+			t.record(ts, fr[tun.VnetHdrLen:])
+		}
+	})
+}
+
+// WriteFrame implements tun.Offloader: it passes the frame to the wrapped
+// device whole and, if the device accepted it, records its packets one by
+// one as the kernel segments it (tun.SplitFrame), checksums filled in, so
+// that the capture reads like one of the wire.
+func (t *Tap) WriteFrame(frame []byte) error {
+	o, ok := t.dev.(tun.Offloader)
+	if !ok {
+		return fmt.Errorf("pcaptap %s: write frame: %w", t.dev.Name(), tun.ErrNoOffload)
+	}
+	ts := t.now()
+	if err := o.WriteFrame(frame); err != nil {
+		return err
+	}
+	t.fmu.Lock()
+	defer t.fmu.Unlock()
+	if t.fscratch == nil {
+		t.fscratch = make([]byte, tun.MaxMTU)
+	}
+	return tun.SplitFrame(frame, t.fscratch, true, func(pkt []byte) error {
+		t.record(ts, pkt)
+		return nil
+	})
 }

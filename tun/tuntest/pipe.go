@@ -1,8 +1,11 @@
 // Package tuntest provides in-memory implementations of tun.Device for
 // tests: Pipe joins two devices back to back, like a cable; PollableFake is
 // a tun.Pollable the test feeds, for checking that a wrapper keeps the
-// Pollable path (Linux only: its descriptor is an eventfd). Neither wraps
-// another device, so neither has an optional interface to forward.
+// Pollable path (Linux only: its descriptor is an eventfd); Frames is a
+// tun.Offloader that keeps the frames written and hands out frames queued,
+// for checking a wrapper's frame paths (GSOFrame and Segments build and take
+// apart the frames). None wraps another device, so none has an optional
+// interface to forward.
 package tuntest
 
 import (

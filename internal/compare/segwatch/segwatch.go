@@ -630,6 +630,9 @@ func (w *Watcher) Stats() Stats {
 type Device struct {
 	tun.Device
 	w *Watcher
+
+	fmu      sync.Mutex // guards fscratch: WriteFrame's packets
+	fscratch []byte
 }
 
 var _ tun.Pollable = (*Device)(nil)
@@ -672,4 +675,72 @@ func (d *Device) ReadPacketNonblock(buf []byte) (int, error) {
 		d.w.Ingress(buf[:n])
 	}
 	return n, err
+}
+
+var _ tun.Offloader = (*Device)(nil)
+
+// Offloads implements tun.Offloader: the wrapped device's.
+func (d *Device) Offloads() tun.Offloads { return tun.WrappedOffloads(d.Device) }
+
+// ReadFrame implements tun.Offloader like ReadPacket: the watcher sees each
+// packet of the frames read, as the kernel would segment them.
+func (d *Device) ReadFrame(buf []byte) (int, error) {
+	o, ok := d.Device.(tun.Offloader)
+	if !ok {
+		return 0, fmt.Errorf("segwatch %s: read frame: %w", d.Name(), tun.ErrNoOffload)
+	}
+	n, err := o.ReadFrame(buf)
+	d.watchFrames(buf, n, err)
+	return n, err
+}
+
+// ReadFrameNonblock implements tun.Offloader like ReadFrame.
+func (d *Device) ReadFrameNonblock(buf []byte) (int, error) {
+	o, ok := d.Device.(tun.Offloader)
+	if !ok {
+		return 0, fmt.Errorf("segwatch %s: read frame: %w", d.Name(), tun.ErrNoOffload)
+	}
+	n, err := o.ReadFrameNonblock(buf)
+	d.watchFrames(buf, n, err)
+	return n, err
+}
+
+func (d *Device) watchFrames(buf []byte, n int, err error) {
+	if err != nil || n <= 0 {
+		return
+	}
+	d.fmu.Lock()
+	defer d.fmu.Unlock()
+	if d.fscratch == nil {
+		d.fscratch = make([]byte, tun.MaxMTU)
+	}
+	tun.EachFrame(buf, n, func(fr []byte) {
+		_ = tun.SplitFrame(fr, d.fscratch, false, func(pkt []byte) error {
+			d.w.Ingress(pkt)
+			return nil
+		})
+	})
+}
+
+// WriteFrame implements tun.Offloader: the watcher sees each packet of the
+// frame, as the kernel segments it (tun.SplitFrame), before the frame goes
+// to the wrapped device whole.
+func (d *Device) WriteFrame(frame []byte) error {
+	o, ok := d.Device.(tun.Offloader)
+	if !ok {
+		return fmt.Errorf("segwatch %s: write frame: %w", d.Name(), tun.ErrNoOffload)
+	}
+	d.fmu.Lock()
+	if d.fscratch == nil {
+		d.fscratch = make([]byte, tun.MaxMTU)
+	}
+	err := tun.SplitFrame(frame, d.fscratch, false, func(pkt []byte) error {
+		d.w.Egress(pkt)
+		return nil
+	})
+	d.fmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("segwatch %s: write frame: %w", d.Name(), err)
+	}
+	return o.WriteFrame(frame)
 }

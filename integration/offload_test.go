@@ -1,0 +1,141 @@
+package integration
+
+import (
+	"context"
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/internal/testbed"
+	"github.com/tcpwheel/tcpwheel/stack"
+	"github.com/tcpwheel/tcpwheel/tun"
+	"github.com/tcpwheel/tcpwheel/tun/impair"
+)
+
+// offloadEcho runs a stack on a test bed with TUN offloads (and the given
+// impairment), has the kernel send n bytes through the stack's echo server
+// and checks that every byte came back; it returns the stack's counters.
+func offloadEcho(t *testing.T, imp impair.Config, n int) (stack.Stats, *testbed.Bed) {
+	return echoOn(t, testbed.Config{Subnet: 7, Offload: true, Impair: imp}, n)
+}
+
+// echoOn is offloadEcho on a bed made from cfg.
+func echoOn(t *testing.T, cfg testbed.Config, n int) (stack.Stats, *testbed.Bed) {
+	t.Helper()
+	testbed.RequireRoot(t)
+	bed, err := testbed.New(cfg)
+	if err != nil {
+		t.Fatalf("test bed: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := bed.Close(); err != nil {
+			t.Errorf("closing the test bed: %v", err)
+		}
+	})
+	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: bed.StackAddr})
+	if err != nil {
+		t.Fatalf("stack: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ln, err := st.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoServer(t, ln)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := bed.KernelDial(ctx, 7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	data := randomBytes(uint64(n), n)
+	sum, got, err := echoThrough(c, data)
+	if err != nil {
+		t.Fatalf("echo after %d of %d bytes: %v", got, n, err)
+	}
+	if got != int64(n) || sum != sha256.Sum256(data) {
+		t.Fatalf("echo: %d bytes came back of %d, intact %v", got, n, sum == sha256.Sum256(data))
+	}
+	return st.Stats(), bed
+}
+
+// TestOffloadEcho: with the kernel as the peer over a TUN with offloads and
+// nothing in between, 32 MB go each way intact, and the counters show that
+// frames larger than the MTU were received (the kernel's TSO segments, taken
+// whole) and sent (GSO frames, which the kernel took whole), with no drop.
+func TestOffloadEcho(t *testing.T) {
+	const n = 32 << 20
+	st, bed := offloadEcho(t, impair.Config{}, n)
+	if bed.Imp != nil {
+		t.Fatal("the bed has an impairment layer with nothing to do")
+	}
+	o := st.Offload
+	t.Logf("offloads %+v", o)
+	if !o.GSO || !o.GRO || o.Why != "" || st.InputPath != "direct" {
+		t.Fatalf("offloads %+v on the %s path: want GSO and GRO on the direct path", o, st.InputPath)
+	}
+	mtu := tun.DefaultMTU
+	if o.LargeFramesIn == 0 || o.MaxFrameIn <= mtu {
+		t.Errorf("no frame larger than the MTU came in: %d of %d frames, the largest %d bytes", o.LargeFramesIn, o.FramesIn, o.MaxFrameIn)
+	}
+	if o.GSOFramesOut == 0 || o.MaxFrameOut <= mtu || o.GSOSegmentsOut < 2*o.GSOFramesOut {
+		t.Errorf("no frame larger than the MTU went out: %d GSO frames of %d segments, the largest %d bytes", o.GSOFramesOut, o.GSOSegmentsOut, o.MaxFrameOut)
+	}
+	// The point of it all: fewer writes than segments, and fewer segments
+	// in (each frame is one) than n bytes need at the MTU.
+	if o.FramesOut >= st.SegmentsOut {
+		t.Errorf("frames out %d for %d segments", o.FramesOut, st.SegmentsOut)
+	}
+	if full := uint64(n / (mtu - 40)); st.SegmentsIn >= full {
+		t.Errorf("%d segments in for %d bytes: as many as %d-byte packets take (%d)", st.SegmentsIn, n, mtu, full)
+	}
+	for _, d := range st.DropCounts() {
+		if d.N != 0 && d.Name != "tcp.OutOfWindow" { // a window probe now and then
+			t.Errorf("drops %s: %d", d.Name, d.N)
+		}
+	}
+	if st.DeviceErrors != 0 {
+		t.Errorf("%d device errors", st.DeviceErrors)
+	}
+}
+
+// TestOffloadPlain: on a TUN without offloads the stack says so, and why,
+// and moves no frame.
+func TestOffloadPlain(t *testing.T) {
+	st, _ := echoOn(t, testbed.Config{Subnet: 7}, 1<<20)
+	o := st.Offload
+	if o.GSO || o.GRO || o.Why == "" || o.FramesIn != 0 || o.FramesOut != 0 {
+		t.Fatalf("offloads %+v on a plain TUN", o)
+	}
+	t.Logf("why: %s", o.Why)
+}
+
+// TestOffloadThroughImpair: through the impairment layer (1% loss each
+// way), which takes the frames apart to drop packets one by one (the
+// stack's GSO frames on the way out, the kernel's TSO segments on the way
+// in), 8 MB go each way intact, and large frames still move both ways.
+func TestOffloadThroughImpair(t *testing.T) {
+	const n = 8 << 20
+	st, bed := offloadEcho(t, impair.Config{Seed: 3, EgressLoss: 0.01, IngressLoss: 0.01}, n)
+	o := st.Offload
+	t.Logf("offloads %+v", o)
+	if !o.GSO || !o.GRO {
+		t.Fatalf("offloads %+v: want GSO and GRO through the wrapper", o)
+	}
+	if o.GSOFramesOut == 0 || o.LargeFramesIn == 0 {
+		t.Errorf("%d GSO frames out, %d large frames in: want some each way", o.GSOFramesOut, o.LargeFramesIn)
+	}
+	is := bed.Imp.Stats()
+	if is.EgressDropped == 0 || is.IngressDropped == 0 {
+		t.Errorf("impair dropped %d out, %d in: want some each way", is.EgressDropped, is.IngressDropped)
+	}
+	// Every packet the stack sent met the loss one by one: as many passed
+	// or dropped as it sent (its GSO frames' segments included).
+	if sent := is.EgressPassed + is.EgressDropped; sent != st.PacketsOut {
+		t.Errorf("impair saw %d packets out, the stack sent %d", sent, st.PacketsOut)
+	}
+	if st.Drops.Truncated != 0 || st.Drops.BadVnetHeader != 0 || st.Drops.BadGSO != 0 || st.Drops.BadChecksumOffset != 0 {
+		t.Errorf("drops %+v", st.Drops)
+	}
+}

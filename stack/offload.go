@@ -1,0 +1,260 @@
+package stack
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/tun"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+)
+
+// Link offloads, on a device that is a tun.Offloader (a TUN opened with
+// tun.OpenOffload):
+//
+//   - GRO, inbound: the kernel hands over TCP segments of up to 64 KiB (its
+//     TSO) behind a virtio-net header. Each is one segment for TCP (never
+//     split); its checksum is not checked when the header says it was
+//     verified (DATA_VALID) or left partial (NEEDS_CSUM: the kernel sent it
+//     and did not fill it in). A partial checksum is completed only when
+//     something reads it: a recording, or a protocol other than TCP.
+//   - GSO, outbound: the TCP segments the loop sends in one turn are written
+//     as frames: consecutive segments of one connection, contiguous, whose
+//     headers are the same but for the sequence number, PSH and FIN (the
+//     last may have FIN), go out as one frame of up to 64 KiB with gso_size
+//     the first's payload (which all but the last have), which the kernel
+//     segments, or takes whole when it is the receiver. TCP sets PSH on
+//     every data segment (tcp/snd.go sendData); a frame has the last's
+//     flags, and the kernel's segmentation (tcp_gso_segment) leaves PSH on
+//     the last packet only: the one change on the wire, which no receiver
+//     of a frame's packets tells apart (Linux takes them whole). TCP still sends segment by segment (each in-flight
+//     segment has its timer, and the flight recorder records each as sent),
+//     and so do the counters (SegmentsOut, PacketsOut): a frame is a
+//     link-layer matter. The frame being built is written when a segment
+//     does not fit it, before any other packet (so the order on the wire is
+//     the order sent), and at the end of the loop's turn (loop.SetTurnHook);
+//     on a stack without a loop.Loop (NewManual, a Playback) at once.
+
+// OffloadStats reports the link offloads: what the device offered when the
+// stack started, and the frames that moved.
+type OffloadStats struct {
+	// GSO and GRO: the device's tun.Offloads (GRO as the direct path
+	// uses it: a device read by the reader path, or a wrapper, has none).
+	GSO, GRO bool
+	// Why is why there are no offloads (tun.Offloads.Err), or empty.
+	Why string
+	// Frames read, those larger than one packet of the MTU (the kernel's
+	// TSO segments), and the largest, in bytes (the packet, without the
+	// virtio-net header).
+	FramesIn, LargeFramesIn uint64
+	MaxFrameIn              int
+	// Frames written, those with several segments (GSO), the segments in
+	// those, and the largest frame's packet, in bytes.
+	FramesOut, GSOFramesOut, GSOSegmentsOut uint64
+	MaxFrameOut                             int
+}
+
+// gsoState is the frame being built of the TCP segments sent (loop only).
+type gsoState struct {
+	on       bool          // the device takes GSO frames
+	coalesce bool          // flushed at the end of the loop's turn, not at once
+	dev      tun.Offloader // the device, when on
+	buf      []byte        // the frame: header, IPv4, TCP, payloads (tun.MaxFrame)
+	n        int           // bytes of buf in use; 0: no frame
+	segs     int           // segments in it
+	id       tcp.ID        // its connection
+	hl       int           // IPv4 and TCP header lengths of each segment
+	mss      int           // the first segment's payload: gso_size
+	last     int           // the last segment's payload
+	next     uint32        // the sequence number that extends it
+	open     bool          // another segment may join
+}
+
+// initOffload looks at what the device offers.
+func (s *Stack) initOffload() {
+	o, ok := s.dev.(tun.Offloader)
+	if !ok {
+		s.offStats.Why = "the device has no frames (not a tun.Offloader)"
+		return
+	}
+	off := o.Offloads()
+	if off.Err != nil {
+		s.offStats.Why = off.Err.Error()
+	}
+	if off.GSO {
+		s.gso = gsoState{on: true, dev: o, buf: make([]byte, tun.MaxFrame)}
+	}
+	s.offStats.GSO = off.GSO
+}
+
+// groDevice reports whether the direct path reads frames.
+func (s *Stack) groDevice() bool {
+	o, ok := s.poll.(tun.Offloader)
+	s.offStats.GRO = ok && o.Offloads().GRO
+	return s.offStats.GRO
+}
+
+// noGRO notes that the direct path is gone: the reader path reads packets.
+func (s *Stack) noGRO() { s.gro, s.offStats.GRO = false, false }
+
+// readNonblock reads the next packet, or frame, of the direct path into ibuf.
+func (s *Stack) readNonblock() (int, error) {
+	if s.gro {
+		return s.poll.(tun.Offloader).ReadFrameNonblock(s.ibuf)
+	}
+	return s.poll.ReadPacketNonblock(s.ibuf)
+}
+
+// handleFrames handles the frames of one read: one from a TUN, or several
+// back to back from a wrapper (tun.NextFrame).
+func (s *Stack) handleFrames(b []byte) {
+	tun.EachFrame(b, len(b), s.handleFrame)
+}
+
+// handleFrame checks a frame's virtio-net header and handles its packet as
+// one (handlePacketNow), without checking a checksum the header vouches for.
+func (s *Stack) handleFrame(frame []byte) {
+	d := &s.counters.Drops
+	h, err := tun.ParseVnetHdr(frame)
+	if err != nil {
+		d.BadVnetHeader++
+		return
+	}
+	pkt := frame[tun.VnetHdrLen:]
+	if err := h.Check(pkt); err != nil {
+		switch {
+		case errors.Is(err, tun.ErrVnetCsum):
+			d.BadChecksumOffset++
+		case errors.Is(err, tun.ErrVnetGSO):
+			d.BadGSO++
+		default:
+			d.BadVnetHeader++
+		}
+		return
+	}
+	st := &s.offStats
+	st.FramesIn++
+	if len(pkt) > s.dev.MTU() {
+		st.LargeFramesIn++
+	}
+	st.MaxFrameIn = max(st.MaxFrameIn, len(pkt))
+	tcp4 := len(pkt) >= ipv4HeaderLen && pkt[0]>>4 == 4 && pkt[9] == protoTCP
+	switch {
+	case h.Flags&tun.VnetFlagNeedsCsum != 0 && tcp4 && s.rec == nil:
+		s.csumValid = true // partial: the kernel's own, never to be checked
+	case h.Flags&tun.VnetFlagNeedsCsum != 0:
+		tun.CompleteChecksum(h, pkt) // for the recording, or UDP's check
+	case h.Flags&tun.VnetFlagDataValid != 0 && tcp4:
+		s.csumValid = true
+	}
+	s.handlePacketNow(pkt)
+	s.csumValid = false
+}
+
+// queueSegment sends the TCP segment seg (which fits the MTU) as part of a
+// frame: the current one if it extends it, else a new one after the current
+// is written. Only its headers are encoded apart, the payload is copied
+// from the send buffer into the frame, unless the segment is recorded: the
+// recorder takes the whole packet, checksummed.
+func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment) {
+	src, dst := id.Local.Addr(), id.Remote.Addr()
+	var hdr, data []byte // the IPv4 and TCP headers, and the payload
+	if s.rec != nil {
+		b := s.obuf[:ipv4HeaderLen+seg.EncodedLen()]
+		if _, err := seg.Encode(b[ipv4HeaderLen:]); err != nil {
+			s.counters.Drops.EncodeError++
+			return
+		}
+		s.fillIPv4(b, src, dst, protoTCP)
+		tcp.SetChecksum(src, dst, b[ipv4HeaderLen:])
+		s.recordOut(b)
+		hl := ipv4HeaderLen + int(b[ipv4HeaderLen+12]>>4)*4
+		hdr, data = b[:hl], b[hl:]
+	} else {
+		h := *seg
+		h.Payload = nil
+		b := s.obuf[:ipv4HeaderLen+h.EncodedLen()]
+		if _, err := h.Encode(b[ipv4HeaderLen:]); err != nil {
+			s.counters.Drops.EncodeError++
+			return
+		}
+		s.fillIPv4(b, src, dst, protoTCP) // the ID; length and checksum are flushFrame's
+		hdr, data = b, seg.Payload
+	}
+	s.counters.SegmentsOut++
+	g := &s.gso
+	t := hdr[ipv4HeaderLen:]
+	thl, payload := len(t), len(data)
+	seq := binary.BigEndian.Uint32(t[4:])
+	flags := t[13]
+	const fin, syn, rst = 0x01, 0x02, 0x04
+	if g.n > 0 && g.open && id == g.id && seq == g.next && payload > 0 && payload <= g.mss &&
+		len(hdr) == g.hl && g.n+payload <= len(g.buf) && s.sameHeader(t, thl) {
+		copy(g.buf[g.n:], data)
+		g.n += payload
+		g.segs++
+		g.last = payload
+		g.next = seq + uint32(payload)
+		g.buf[tun.VnetHdrLen+ipv4HeaderLen+13] = flags // PSH and FIN: the last's
+		g.open = payload == g.mss && flags&fin == 0
+	} else {
+		s.flushFrame()
+		n := tun.VnetHdrLen + copy(g.buf[tun.VnetHdrLen:], hdr)
+		g.n = n + copy(g.buf[n:], data)
+		g.segs, g.id, g.hl, g.mss, g.last = 1, id, len(hdr), payload, payload
+		g.next = seq + uint32(payload)
+		g.open = payload > 0 && flags&(fin|syn|rst) == 0
+	}
+	if !g.coalesce {
+		s.flushFrame()
+	}
+}
+
+// sameHeader reports whether the TCP header t (thl bytes) is the frame's
+// first segment's but for the sequence number, PSH and FIN (which the
+// segment may not have: see queueSegment) and the checksum.
+func (s *Stack) sameHeader(t []byte, thl int) bool {
+	f := s.gso.buf[tun.VnetHdrLen+ipv4HeaderLen:]
+	return string(t[0:4]) == string(f[0:4]) && // ports
+		string(t[8:13]) == string(f[8:13]) && // ACK, data offset
+		t[13]&^0x09 == f[13]&^0x09 && // flags but PSH, FIN
+		string(t[14:16]) == string(f[14:16]) && // window
+		string(t[18:thl]) == string(f[18:thl]) // urgent pointer, options
+}
+
+// flushFrame writes the frame being built, if there is one: one segment
+// with a partial checksum, or several with a GSO header (gso_size the first
+// segment's payload, which every one but the last has).
+func (s *Stack) flushFrame() {
+	g := &s.gso
+	if g.n == 0 {
+		return
+	}
+	frame := g.buf[:g.n]
+	pkt := frame[tun.VnetHdrLen:]
+	binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
+	pkt[10], pkt[11] = 0, 0
+	binary.BigEndian.PutUint16(pkt[10:], ^checksum.Checksum(pkt[:ipv4HeaderLen], 0))
+	t := pkt[ipv4HeaderLen:]
+	binary.BigEndian.PutUint16(t[16:], tun.PseudoSum4(g.id.Local.Addr().As4(), g.id.Remote.Addr().As4(), len(t)))
+	h := tun.VnetHdr{Flags: tun.VnetFlagNeedsCsum, HdrLen: uint16(g.hl), CsumStart: ipv4HeaderLen, CsumOffset: 16}
+	if g.segs > 1 {
+		h.GSOType, h.GSOSize = tun.GSOTCPv4, uint16(g.mss)
+	}
+	h.Put(frame)
+	segs := uint64(g.segs)
+	g.n, g.segs = 0, 0
+	if err := g.dev.WriteFrame(frame); err != nil {
+		s.counters.DeviceErrors++
+		s.counters.Drops.DeviceWrite += segs
+		return
+	}
+	s.counters.PacketsOut += segs
+	st := &s.offStats
+	st.FramesOut++
+	if segs > 1 {
+		st.GSOFramesOut++
+		st.GSOSegmentsOut += segs
+	}
+	st.MaxFrameOut = max(st.MaxFrameOut, len(pkt))
+}

@@ -1,0 +1,314 @@
+package stack
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/timer"
+	"github.com/tcpwheel/tcpwheel/tun"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+)
+
+// frameDev is a tun.Offloader that keeps every frame written to it (a
+// packet written plainly becomes a frame with a zero header). It is never
+// read: a Manual stack is handed its input.
+type frameDev struct {
+	mu     sync.Mutex
+	frames [][]byte
+	plain  int // frames written as packets (WritePacket)
+}
+
+func (d *frameDev) ReadPacket([]byte) (int, error) { return 0, errors.New("frameDev: not read") }
+func (d *frameDev) WritePacket(pkt []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.plain++
+	d.frames = append(d.frames, append(make([]byte, tun.VnetHdrLen), pkt...))
+	return nil
+}
+func (d *frameDev) MTU() int                      { return 1500 }
+func (d *frameDev) Name() string                  { return "frames" }
+func (d *frameDev) Close() error                  { return nil }
+func (d *frameDev) Offloads() tun.Offloads        { return tun.Offloads{GSO: true, GRO: true} }
+func (d *frameDev) ReadFrame([]byte) (int, error) { return 0, tun.ErrWouldBlock }
+func (d *frameDev) ReadFrameNonblock([]byte) (int, error) {
+	return 0, tun.ErrWouldBlock
+}
+func (d *frameDev) WriteFrame(f []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.frames = append(d.frames, append([]byte(nil), f...))
+	return nil
+}
+
+// take returns the frames written since the last call.
+func (d *frameDev) take() [][]byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f := d.frames
+	d.frames = nil
+	return f
+}
+
+// offloadPeer is a Manual stack on a frameDev that builds frames as the
+// real loop does: what one step sends, flushed at the step's end.
+type offloadPeer struct {
+	*Manual
+	dev *frameDev
+}
+
+func newOffloadPeer(t *testing.T, addr netip.Addr, clock *timer.ManualClock) *offloadPeer {
+	t.Helper()
+	dev := &frameDev{}
+	m, err := NewManual(Config{Device: dev, Addr: addr, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if !m.gso.on {
+		t.Fatal("no GSO on a tun.Offloader")
+	}
+	m.gso.coalesce = true // flushed by step, as the loop's turn hook does
+	return &offloadPeer{m, dev}
+}
+
+// step runs f as one turn of the peer's loop, and returns the frames it
+// wrote.
+func (p *offloadPeer) step(f func()) [][]byte {
+	f()
+	p.m.Post(p.flushFrame)
+	return p.dev.take()
+}
+
+// deliver hands frames to p as its device would have read them (GRO), in
+// one batch.
+func (p *offloadPeer) deliver(t *testing.T, frames [][]byte) [][]byte {
+	t.Helper()
+	return p.step(func() {
+		if err := p.m.Wake(p.m.Clock().Now(), func() {
+			for _, f := range frames {
+				p.handleFrame(f)
+			}
+			if len(frames) > 0 {
+				p.endBatch()
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestOffloadFrames: two stacks whose devices take frames. A's first flight
+// of data, sent in one step, goes out as one GSO frame (gso_size the MSS,
+// partial checksum over the whole, the segments' headers the first's); B
+// takes it whole as one segment, without checking the partial checksum,
+// and reads the data intact; the counters count segments, not frames.
+func TestOffloadFrames(t *testing.T) {
+	a := newOffloadPeer(t, addrA, timer.NewManualClock(0))
+	b := newOffloadPeer(t, addrB, timer.NewManualClock(0))
+	ln, err := b.Listen("tcp", ":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ca *Conn
+	syn := a.step(func() {
+		if ca, err = a.StartDial("tcp", 0, netip.AddrPortFrom(addrB, 80).String()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	synack := b.deliver(t, syn)
+	ack := a.deliver(t, synack)
+	b.deliver(t, ack)
+	cb, ok := ln.(*Listener).TryAccept()
+	if !ok {
+		t.Fatal("no connection accepted")
+	}
+	for _, f := range append(append(syn, synack...), ack...) {
+		if h, _ := tun.ParseVnetHdr(f); h.IsGSO() {
+			t.Fatalf("a handshake segment went in a GSO frame: %+v", h)
+		}
+	}
+
+	data := make([]byte, 100_000)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	before := a.Stats()
+	var wrote int
+	frames := a.step(func() {
+		if wrote, err = ca.TryWrite(data); err != nil {
+			t.Fatal(err)
+		}
+	})
+	after := a.Stats()
+	segs := after.SegmentsOut - before.SegmentsOut
+	if len(frames) != 1 || segs < 2 {
+		t.Fatalf("%d segments sent in %d frames: want one frame of them all", segs, len(frames))
+	}
+	f := frames[0]
+	h, err := tun.ParseVnetHdr(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkt := f[tun.VnetHdrLen:]
+	thl := int(pkt[ipv4HeaderLen+12]>>4) * 4
+	mss := (len(pkt) - ipv4HeaderLen - thl) / int(segs)
+	want := tun.VnetHdr{Flags: tun.VnetFlagNeedsCsum, GSOType: tun.GSOTCPv4, HdrLen: uint16(ipv4HeaderLen + thl), GSOSize: uint16(mss), CsumStart: 20, CsumOffset: 16}
+	if h != want || (len(pkt)-ipv4HeaderLen-thl)%mss != 0 {
+		t.Fatalf("header %+v of a %d-byte frame of %d segments, want %+v", h, len(pkt), segs, want)
+	}
+	if err := h.Check(pkt); err != nil {
+		t.Fatal(err)
+	}
+	ps := tun.PseudoSum4(addrA.As4(), addrB.As4(), len(pkt)-ipv4HeaderLen)
+	if got := binary.BigEndian.Uint16(pkt[ipv4HeaderLen+16:]); got != ps {
+		t.Fatalf("TCP checksum field %#04x, want the pseudo-header's sum %#04x", got, ps)
+	}
+	if n := tun.SegmentCount(h, pkt); uint64(n) != segs {
+		t.Fatalf("the frame segments into %d packets, %d were sent", n, segs)
+	}
+	if o := after.Offload; o.GSOFramesOut != 1 || o.GSOSegmentsOut != segs || o.MaxFrameOut != len(pkt) {
+		t.Fatalf("offload stats %+v", o)
+	}
+	if after.PacketsOut-before.PacketsOut != segs {
+		t.Fatalf("PacketsOut +%d for %d segments", after.PacketsOut-before.PacketsOut, segs)
+	}
+
+	bBefore := b.Stats()
+	acks := b.deliver(t, frames)
+	bAfter := b.Stats()
+	if n := bAfter.SegmentsIn - bBefore.SegmentsIn; n != 1 {
+		t.Fatalf("B took the frame as %d segments, want 1", n)
+	}
+	if o := bAfter.Offload; o.FramesIn == 0 || o.LargeFramesIn != 1 || o.MaxFrameIn != len(pkt) {
+		t.Fatalf("B's offload stats %+v", o)
+	}
+	if bAfter.Drops != (Drops{}) {
+		t.Fatalf("B dropped: %+v", bAfter.Drops)
+	}
+	// The rest, in steps, until B has it all.
+	got := make([]byte, 0, len(data))
+	buf := make([]byte, 64<<10)
+	var now time.Duration
+	for range 1000 {
+		for {
+			n, _ := cb.TryRead(buf)
+			if n == 0 {
+				break
+			}
+			got = append(got, buf[:n]...)
+		}
+		if len(got) == len(data) {
+			break
+		}
+		if wrote < len(data) {
+			n, _ := ca.TryWrite(data[wrote:])
+			wrote += n
+		}
+		now += time.Millisecond
+		out := a.deliver(t, acks)
+		out = append(out, a.step(func() { a.AdvanceTo(now) })...)
+		acks = b.deliver(t, out)
+		acks = append(acks, b.step(func() { b.AdvanceTo(now) })...)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("B read %d bytes of %d, intact %v", len(got), len(data), bytes.Equal(got, data[:len(got)]))
+	}
+}
+
+// TestOffloadBadFrames: a frame whose virtio-net header is malformed is
+// dropped and counted by reason, and never reaches TCP.
+func TestOffloadBadFrames(t *testing.T) {
+	p := newOffloadPeer(t, addrB, timer.NewManualClock(0))
+	good := tcp4Seg(addrA, addrB, 3000)
+	hdr := func(h tun.VnetHdr, pkt []byte) []byte {
+		f := make([]byte, tun.VnetHdrLen, tun.VnetHdrLen+len(pkt))
+		h.Put(f)
+		return append(f, pkt...)
+	}
+	gso := tun.VnetHdr{Flags: tun.VnetFlagNeedsCsum, GSOType: tun.GSOTCPv4, HdrLen: 40, GSOSize: 1000, CsumStart: 20, CsumOffset: 16}
+	long := append([]byte(nil), good...)
+	binary.BigEndian.PutUint16(long[2:], uint16(len(good)-100)) // IP says less than the frame holds
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		drop  func(d Drops) uint64
+	}{
+		{"short header", []byte{1, 2, 3}, func(d Drops) uint64 { return d.BadVnetHeader }},
+		{"unknown flag", hdr(tun.VnetHdr{Flags: 0x40}, good), func(d Drops) uint64 { return d.BadVnetHeader }},
+		{"gso_size 0", hdr(tun.VnetHdr{Flags: 1, GSOType: tun.GSOTCPv4, CsumStart: 20, CsumOffset: 16}, good), func(d Drops) uint64 { return d.BadGSO }},
+		{"larger than announced", hdr(gso, long), func(d Drops) uint64 { return d.BadGSO }},
+		{"UDP GSO", hdr(tun.VnetHdr{Flags: 1, GSOType: tun.GSOUDPL4, GSOSize: 100, CsumStart: 20, CsumOffset: 6}, good), func(d Drops) uint64 { return d.BadGSO }},
+		{"csum past the end", hdr(tun.VnetHdr{Flags: 1, CsumStart: 3000, CsumOffset: 40}, good), func(d Drops) uint64 { return d.BadChecksumOffset }},
+		{"GSO csum elsewhere", hdr(tun.VnetHdr{Flags: 1, GSOType: tun.GSOTCPv4, GSOSize: 1000, CsumStart: 0, CsumOffset: 10}, good), func(d Drops) uint64 { return d.BadChecksumOffset }},
+	} {
+		before := p.Stats()
+		p.deliver(t, [][]byte{c.frame})
+		after := p.Stats()
+		if n := c.drop(after.Drops) - c.drop(before.Drops); n != 1 {
+			t.Errorf("%s: counted %d drops, want 1 (%+v)", c.name, n, after.Drops)
+		}
+		if after.SegmentsIn != before.SegmentsIn || after.PacketsIn != before.PacketsIn {
+			t.Errorf("%s: reached the stack", c.name)
+		}
+	}
+	// The good frame reaches TCP as one segment (no listener: a RST).
+	before := p.Stats()
+	p.deliver(t, [][]byte{hdr(gso, good)})
+	if after := p.Stats(); after.SegmentsIn != before.SegmentsIn+1 || after.Drops.NoListener != before.Drops.NoListener+1 {
+		t.Errorf("the good frame: segments in +%d, no listener +%d; want 1, 1", after.SegmentsIn-before.SegmentsIn, after.Drops.NoListener-before.Drops.NoListener)
+	}
+}
+
+// TestOffloadIPv6Frame: a TCPv6 GSO frame (the TUN has TSO6) is no bad
+// frame: it reaches the IP input whole, as one packet (which this IPv4
+// stack then drops as not IPv4).
+func TestOffloadIPv6Frame(t *testing.T) {
+	p := newOffloadPeer(t, addrB, timer.NewManualClock(0))
+	pkt := make([]byte, 40+20+3000)
+	pkt[0] = 6 << 4
+	binary.BigEndian.PutUint16(pkt[4:], uint16(len(pkt)-40))
+	pkt[6], pkt[7] = protoTCP, 64
+	src, dst := netip.MustParseAddr("2001:db8::1").As16(), netip.MustParseAddr("2001:db8::2").As16()
+	copy(pkt[8:], src[:])
+	copy(pkt[24:], dst[:])
+	tc := pkt[40:]
+	tc[12], tc[13] = 5<<4, 0x10
+	binary.BigEndian.PutUint16(tc[16:], tun.PseudoSum6(src, dst, len(tc)))
+	f := make([]byte, tun.VnetHdrLen, tun.VnetHdrLen+len(pkt))
+	tun.VnetHdr{Flags: tun.VnetFlagNeedsCsum, GSOType: tun.GSOTCPv6, HdrLen: 60, GSOSize: 1000, CsumStart: 40, CsumOffset: 16}.Put(f)
+	f = append(f, pkt...)
+	before := p.Stats()
+	p.deliver(t, [][]byte{f})
+	after := p.Stats()
+	if after.Drops.NotIPv4 != before.Drops.NotIPv4+1 || after.Drops.BadGSO != before.Drops.BadGSO || after.Offload.LargeFramesIn != 1 {
+		t.Fatalf("drops %+v, offload %+v: want it taken as one frame, and dropped as not IPv4", after.Drops, after.Offload)
+	}
+}
+
+// tcp4Seg is a TCP/IPv4 ACK from src:40000 to dst:80 with n bytes of
+// payload and the partial checksum of a GSO frame.
+func tcp4Seg(src, dst netip.Addr, n int) []byte {
+	p := make([]byte, ipv4HeaderLen+20+n)
+	p[0] = 0x45
+	binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
+	p[8], p[9] = 64, protoTCP
+	s4, d4 := src.As4(), dst.As4()
+	copy(p[12:], s4[:])
+	copy(p[16:], d4[:])
+	binary.BigEndian.PutUint16(p[10:], ^checksum.Checksum(p[:ipv4HeaderLen], 0))
+	t := p[ipv4HeaderLen:]
+	binary.BigEndian.PutUint16(t[0:], 40000)
+	binary.BigEndian.PutUint16(t[2:], 80)
+	binary.BigEndian.PutUint32(t[4:], 1)
+	binary.BigEndian.PutUint32(t[8:], 1)
+	t[12], t[13] = 5<<4, 0x10
+	binary.BigEndian.PutUint16(t[14:], 1000)
+	binary.BigEndian.PutUint16(t[16:], tun.PseudoSum4(s4, d4, len(t)))
+	return p
+}

@@ -1,0 +1,292 @@
+//go:build linux
+
+package tun
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// TUNSETOFFLOAD's flags (linux/if_tun.h; golang.org/x/sys/unix lacks them).
+const (
+	tunFCsum = 0x01 // TUN_F_CSUM: we take packets with partial checksums
+	tunFTSO4 = 0x02 // TUN_F_TSO4: ... and TCP/IPv4 segments larger than the MTU
+	tunFTSO6 = 0x04 // TUN_F_TSO6: ... and TCP/IPv6 ones (for the IPv6 work)
+)
+
+// OpenOffload is Open for a TUN with offloads: it opens /dev/net/tun itself
+// (songgao/water cannot ask for IFF_VNET_HDR) with
+// IFF_TUN|IFF_NO_PI|IFF_VNET_HDR|IFF_TUN_EXCL, sets the header's size
+// (TUNSETVNETHDRSZ, VnetHdrLen) and enables checksum and TCP segmentation
+// offload (TUNSETOFFLOAD: TUN_F_CSUM|TUN_F_TSO4|TUN_F_TSO6, or without TSO6
+// if the kernel refuses that). The device is then an Offloader whose
+// Offloads report GSO and GRO.
+//
+// When the kernel refuses any of it, OpenOffload falls back to Open's plain
+// device, whose Offloads report neither and say why (Offloads.Err); only
+// errors Open would return too are returned.
+//
+// A plain read (ReadPacket, ReadPacketNonblock) turns GRO off for good
+// (TUNSETOFFLOAD 0): a reader of packets no larger than the MTU is never
+// handed the kernel's 64 KiB segments (a wrapper such as impair reads so).
+// Frames the kernel had queued before are each read as one truncated
+// packet. GSO (WriteFrame) stays: the kernel takes GSO frames from any
+// IFF_VNET_HDR device.
+func OpenOffload(name string, mtu int) (*TUN, error) {
+	t, err := open(name, mtu, true)
+	if !errors.Is(err, errOffload) {
+		return t, err
+	}
+	t, perr := Open(name, mtu)
+	if perr != nil {
+		return nil, perr
+	}
+	t.offloads.Err = err
+	return t, nil
+}
+
+// offloadFlags are the TUNSETOFFLOAD flags OpenOffload tries, in order (a
+// kernel without TSO6 takes the second); a test replaces them with flags the
+// kernel refuses, to see the fallback.
+var offloadFlags = []int{tunFCsum | tunFTSO4 | tunFTSO6, tunFCsum | tunFTSO4}
+
+// errOffload marks what OpenOffload falls back on.
+var errOffload = errors.New("offloads refused")
+
+// openVnet opens the device with IFF_VNET_HDR, with the calling thread
+// locked and the name checked.
+func openVnet(name string, mtu int) (*TUN, error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("tun: open %q: %w", name, err)
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("tun: open %q: %w: %w", name, ErrInvalidConfig, err)
+	}
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR | unix.IFF_TUN_EXCL)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
+			return nil, fmt.Errorf("tun: open %q: %w: %w", name, ErrLinkExists, err)
+		}
+		return nil, fmt.Errorf("tun: open %q: TUNSETIFF IFF_VNET_HDR: %w: %w", name, errOffload, err)
+	}
+	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, VnetHdrLen); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("tun: open %q: TUNSETVNETHDRSZ: %w: %w", name, errOffload, err)
+	}
+	for i, flags := range offloadFlags {
+		err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, flags)
+		if err == nil {
+			break
+		}
+		if i == len(offloadFlags)-1 {
+			unix.Close(fd)
+			return nil, fmt.Errorf("tun: open %q: TUNSETOFFLOAD %#x: %w: %w", name, flags, errOffload, err)
+		}
+	}
+	file := os.NewFile(uintptr(fd), "/dev/net/tun") // non-blocking: on the poller
+	t := &TUN{file: file, name: ifr.Name(), mtu: mtu, vnet: true}
+	t.offloads = Offloads{GSO: true, GRO: true}
+	t.gro.Store(true)
+	t.wbuf = make([]byte, VnetHdrLen+mtu)
+	t.nbFn = t.readNonblock
+	if t.rc, err = file.SyscallConn(); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("tun: open %q: %w", name, err)
+	}
+	return t, nil
+}
+
+var _ Offloader = (*TUN)(nil)
+
+// Offloads implements Offloader. GRO is off after a plain read.
+func (t *TUN) Offloads() Offloads {
+	o := t.offloads
+	o.GRO = o.GRO && t.gro.Load()
+	if !t.vnet && o.Err == nil {
+		o.Err = fmt.Errorf("tun %s: opened without offloads: %w", t.name, ErrNoOffload)
+	}
+	return o
+}
+
+// ReadFrame implements Offloader.
+func (t *TUN) ReadFrame(buf []byte) (int, error) {
+	if err := t.frameRead(buf); err != nil {
+		return 0, err
+	}
+	n, err := t.file.Read(buf)
+	if err != nil {
+		return 0, t.wrapErr("read", err)
+	}
+	return t.checkFrame(buf, n)
+}
+
+// ReadFrameNonblock implements Offloader.
+func (t *TUN) ReadFrameNonblock(buf []byte) (int, error) {
+	if err := t.frameRead(buf); err != nil {
+		return 0, err
+	}
+	n, err := t.readNB(buf, t.nbFn)
+	if err != nil {
+		return 0, err
+	}
+	return t.checkFrame(buf, n)
+}
+
+func (t *TUN) frameRead(buf []byte) error {
+	if !t.vnet || !t.gro.Load() {
+		return fmt.Errorf("tun %s: read frame: %w", t.name, ErrNoOffload)
+	}
+	if len(buf) <= VnetHdrLen {
+		return fmt.Errorf("tun %s: read frame: %w", t.name, io.ErrShortBuffer)
+	}
+	return nil
+}
+
+// checkFrame checks a frame of n bytes read into buf for truncation.
+func (t *TUN) checkFrame(buf []byte, n int) (int, error) {
+	if n < VnetHdrLen {
+		return 0, fmt.Errorf("tun %s: read: %d-byte frame: %w", t.name, n, ErrBadVnetHdr)
+	}
+	if n >= len(buf) {
+		if size := ipPacketSize(buf[VnetHdrLen:]); size < 0 || size > len(buf)-VnetHdrLen || n > len(buf) {
+			return len(buf), fmt.Errorf("tun %s: read: frame longer than %d-byte buffer: %w", t.name, len(buf), io.ErrShortBuffer)
+		}
+	}
+	return n, nil
+}
+
+// WriteFrame implements Offloader.
+func (t *TUN) WriteFrame(frame []byte) error {
+	if !t.vnet {
+		return fmt.Errorf("tun %s: write frame: %w", t.name, ErrNoOffload)
+	}
+	if len(frame) <= VnetHdrLen || len(frame) > MaxFrame {
+		return fmt.Errorf("tun %s: write frame: %d bytes: %w", t.name, len(frame), ErrPacketSize)
+	}
+	n, err := t.file.Write(frame)
+	if err != nil {
+		return t.wrapErr("write", err)
+	}
+	if n != len(frame) {
+		return fmt.Errorf("tun %s: write: %d of %d bytes: %w", t.name, n, len(frame), io.ErrShortWrite)
+	}
+	return nil
+}
+
+// noGRO turns GRO off for a plain reader (see OpenOffload).
+func (t *TUN) noGRO() {
+	if !t.gro.Swap(false) {
+		return
+	}
+	var err error
+	if cerr := t.rc.Control(func(fd uintptr) { err = unix.IoctlSetInt(int(fd), unix.TUNSETOFFLOAD, 0) }); cerr != nil {
+		err = cerr
+	}
+	_ = err // a closed device reads nothing more; one that refused keeps sending frames that read as truncated
+}
+
+// readVnetPacket is ReadPacket of a vnet device: the frame is read into the
+// scratch space after buf's packet and its packet moved into place.
+func (t *TUN) readVnetPacket(buf []byte) (int, error) {
+	t.noGRO()
+	var hdr [VnetHdrLen]byte
+	var n int
+	var rerr error
+	err := t.rc.Read(func(fd uintptr) bool {
+		for {
+			n, rerr = unix.Readv(int(fd), [][]byte{hdr[:], buf})
+			if rerr == unix.EINTR {
+				continue
+			}
+			return rerr != unix.EAGAIN
+		}
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return 0, t.wrapErr("read", err)
+	}
+	return t.vnetPacket(hdr[:], buf, n)
+}
+
+// readVnetPacketNonblock is ReadPacketNonblock of a vnet device.
+func (t *TUN) readVnetPacketNonblock(buf []byte) (int, error) {
+	t.noGRO()
+	t.nbMu.Lock()
+	t.nbBuf = buf
+	err := t.rc.Read(t.readvNonblock)
+	n, rerr := t.nbN, t.nbErr
+	hdr := t.nbHdr
+	t.nbBuf, t.nbErr = nil, nil
+	t.nbMu.Unlock()
+	switch {
+	case err != nil:
+		return 0, t.wrapErr("read", err)
+	case rerr == unix.EAGAIN:
+		return 0, ErrWouldBlock
+	case rerr != nil:
+		return 0, t.wrapErr("read", rerr)
+	}
+	return t.vnetPacket(hdr[:], buf, n)
+}
+
+// readvNonblock reads a header into nbHdr and a packet into nbBuf.
+func (t *TUN) readvNonblock(fd uintptr) bool {
+	for {
+		n, err := unix.Readv(int(fd), [][]byte{t.nbHdr[:], t.nbBuf})
+		if err == unix.EINTR {
+			continue
+		}
+		t.nbN, t.nbErr = n, err
+		return true
+	}
+}
+
+// vnetPacket checks the frame of n bytes read as hdr and buf, and completes
+// its partial checksum. A GSO frame (read before GRO went off) is reported
+// truncated: it is several packets.
+func (t *TUN) vnetPacket(hdrb, buf []byte, n int) (int, error) {
+	n -= VnetHdrLen
+	if n < 0 {
+		return 0, fmt.Errorf("tun %s: read: %w", t.name, ErrBadVnetHdr)
+	}
+	h, _ := ParseVnetHdr(hdrb)
+	if h.IsGSO() {
+		return min(n, len(buf)), fmt.Errorf("tun %s: read: a GSO frame of %d segments: %w", t.name, SegmentCount(h, buf[:min(n, len(buf))]), io.ErrShortBuffer)
+	}
+	n, err := t.checkTruncated(buf, n)
+	if err != nil {
+		return n, err
+	}
+	if err := h.Check(buf[:n]); err != nil {
+		return 0, fmt.Errorf("tun %s: read: %w", t.name, err)
+	}
+	CompleteChecksum(h, buf[:n])
+	return n, nil
+}
+
+// writeVnetPacket is WritePacket of a vnet device: a zero header in front.
+func (t *TUN) writeVnetPacket(pkt []byte) error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	b := t.wbuf[:VnetHdrLen+len(pkt)]
+	clear(b[:VnetHdrLen])
+	copy(b[VnetHdrLen:], pkt)
+	n, err := t.file.Write(b)
+	if err != nil {
+		return t.wrapErr("write", err)
+	}
+	if n != len(b) {
+		return fmt.Errorf("tun %s: write: %d of %d bytes: %w", t.name, n, len(b), io.ErrShortWrite)
+	}
+	return nil
+}
