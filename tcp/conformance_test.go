@@ -60,33 +60,53 @@ func TestSetUserTimeout(t *testing.T) {
 	h.wantErr(ErrTimeout)
 }
 
-// TestSlowStartABC: RFC 3465 2.3 with L = 2 SMSS: an ACK of two segments
-// opens cwnd by two in slow start (one ACK of four, by two too); after an
-// RTO, by one.
-func TestSlowStartABC(t *testing.T) {
+// TestSlowStartByBytesAcked: slow start as Linux's tcp_slow_start: an ACK
+// opens cwnd by every byte it newly acknowledges (an ACK of two segments by
+// two, a stretch ACK of four by four), up to ssthresh, the rest counting
+// toward congestion avoidance; after an RTO too.
+func TestSlowStartByBytesAcked(t *testing.T) {
 	h := established(t, noTLPConfig())
 	mss := h.ep.Info().SndMSS
 	h.ep.Write(data(40 * mss))
 	for range 10 {
 		h.expect(lenIs(mss))
 	}
+	h.expectNone()
 	una := seqnum.Value(testISS + 1)
 	iw := h.ep.Info().Cwnd
 	h.ackUpTo(una.Add(seqnum.Size(2 * mss)))
 	if got := h.ep.Info().Cwnd; got != iw+2*mss {
 		t.Fatalf("cwnd after an ACK of 2: got %d, want %d", got, iw+2*mss)
 	}
-	h.ackUpTo(una.Add(seqnum.Size(6 * mss)))
-	if got := h.ep.Info().Cwnd; got != iw+4*mss {
-		t.Fatalf("cwnd after an ACK of 4: got %d, want %d (L = 2 SMSS)", got, iw+4*mss)
+	for range 4 { // 2 segments freed, 2 more of cwnd
+		h.expect(lenIs(mss))
 	}
-	h.out.segs = nil
-	h.advance(time.Minute) // RTOs: cwnd 1 SMSS, slow start again
-	h.out.segs = nil
-	info := h.ep.Info()
-	h.ackUpTo(una.Add(seqnum.Size(8 * mss)))
-	if got := h.ep.Info().Cwnd; got != info.Cwnd+mss {
-		t.Fatalf("cwnd after an RTO and an ACK of 2: got %d, want %d (L = 1 SMSS)", got, info.Cwnd+mss)
+	h.expectNone()
+	h.ackUpTo(una.Add(seqnum.Size(6 * mss)))
+	if got := h.ep.Info().Cwnd; got != iw+6*mss {
+		t.Fatalf("cwnd after a stretch ACK of 4: got %d, want %d", got, iw+6*mss)
+	}
+	for range 8 {
+		h.expect(lenIs(mss))
+	}
+	h.expectNone()
+	// 22 segments sent, 16 outstanding: the RTO sets ssthresh to 8 segments
+	// and cwnd to one.
+	h.advanceTo(h.now() + h.ep.Info().RTO)
+	h.expect(seqIs(una.Add(seqnum.Size(6 * mss))))
+	if info := h.ep.Info(); info.Cwnd != mss || info.Ssthresh != 8*mss {
+		t.Fatalf("after the RTO: cwnd %d ssthresh %d, want %d %d", info.Cwnd, info.Ssthresh, mss, 8*mss)
+	}
+	// An ACK of 10 segments (the receiver had the rest): cwnd 1+10 capped at
+	// ssthresh 8; the 3 left over go to congestion avoidance.
+	h.ackUpTo(una.Add(seqnum.Size(16 * mss)))
+	if got := h.ep.Info().Cwnd; got != 8*mss {
+		t.Fatalf("cwnd after the RTO and an ACK of 10: got %d, want %d (ssthresh)", got, 8*mss)
+	}
+	// 5 more segments of congestion avoidance's count make one cwnd: +1 SMSS.
+	h.ackUpTo(una.Add(seqnum.Size(21 * mss)))
+	if got := h.ep.Info().Cwnd; got != 9*mss {
+		t.Fatalf("cwnd after 8 segments in congestion avoidance: got %d, want %d", got, 9*mss)
 	}
 }
 
