@@ -12,9 +12,9 @@ import (
 
 // TestPSHOnEveryDataSegment: every data segment carries PSH (the last of
 // the buffer, as RFC 1122 4.2.2.2 requires, and the others, as it allows; see
-// sendData for why not Linux's marking).
+// sendData for why not Linux's marking), a tail-loss probe too.
 func TestPSHOnEveryDataSegment(t *testing.T) {
-	h := established(t, testConfig())
+	h := establishedRTT(t, testConfig(), tlpRTT)
 	mss := h.ep.Info().SndMSS
 	h.ep.Write(data(3*mss + 100))
 	for range 3 {
@@ -22,6 +22,48 @@ func TestPSHOnEveryDataSegment(t *testing.T) {
 	}
 	h.expect(flagsAre(FlagACK|FlagPSH), lenIs(100))
 	h.expectNone()
+	h.ackUpTo(testISS + 1 + seqnum.Value(3*mss+100))
+	h.ep.Write(data(11 * mss))
+	for range 10 {
+		h.expect(flagsAre(FlagACK|FlagPSH), lenIs(mss))
+	}
+	h.expectNone()
+	h.advance(2*tlpRTT + DefaultTLPSlack) // the PTO (RFC 8985 7.2), before the RTO
+	h.expect(flagsAre(FlagACK|FlagPSH), lenIs(mss))
+	if i := h.ep.Info(); i.TLPProbes != 1 {
+		t.Fatalf("TLP probes: got %d, want 1", i.TLPProbes)
+	}
+}
+
+// TestReadAck: a Read sends the delayed ACK at once, as Linux's
+// tcp_cleanup_rbuf, when it takes all the data and that ended with a push
+// (PSH or a short segment), or when more than one full segment waits for
+// it; not in an interactive exchange (our reply carries it).
+func TestReadAck(t *testing.T) {
+	h := established(t, testConfig())
+	full := data(1448)
+	h.sendData(full) // no PSH: the delayed ACK waits for its timer
+	h.ep.Read(make([]byte, 4096))
+	h.expectNone()
+	h.expectAt(DefaultDelayedACK, ackIs(peerISS+1+1448))
+	h.send(h.seg(FlagACK|FlagPSH, full))
+	h.ep.Read(make([]byte, 1000))
+	h.expectNone() // data left unread
+	h.ep.Read(make([]byte, 1000))
+	h.expect(flagsAre(FlagACK), ackIs(peerISS+1+2*1448)) // the Read emptied it
+	h.sendData(data(100))                                // short: a push too
+	h.ep.Read(make([]byte, 4096))
+	h.expect(flagsAre(FlagACK), ackIs(peerISS+1+2*1448+100))
+
+	// Interactive: we answered the last request within the delayed-ACK
+	// time; the next request's Read leaves the ACK to the reply.
+	h.ep.Write(data(10))
+	h.expect(lenIs(10))
+	h.sendData(data(100))
+	h.ep.Read(make([]byte, 4096))
+	h.expectNone()
+	h.ep.Write(data(10))
+	h.expect(lenIs(10), ackIs(peerISS+1+2*1448+200))
 }
 
 // TestSetSendBuffer: SO_SNDBUF on an open connection bounds Write from then

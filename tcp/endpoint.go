@@ -150,7 +150,7 @@ func (e *Endpoint) Read(p []byte) (int, error) {
 	if e.rcv.buf.len() > 0 {
 		n := e.rcv.buf.read(p)
 		e.stats.BytesRead += uint64(n)
-		if e.state.canReceive() && e.rcv.windowUpdateDue() {
+		if e.state.canReceive() && (e.readAckDue() || e.rcv.windowUpdateDue()) {
 			e.sendAck() // RFC 1122 4.2.3.3: a window update after Read freed space
 		}
 		return n, nil
@@ -165,6 +165,19 @@ func (e *Endpoint) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	return 0, io.EOF
+}
+
+// readAckDue reports whether a Read should send the delayed ACK now, as
+// Linux's tcp_cleanup_rbuf does: more than one full-sized segment waits for
+// it, or the Read took everything and the data ended with a push (PSH, or a
+// short segment: the end of a write, after which the sender may be waiting
+// for this ACK), unless the exchange is interactive (our reply will carry
+// it). Otherwise the delayed-ACK timer sends it.
+func (e *Endpoint) readAckDue() bool {
+	if e.rcv.unacked == 0 || !e.timerPending(timerDelayedACK) {
+		return false
+	}
+	return e.rcv.unacked > e.rcv.mss || (e.rcv.pushed && e.rcv.buf.len() == 0 && !e.rcv.pingpong)
 }
 
 // Readable returns the number of bytes Read can return now.

@@ -398,6 +398,9 @@ func (e *Endpoint) processText(seg *Segment) {
 		return
 	}
 	n, filled, fin := e.rcv.deliver(data, fin)
+	if len(data) > 0 && (seg.Flags&FlagPSH != 0 || len(data) < e.rcv.mss) {
+		e.rcv.pushed = true // Linux's ICSK_ACK_PUSHED (tcp_measure_rcv_mss): see readAckDue
+	}
 	probe := e.rcv.nearlyClosed(seq) // RFC 9293 3.8.6.1: a probe of a window below one MSS
 	e.stats.BytesReceived += uint64(n)
 	if len(data) > 0 {

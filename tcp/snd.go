@@ -302,7 +302,7 @@ func (e *Endpoint) send(seg *Segment) {
 	if seg.Flags&FlagACK != 0 {
 		seg.Ack = e.rcv.nxt
 		e.lastAckSent = e.rcv.nxt
-		e.rcv.unacked = 0
+		e.rcv.unacked, e.rcv.pushed = 0, false
 		e.ackHeld = false            // FlushAck has nothing left to send
 		e.stopTimer(timerDelayedACK) // the ACK rides on this segment
 	}
@@ -461,21 +461,22 @@ func (e *Endpoint) resendNext(wnd int) bool {
 // sendData queues and sends the next n bytes of unsent data, with the FIN if
 // they are the last and the FIN is queued.
 //
-// The segment that empties the send buffer of unsent data carries PSH, and
-// keeps it when resent: RFC 1122 4.2.2.2 (a TCP without PUSH flags on SEND
-// "MUST set the PSH bit in the last buffered segment"), as Linux marks the
-// last segment of a write (tcp_push); so does one sent with push (output: the
-// end of a burst); the others go without.
+// The segment keeps its flags when resent. push says whether Linux would mark
+// it (the segment that empties the buffer, or the end of a burst: output);
+// see below for why every segment carries PSH.
 func (e *Endpoint) sendData(n int, push bool) {
 	l := seqnum.Size(n)
-	// Every data segment carries PSH, as tcpwheel always did, not only the
-	// last of a write or a burst as Linux marks them (the RFCs leave it open:
-	// RFC 1122 4.2.2.2 asks for PSH on the last buffered segment, and allows
-	// it on others). Measured against the Linux kernel as the receiver over
-	// TUN: 20 MB uploads at 1% loss took 165-172 ms with PSH on every segment
-	// and 352-374 ms with Linux's marking (tcpwheel compare, 5 runs each, two
-	// sets). Six packetdrill scripts that assert Linux's marking fail for it
-	// (conformance/causes.txt).
+	// Every data segment carries PSH, not only the last of a write or of a
+	// burst as Linux marks them (push; the RFCs leave it open: RFC 1122
+	// 4.2.2.2 asks for PSH on the last buffered segment and allows it on
+	// others). A Linux receiver (tcp_measure_rcv_mss, since late 2023) notes a
+	// full-sized segment with PSH as the end of a write (ICSK_ACK_PUSHED),
+	// and ACKs at once when its reader has taken everything
+	// (tcp_cleanup_rbuf); without PSH it ACKs every second segment, and a
+	// lone segment after a pause only when its delayed-ACK timer fires, 40 ms
+	// on. Measured with Linux's marking against the Linux kernel over TUN
+	// (tcpwheel compare, 20 MB uploads, interleaved runs): slower at every
+	// loss rate, 2x at 1% and 5% (README, conformance deviations).
 	_ = push
 	flags := FlagPSH
 	if n == e.snd.unsent() {
@@ -488,6 +489,9 @@ func (e *Endpoint) sendData(n int, push bool) {
 		e.snd.sml = e.snd.nxt.Add(seqnum.Size(n))
 	}
 	s := e.queueNew(l, flags)
+	// Linux's pingpong mode (tcp_event_data_sent): data sent within the
+	// delayed-ACK time of the data received before it.
+	e.rcv.pingpong = e.rcv.gotData && e.now()-e.rcv.dataAt < e.cfg.DelayedACK
 	// Linux's tcp_cwnd_validate: the window's largest flight.
 	if out := e.snd.inflight(); !e.snd.una.LessThan(e.snd.maxOutSeq) || out > e.snd.maxOut {
 		e.snd.maxOut, e.snd.maxOutSeq = out, e.snd.nxt
