@@ -291,3 +291,16 @@ func TestLimitedTransmit(t *testing.T) {
 		t.Fatal("in recovery after two duplicate ACKs")
 	}
 }
+
+// TestDataAfterCloseReset: data for a closed socket resets the connection
+// (RFC 2525 2.17) with the reset a segment to no connection gets, SEQ =
+// SEG.ACK (RFC 9293 3.10.7.1; Linux's tcp_v4_send_reset), here below our
+// unacknowledged FIN.
+func TestDataAfterCloseReset(t *testing.T) {
+	h := established(t, noTLPConfig())
+	h.ep.Close()
+	h.expect(flagsAre(FlagACK|FlagFIN), seqIs(testISS+1))
+	h.sendData(data(1)) // acknowledges nothing of ours: SEG.ACK = ISS+1
+	h.expect(flagsAre(FlagRST), seqIs(testISS+1))
+	h.wantState(StateClosed)
+}

@@ -380,8 +380,16 @@ func (e *Endpoint) processText(seg *Segment) {
 	}
 	e.rcv.mss = max(e.rcv.mss, min(len(seg.Payload), e.cfg.MSS))
 	if len(seg.Payload) > 0 && e.appClosed {
-		// RFC 2525 2.17 / Linux: data for a closed socket resets the connection.
-		e.abort(nil, true)
+		// RFC 2525 2.17 / Linux: data for a closed socket resets the
+		// connection, with the reset a segment to no connection gets (RFC
+		// 9293 3.10.7.1: <SEQ=SEG.ACK><CTL=RST>; Linux's tcp_v4_send_reset),
+		// not one at SND.NXT.
+		if e.state != StateTimeWait && seg.Flags&FlagACK != 0 {
+			e.sendRST(seg.Ack)
+			e.enterClosed(nil)
+		} else {
+			e.abort(nil, true)
+		}
 		return
 	}
 	seq, data, fin := e.rcv.trim(seg.Seq, seg.Payload, fin)
