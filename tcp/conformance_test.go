@@ -304,3 +304,59 @@ func TestDataAfterCloseReset(t *testing.T) {
 	h.expect(flagsAre(FlagRST), seqIs(testISS+1))
 	h.wantState(StateClosed)
 }
+
+// TestPSHOnRetransmissions: a segment resent carries PSH only where Linux
+// marks it, the last of a write or of a burst (packetdrill's fr-4pkt: the
+// fast retransmission of a write's first segment goes without); limited
+// transmit's segment goes without too; a tail segment resent keeps it.
+func TestPSHOnRetransmissions(t *testing.T) {
+	h := established(t, noTLPConfig())
+	mss := h.ep.Info().SndMSS
+	h.ep.Write(data(10 * mss))
+	for range 10 {
+		h.expect(flagsAre(FlagACK|FlagPSH), lenIs(mss)) // new data: PSH on every segment
+	}
+	h.ep.Write(data(2 * mss))
+	una := seqnum.Value(testISS + 1)
+	for k := 1; k <= 3; k++ { // duplicate ACKs: limited transmit twice, then fast retransmit
+		s := h.seg(FlagACK, nil)
+		s.Options.NSACK = 1
+		s.Options.SACK[0] = SACKBlock{Start: una.Add(seqnum.Size(mss)), End: una.Add(seqnum.Size((1 + k) * mss))}
+		h.send(s)
+	}
+	h.expect(flagsAre(FlagACK), seqIs(testISS+1+seqnum.Value(10*mss)), lenIs(mss)) // limited transmit
+	h.expect(flagsAre(FlagACK|FlagPSH), seqIs(testISS+1+seqnum.Value(11*mss)))     // limited transmit, the buffer's last
+	h.expect(flagsAre(FlagACK), seqIs(testISS+1), lenIs(mss))                      // fast retransmit: not a write's last
+	h.ackUpTo(testISS + 1 + seqnum.Value(12*mss))
+
+	h.ep.Write(data(mss))
+	h.expect(flagsAre(FlagACK|FlagPSH), lenIs(mss))
+	h.advanceTo(h.now() + h.ep.Info().RTO)
+	h.expect(flagsAre(FlagACK|FlagPSH), lenIs(mss)) // the RTO resends a write's last: PSH kept
+}
+
+// TestSlowStartByDelivered: an ACK grows cwnd in slow start by what it newly
+// delivered (Linux's acked_sacked): bytes that SACK blocks had reported
+// before grew nothing then and grow nothing now (packetdrill's
+// limited-transmit-sack; limited-transmit-no-sack checks the count without
+// SACK, each duplicate ACK standing for a segment).
+func TestSlowStartByDelivered(t *testing.T) {
+	h := established(t, noTLPConfig())
+	mss := h.ep.Info().SndMSS
+	h.ep.Write(data(20 * mss))
+	for range 10 {
+		h.expect(lenIs(mss))
+	}
+	una := seqnum.Value(testISS + 1)
+	iw := h.ep.Info().Cwnd
+	for k := 1; k <= 2; k++ { // two duplicate ACKs: segments 2 and 3 arrived
+		s := h.seg(FlagACK, nil)
+		s.Options.NSACK = 1
+		s.Options.SACK[0] = SACKBlock{Start: una.Add(seqnum.Size(mss)), End: una.Add(seqnum.Size((1 + k) * mss))}
+		h.send(s)
+	}
+	h.ackUpTo(una.Add(seqnum.Size(3 * mss))) // one segment newly delivered
+	if got := h.ep.Info().Cwnd; got != iw+mss {
+		t.Fatalf("cwnd after the ACK of 3 segments, 2 SACKed before: got %d, want %d", got, iw+mss)
+	}
+}
