@@ -278,10 +278,7 @@ func TestLimitedTransmit(t *testing.T) {
 	h.expectNone()
 	una := seqnum.Value(testISS + 1)
 	sack := func(k int) {
-		s := h.seg(FlagACK, nil)
-		s.Options.NSACK = 1
-		s.Options.SACK[0] = SACKBlock{Start: una.Add(seqnum.Size(mss)), End: una.Add(seqnum.Size((1 + k) * mss))}
-		h.send(s)
+		h.sackAck(SACKBlock{Start: una.Add(seqnum.Size(mss)), End: una.Add(seqnum.Size((1 + k) * mss))})
 	}
 	sack(1)
 	h.expect(seqIs(una.Add(seqnum.Size(10*mss))), lenIs(mss)) // new data
@@ -319,10 +316,7 @@ func TestPSHOnRetransmissions(t *testing.T) {
 	h.ep.Write(data(2 * mss))
 	una := seqnum.Value(testISS + 1)
 	for k := 1; k <= 3; k++ { // duplicate ACKs: limited transmit twice, then fast retransmit
-		s := h.seg(FlagACK, nil)
-		s.Options.NSACK = 1
-		s.Options.SACK[0] = SACKBlock{Start: una.Add(seqnum.Size(mss)), End: una.Add(seqnum.Size((1 + k) * mss))}
-		h.send(s)
+		h.sackAck(SACKBlock{Start: una.Add(seqnum.Size(mss)), End: una.Add(seqnum.Size((1 + k) * mss))})
 	}
 	h.expect(flagsAre(FlagACK), seqIs(testISS+1+seqnum.Value(10*mss)), lenIs(mss)) // limited transmit
 	h.expect(flagsAre(FlagACK|FlagPSH), seqIs(testISS+1+seqnum.Value(11*mss)))     // limited transmit, the buffer's last
@@ -350,10 +344,7 @@ func TestSlowStartByDelivered(t *testing.T) {
 	una := seqnum.Value(testISS + 1)
 	iw := h.ep.Info().Cwnd
 	for k := 1; k <= 2; k++ { // two duplicate ACKs: segments 2 and 3 arrived
-		s := h.seg(FlagACK, nil)
-		s.Options.NSACK = 1
-		s.Options.SACK[0] = SACKBlock{Start: una.Add(seqnum.Size(mss)), End: una.Add(seqnum.Size((1 + k) * mss))}
-		h.send(s)
+		h.sackAck(SACKBlock{Start: una.Add(seqnum.Size(mss)), End: una.Add(seqnum.Size((1 + k) * mss))})
 	}
 	h.ackUpTo(una.Add(seqnum.Size(3 * mss))) // one segment newly delivered
 	if got := h.ep.Info().Cwnd; got != iw+mss {
