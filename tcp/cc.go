@@ -36,6 +36,9 @@ type congestionControl interface {
 	onRTO(flight int, first bool)
 	// onProbeRepair: a tail-loss probe repaired a loss (RFC 8985 7.4.2).
 	onProbeRepair()
+	// restart: the sender was idle for idle rtos RTOs (rounded up);
+	// restart is the restart window (RFC 5681 4.1's RW).
+	restart(rtos int, restart int)
 }
 
 // lossSignal says what found the loss that starts fast recovery.
@@ -149,5 +152,20 @@ func (r *newReno) onRTO(flight int, first bool) {
 func (r *newReno) onProbeRepair() {
 	r.thresh = max(r.wnd/2, 2*r.smss) // RFC 8985 7.4.2: lower cwnd and ssthresh
 	r.wnd = r.thresh
+	r.caAcked = 0
+}
+
+// restart is RFC 5681 4.1's restart after idle as Linux's tcp_cwnd_restart:
+// ssthresh keeps at least three quarters of cwnd, and cwnd is halved for
+// each RTO of the idle time but the last, to no less than the restart
+// window (the initial window, or cwnd if smaller).
+func (r *newReno) restart(rtos int, restart int) {
+	r.thresh = max(r.thresh, r.wnd/2+r.wnd/4)
+	restart = min(restart, r.wnd)
+	w := r.wnd
+	for i := 1; i < rtos && w > restart; i++ {
+		w >>= 1
+	}
+	r.wnd = max(w, restart)
 	r.caAcked = 0
 }

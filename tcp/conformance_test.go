@@ -351,3 +351,40 @@ func TestSlowStartByDelivered(t *testing.T) {
 		t.Fatalf("cwnd after the ACK of 3 segments, 2 SACKed before: got %d, want %d", got, iw+mss)
 	}
 }
+
+// TestSlowStartAfterIdle: with Config.SlowStartAfterIdle, a write after more
+// than an RTO without sending restarts slow start as Linux's
+// tcp_cwnd_restart (RFC 5681 4.1): cwnd halved for each RTO of the idle time
+// but the last, to the initial window at least (ssthresh kept at 3/4 of the
+// old cwnd at least); an idle time within the RTO changes nothing, nor does the
+// default.
+func TestSlowStartAfterIdle(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		cfg := noTLPConfig()
+		cfg.SlowStartAfterIdle = on
+		h := established(t, cfg)
+		mss := h.ep.Info().SndMSS
+		h.ep.Write(data(10 * mss))
+		for range 10 {
+			h.expect(lenIs(mss))
+		}
+		h.ackUpTo(testISS + 1 + seqnum.Value(10*mss))
+		if got := h.ep.Info().Cwnd; got != 20*mss {
+			t.Fatalf("cwnd: got %d, want %d", got, 20*mss)
+		}
+		rto := h.ep.Info().RTO
+		h.advance(rto) // not more than an RTO: nothing changes
+		h.ep.Write(data(mss))
+		h.expect(lenIs(mss))
+		h.ackUpTo(testISS + 1 + seqnum.Value(11*mss))
+		want, wantThresh := 20*mss, h.ep.Info().Ssthresh
+		if on {
+			want = 10 * mss // 2.5 RTOs: halved (20 -> 10), to the initial window; ssthresh stays above 3/4 of 20
+		}
+		h.advance(rto*5/2 + time.Millisecond)
+		h.ep.Write(data(mss))
+		if i := h.ep.Info(); i.Cwnd != want || i.Ssthresh != wantThresh {
+			t.Fatalf("SlowStartAfterIdle %v: after 2.5 RTOs idle cwnd %d ssthresh %d, want %d %d", on, i.Cwnd, i.Ssthresh, want, wantThresh)
+		}
+	}
+}

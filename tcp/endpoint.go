@@ -206,8 +206,24 @@ func (e *Endpoint) Write(p []byte) (int, error) {
 	}
 	e.snd.buf.write(p[:n])
 	e.stats.BytesWritten += uint64(n)
+	e.restartAfterIdle()
 	e.output()
 	return n, nil
+}
+
+// restartAfterIdle restarts slow start when nothing is in flight and no data
+// went out for more than an RTO (Config.SlowStartAfterIdle; RFC 5681 4.1).
+func (e *Endpoint) restartAfterIdle() {
+	if !e.cfg.SlowStartAfterIdle || len(e.snd.rtxq) > 0 || !e.snd.dataSent {
+		return
+	}
+	rto := e.rtt.rto()
+	idle := e.now() - e.snd.lastDataAt
+	if rto <= 0 || idle <= rto {
+		return
+	}
+	rtos := int((idle + rto - 1) / rto)
+	e.cc.restart(rtos, e.cfg.InitialCwnd*e.snd.smss)
 }
 
 // Writable returns the free space in the send buffer.

@@ -82,6 +82,10 @@ type sender struct {
 	// maxOutSeq was sent), for congestion window validation (cwndLimited).
 	maxOut    int
 	maxOutSeq seqnum.Value
+	// lastDataAt: when data last went out (new or resent), once dataSent;
+	// for the restart after idle (restartAfterIdle).
+	lastDataAt time.Duration
+	dataSent   bool
 }
 
 func newSender(iss seqnum.Value) sender {
@@ -253,6 +257,7 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 		e.synOptions(&seg.Options)
 	}
 	if n := s.dataLen(); n > 0 {
+		e.snd.dataSent, e.snd.lastDataAt = true, e.now() // restartAfterIdle
 		off := int(s.seq - e.snd.bufSeq)
 		seg.Payload = e.snd.buf.at(off, n)
 		e.stats.DataSegsOut++
