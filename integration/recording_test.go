@@ -513,8 +513,8 @@ func recKeepaliveRun(t *testing.T, e *env, seed uint64) error {
 // resends the last and RACK, on its SACK, the other (RFC 8985). The kernel
 // then closes, and the stack. (The stack's FIN waits for that: sent at
 // once, the kernel's answer to it would show the loss before the probe; and
-// with one segment in flight the probe waits for a delayed ACK too, and the
-// RTO comes first.)
+// with one segment in flight the probe waits for a delayed ACK too, and is
+// capped at the RTO.)
 func recTailLoss(t *testing.T, e *env, seed uint64) error {
 	if _, err := e.Imp.AddRule(impair.Rule{Dir: impair.Egress, Match: impair.MatchData, Skip: 2, Count: 2}); err != nil {
 		return err

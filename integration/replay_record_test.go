@@ -198,14 +198,16 @@ var replayScenarios = []replayScenario{
 		},
 	},
 	{
-		// A lone segment without a FIN gets no tail-loss probe by default (RFC
-		// 8985 7.2: PTO = 2*SRTT + TLP.max_ack_delay, 200 ms, beyond the RTO).
-		name: "rto", desc: "the last of three data segments is lost: one RTO",
+		// A lone segment in flight: the tail-loss probe's timeout (RFC 8985
+		// 7.2: 2*SRTT + TLP.max_ack_delay, 200 ms) is past the RTO and, as
+		// Linux's, capped there: the probe goes one wheel tick before the RTO
+		// would, and re-arms it.
+		name: "rto", desc: "the last of three data segments is lost: the tail-loss probe, capped at the RTO, resends it",
 		rules: []impair.Rule{{Dir: impair.Egress, Match: impair.MatchData, Skip: 2, Count: 1}},
 		peer:  peerReadClose(1400), app: appWriteClose(1400),
 	},
 	{
-		name: "rto_backoff", desc: "the last data segment and its retransmission are lost: two RTOs, backed off",
+		name: "rto_backoff", desc: "the last data segment and its retransmission are lost: the probe capped at the RTO, then the RTO it re-armed, not backed off",
 		rules: []impair.Rule{{Dir: impair.Egress, Match: impair.MatchData, Skip: 2, Count: 2}},
 		peer:  peerReadClose(1400), app: appWriteClose(1400),
 	},

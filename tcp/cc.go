@@ -37,6 +37,9 @@ type congestionControl interface {
 	onRTO(flight int, first bool)
 	// onProbeRepair: a tail-loss probe repaired a loss (RFC 8985 7.4.2).
 	onProbeRepair()
+	// restart: the sender was idle for idle rtos RTOs (rounded up);
+	// restart is the restart window (RFC 5681 4.1's RW).
+	restart(rtos int, restart int)
 }
 
 // lossSignal says what found the loss that starts fast recovery.
@@ -58,9 +61,6 @@ type newReno struct {
 	thresh  int  // ssthresh
 	caAcked int  // bytes acknowledged in congestion avoidance, RFC 5681 3.1 (3)
 	sack    bool // SACK is on: no inflation or deflation in recovery
-	// afterRTO: slow start follows a retransmission timeout, where RFC 3465
-	// 2.3 keeps L at 1 SMSS.
-	afterRTO bool
 }
 
 func newNewReno() *newReno {
@@ -77,22 +77,33 @@ func (r *newReno) start(smss, segs int, sack bool) {
 
 func (r *newReno) onAck(acked int) {
 	if r.wnd < r.thresh {
-		// RFC 5681 (2): slow start by bytes acknowledged, with RFC 3465 2.3's
-		// limit L = 2 SMSS per ACK (1 SMSS after an RTO), so that a
-		// receiver that ACKs every second segment still doubles cwnd each
-		// RTT, as Linux does (which sets no limit).
-		l := 2 * r.smss
-		if r.afterRTO {
-			l = r.smss
+		// Slow start as Linux's tcp_slow_start: cwnd grows by every byte the
+		// ACK newly acknowledges, up to ssthresh; the rest of the ACK counts
+		// toward congestion avoidance. RFC 5681 3.1 (2) grows it by at most
+		// SMSS per ACK, and RFC 3465 2.3 (experimental) allows L = 2 SMSS
+		// and says an implementation MUST NOT use more; both keep cwnd from
+		// doubling each RTT when the receiver ACKs less often than every
+		// second segment. Linux's receivers do: GRO/LRO merge a burst into
+		// one segment and ACK it with one stretch ACK, and our own ACK
+		// coalescing does the same. A stretch ACK of N bytes means N bytes
+		// left the network, so the burst it releases is N plus the growth N,
+		// the same 2N slow start sends per ACKed segment; the cap at ssthresh
+		// bounds it after an RTO (where RFC 3465 2.3 wants L = 1 SMSS), and
+		// cwnd validation (cwndLimited) keeps an application-limited sender
+		// from growing it at all. (README, conformance deviations.)
+		grow := min(acked, r.thresh-r.wnd)
+		r.wnd += grow
+		if acked -= grow; acked == 0 {
+			return
 		}
-		r.wnd += min(acked, l)
-		return
 	}
-	r.afterRTO = false
-	r.caAcked += acked // RFC 5681 3.1 (3): congestion avoidance by bytes acked
-	if r.caAcked >= r.wnd {
-		r.caAcked -= r.wnd
-		r.wnd += r.smss
+	// RFC 5681 3.1 (3): congestion avoidance by bytes acked, one SMSS per
+	// cwnd's worth; a stretch ACK of several cwnds grows it by several
+	// (Linux's tcp_cong_avoid_ai).
+	r.caAcked += acked
+	if n := r.caAcked / r.wnd; n > 0 {
+		r.caAcked -= n * r.wnd
+		r.wnd += n * r.smss
 	}
 }
 
@@ -144,11 +155,25 @@ func (r *newReno) onRTO(flight int, first bool) {
 	}
 	r.wnd = r.smss // RFC 5681 3.1: LW = 1 SMSS
 	r.caAcked = 0
-	r.afterRTO = true
 }
 
 func (r *newReno) onProbeRepair() {
 	r.thresh = max(r.wnd/2, 2*r.smss) // RFC 8985 7.4.2: lower cwnd and ssthresh
 	r.wnd = r.thresh
+	r.caAcked = 0
+}
+
+// restart is RFC 5681 4.1's restart after idle as Linux's tcp_cwnd_restart:
+// ssthresh keeps at least three quarters of cwnd, and cwnd is halved for
+// each RTO of the idle time but the last, to no less than the restart
+// window (the initial window, or cwnd if smaller).
+func (r *newReno) restart(rtos int, restart int) {
+	r.thresh = max(r.thresh, r.wnd/2+r.wnd/4)
+	restart = min(restart, r.wnd)
+	w := r.wnd
+	for i := 1; i < rtos && w > restart; i++ {
+		w >>= 1
+	}
+	r.wnd = max(w, restart)
 	r.caAcked = 0
 }

@@ -147,6 +147,13 @@ type Config struct {
 	// faster (2026-11-23; CHANGELOG). The packetdrill shim turns it on, as
 	// the scripts assume Linux's default.
 	CUBIC bool
+	// SlowStartAfterIdle restarts slow start when data is written after the
+	// connection sent none for more than an RTO (RFC 5681 4.1; as Linux's
+	// tcp_slow_start_after_idle, tcp_cwnd_restart: cwnd halved for each RTO
+	// of the idle time, down to the initial window at least). Off by
+	// default (Linux's default is on; the conformance scripts turn it off but
+	// for the ones that test it): a bulk sender that pauses keeps its window.
+	SlowStartAfterIdle bool
 
 	// Nagle turns on Nagle's algorithm (RFC 896, RFC 1122 4.2.3.4) with
 	// Minshall's refinement, as Linux has it: a segment short of a full one

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// CUBIC (RFC 9438), the default congestion control, as Linux's: NewReno's
+// CUBIC (RFC 9438), Config.CUBIC (Linux's default congestion control): NewReno's
 // slow start, fast recovery without SACK, and window state (embedded), with
 // CUBIC's multiplicative decrease (beta 0.7) and its window growth in
 // congestion avoidance. With SACK, PRR (recovery.go prrStep) takes cwnd
@@ -54,7 +54,6 @@ func (c *cubic) onAck(acked int) {
 		c.newReno.onAck(acked) // slow start, as NewReno (RFC 9438 4.10)
 		return
 	}
-	c.afterRTO = false
 	smss := float64(c.smss)
 	cw := float64(c.wnd) / smss
 	now := c.now()
@@ -127,7 +126,6 @@ func (c *cubic) onRTO(_ int, first bool) {
 		c.reduce() // RFC 9438 4.8, once per timeout episode
 	}
 	c.wnd = c.smss // RFC 5681 3.1: LW = 1 SMSS
-	c.afterRTO = true
 	c.inEpoch = false
 }
 

@@ -338,7 +338,7 @@ func TestTailLossRecovery(t *testing.T) {
 		wantProbes uint64
 		byRTO      bool // recovered by the RTO, RACK-TLP on or not
 	}{
-		{"RACK-TLP, the FIN on the last data segment: alone in flight, the RTO", false, false, time.Second, DefaultMinRTO, 0, true},
+		{"RACK-TLP, the FIN on the last data segment: alone in flight, the probe capped at the RTO", false, false, time.Second, DefaultMinRTO - 2*testTick, 1, true},
 		{"RACK-TLP, the last data segment and the FIN apart", false, true, 15 * time.Millisecond, 0, 1, false},
 		{"RTO alone, the last data segment and the FIN apart", true, true, time.Second, DefaultMinRTO, 0, true},
 	} {

@@ -199,7 +199,7 @@ func (e *Endpoint) release(n int) {
 	n = min(max(n, 0), e.rcv.held)
 	e.rcv.held -= n
 	e.stats.BytesRead += uint64(n)
-	if n > 0 && e.state.canReceive() && e.rcv.windowUpdateDue() {
+	if n > 0 && e.state.canReceive() && (e.readAckDue() || e.rcv.windowUpdateDue()) {
 		e.sendAck() // RFC 1122 4.2.3.3: a window update after Read freed space
 	}
 }
@@ -209,6 +209,19 @@ func (e *Endpoint) release(n int) {
 // bytes Released in smaller steps, no update goes out until they add up to
 // it.
 func (e *Endpoint) UpdateStep() int { return e.rcv.sws }
+
+// readAckDue reports whether a Read should send the delayed ACK now, as
+// Linux's tcp_cleanup_rbuf does: more than one full-sized segment waits for
+// it, or the Read took everything (none left in the buffer or held) and the data ended with a push (PSH, or a
+// short segment: the end of a write, after which the sender may be waiting
+// for this ACK), unless the exchange is interactive (our reply will carry
+// it). Otherwise the delayed-ACK timer sends it.
+func (e *Endpoint) readAckDue() bool {
+	if e.rcv.unacked == 0 || !e.timerPending(timerDelayedACK) {
+		return false
+	}
+	return e.rcv.unacked > e.rcv.mss || (e.rcv.pushed && e.rcv.buf.len() == 0 && e.rcv.held == 0 && !e.rcv.pingpong)
+}
 
 // Readable returns the number of bytes Read can return now.
 func (e *Endpoint) Readable() int { return e.rcv.buf.len() }
@@ -236,8 +249,24 @@ func (e *Endpoint) Write(p []byte) (int, error) {
 	}
 	e.snd.buf.write(p[:n])
 	e.stats.BytesWritten += uint64(n)
+	e.restartAfterIdle()
 	e.output()
 	return n, nil
+}
+
+// restartAfterIdle restarts slow start when nothing is in flight and no data
+// went out for more than an RTO (Config.SlowStartAfterIdle; RFC 5681 4.1).
+func (e *Endpoint) restartAfterIdle() {
+	if !e.cfg.SlowStartAfterIdle || len(e.snd.rtxq) > 0 || !e.snd.dataSent {
+		return
+	}
+	rto := e.rtt.rto()
+	idle := e.now() - e.snd.lastDataAt
+	if rto <= 0 || idle <= rto {
+		return
+	}
+	rtos := int((idle + rto - 1) / rto)
+	e.cc.restart(rtos, e.cfg.InitialCwnd*e.snd.smss)
 }
 
 // Writable returns the free space in the send buffer.

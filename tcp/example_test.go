@@ -19,14 +19,15 @@ import (
 // wheel is advanced, so every instant below is exact.
 //
 // The client's first data segment is dropped on the way. Nothing is heard
-// of it, so its own retransmission timer, started when it was sent, fires
-// exactly one RTO later and the segment is sent again. The RTO is RFC 6298's
-// SRTT + 4*RTTVAR from the handshake's 20 ms sample, 60 ms, raised to
-// Config.MinRTO, 200 ms by default as in Linux. (A tail-loss probe, RFC
-// 8985, is not armed: with one segment in flight it would come at 2*SRTT +
-// 200 ms, after the RTO.) The server acknowledges the segment at once, as the
-// first data of the connection (quickack: Config.QuickAcks), and that ACK
-// stops the segment's retransmission timer (STOP_TIMER).
+// of it, so it is sent again when its own retransmission timer, started when
+// it was sent, would fire, one RTO later. The RTO is RFC 6298's SRTT +
+// 4*RTTVAR from the handshake's 20 ms sample, 60 ms, raised to
+// Config.MinRTO, 200 ms by default as in Linux. A tail-loss probe (RFC 8985)
+// with one segment in flight would come at 2*SRTT + 200 ms, after the RTO;
+// as Linux, it is capped at the RTO and goes one wheel tick (10 µs) before
+// it, the RTO re-armed from there. The server acknowledges the segment at
+// once, as the first data of the connection (quickack: Config.QuickAcks),
+// and that ACK stops the segment's retransmission timer (STOP_TIMER).
 func Example() {
 	clk := timer.NewManualClock(0)
 	w, err := timer.New(timer.Config{Clock: clk})
@@ -71,8 +72,8 @@ func Example() {
 	// 20ms   client > server  ACK          seq=1001 ack=5001 len=0
 	// 20ms   client established, RTO 200ms
 	// 20ms   client > server  PSH|ACK      seq=1001 ack=5001 len=5 (dropped)
-	// 220ms  client > server  PSH|ACK      seq=1001 ack=5001 len=5
-	// 230ms  server > client  ACK          seq=5001 ack=1006 len=0
+	// 219.99ms client > server  PSH|ACK      seq=1001 ack=5001 len=5
+	// 229.99ms server > client  ACK          seq=5001 ack=1006 len=0
 	// server read "hello"; client: ESTABLISHED, 0 unacked, 1 retransmitted
 }
 

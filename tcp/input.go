@@ -380,8 +380,16 @@ func (e *Endpoint) processText(seg *Segment) {
 	}
 	e.rcv.mss = max(e.rcv.mss, min(len(seg.Payload), e.cfg.MSS))
 	if len(seg.Payload) > 0 && e.appClosed {
-		// RFC 2525 2.17 / Linux: data for a closed socket resets the connection.
-		e.abort(nil, true)
+		// RFC 2525 2.17 / Linux: data for a closed socket resets the
+		// connection, with the reset a segment to no connection gets (RFC
+		// 9293 3.10.7.1: <SEQ=SEG.ACK><CTL=RST>; Linux's tcp_v4_send_reset),
+		// not one at SND.NXT.
+		if e.state != StateTimeWait && seg.Flags&FlagACK != 0 {
+			e.sendRST(seg.Ack)
+			e.enterClosed(nil)
+		} else {
+			e.abort(nil, true)
+		}
 		return
 	}
 	seq, data, fin := e.rcv.trim(seg.Seq, seg.Payload, fin)
@@ -398,6 +406,9 @@ func (e *Endpoint) processText(seg *Segment) {
 		return
 	}
 	n, filled, fin := e.rcv.deliver(data, fin)
+	if len(data) > 0 && (seg.Flags&FlagPSH != 0 || len(data) < e.rcv.mss) {
+		e.rcv.pushed = true // Linux's ICSK_ACK_PUSHED (tcp_measure_rcv_mss): see readAckDue
+	}
 	probe := e.rcv.nearlyClosed(seq) // RFC 9293 3.8.6.1: a probe of a window below one MSS
 	e.stats.BytesReceived += uint64(n)
 	if len(data) > 0 {

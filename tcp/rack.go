@@ -35,6 +35,8 @@ type rackState struct {
 
 	// recProbeOut: a recovery probe went out and no ACK has come since.
 	recProbeOut bool
+	// ptoCapped: the PTO armed was capped at the RTO's expiration (armPTO).
+	ptoCapped bool
 }
 
 // dupThresh is RFC 8985 6.2 step 4's DupThresh (RFC 6675's).
@@ -314,9 +316,20 @@ func (e *Endpoint) armPTO() {
 		extra = max(extra, e.cfg.TLPMaxAckDelay) // RFC 8985 7.2: FlightSize is one segment: PTO += TLP.max_ack_delay (WCDelAckT)
 	}
 	pto := 2*e.rtt.srtt + extra // RFC 8985 7.2: PTO = 2*SRTT
-	if pto >= e.snd.rtxq[0].rtoAt-e.now() {
-		e.stopTimer(timerPTO) // RFC 8985 7.2: If Now() + PTO > TCP_RTO_expiration(): the RTO fires instead
-		return
+	e.rack.ptoCapped = false
+	if rem := e.snd.rtxq[0].rtoAt - e.now(); pto >= rem {
+		// RFC 8985 7.2 lets the RTO fire instead when Now() + PTO is past
+		// its expiration; Linux (tcp_schedule_loss_probe) caps the PTO at the
+		// RTO and sends the probe there, and the probe re-arms the RTO
+		// without backoff (onPTO): a lone segment (a FIN) is resent after
+		// one RTO, then after another, before the backoff starts. As Linux:
+		// the probe goes one tick before the RTO would.
+		pto = rem - e.w.Tick()
+		if pto <= 0 {
+			e.stopTimer(timerPTO)
+			return
+		}
+		e.rack.ptoCapped = true
 	}
 	e.startTimer(timerPTO, pto)
 }
@@ -344,6 +357,10 @@ func (e *Endpoint) onPTO() {
 		r.tlpIsRetrans = true                           // RFC 8985 7.3: retransmit the highest-sequence segment
 		e.transmit(e.snd.rtxq[len(e.snd.rtxq)-1], true) // its RTO entry restarts: RFC 8985 7.3 arms the RTO
 	}
+	if r.ptoCapped && len(e.snd.rtxq) > 0 && e.snd.rtxq[0].entry.Pending() {
+		e.armRTO(e.snd.rtxq[0]) // RFC 8985 7.3, as Linux: the RTO re-armed from the probe, not backed off
+	}
+	r.ptoCapped = false
 	if e.state == StateClosed {
 		return
 	}

@@ -121,7 +121,7 @@ func TestTLP(t *testing.T) {
 			t.Fatalf("probes %d RTO events %d, want 1 0", i.TLPProbes, i.RTOEvents)
 		}
 	})
-	t.Run("one segment with our FIN, default TLP.max_ack_delay: the RTO comes first", func(t *testing.T) {
+	t.Run("one segment with our FIN, default TLP.max_ack_delay: the probe capped at the RTO", func(t *testing.T) {
 		h := establishedRTT(t, testConfig(), tlpRTT)
 		h.ep.Write(data(100))
 		h.ep.CloseWrite()
@@ -129,13 +129,18 @@ func TestTLP(t *testing.T) {
 		h.expect(flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
 		h.advance(tlpRTT)
 		h.ackUpTo(segSeq(0) + 100) // the FIN alone is in flight: 2*SRTT + 200 ms is past its RTO
-		if h.ep.timers[timerPTO].Pending() {
-			t.Fatal("PTO armed beyond the RTO")
+		// As Linux (tcp_schedule_loss_probe): the PTO is capped at the FIN's
+		// RTO, from its send at t0; the probe goes one tick before it and
+		// re-arms the RTO from then, not backed off.
+		probe := t0 + 200*time.Millisecond - testTick
+		h.expectAt(probe, flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
+		if i := h.ep.Info(); i.TLPProbes != 1 || i.RTOEvents != 0 {
+			t.Fatalf("probes %d RTO events %d, want 1 0", i.TLPProbes, i.RTOEvents)
 		}
-		// RFC 8985 7.2: the PTO is capped by the RTO: the FIN's own RTO entry, from its send at t0.
-		h.expectAt(t0+200*time.Millisecond, flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
-		if i := h.ep.Info(); i.TLPProbes != 0 || i.RTOEvents != 1 {
-			t.Fatalf("probes %d RTO events %d, want 0 1", i.TLPProbes, i.RTOEvents)
+		rto := h.ep.Info().RTO
+		h.expectAt(probe+rto, flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
+		if i := h.ep.Info(); i.TLPProbes != 1 || i.RTOEvents != 1 {
+			t.Fatalf("probes %d RTO events %d, want 1 1", i.TLPProbes, i.RTOEvents)
 		}
 	})
 	t.Run("an ACK of new data restarts the PTO", func(t *testing.T) {
@@ -145,16 +150,13 @@ func TestTLP(t *testing.T) {
 		h.ackUpTo(segSeq(1))
 		h.expectAt(t0+tlpRTT+pto, seqIs(segSeq(2))) // RFC 8985 7.2
 	})
-	t.Run("one segment, default TLP.max_ack_delay: the RTO comes first", func(t *testing.T) {
+	t.Run("one segment, default TLP.max_ack_delay: the probe capped at the RTO", func(t *testing.T) {
 		h := establishedRTT(t, testConfig(), tlpRTT)
 		h.ep.Write(data(100))
 		h.expect(lenIs(100))
-		if h.ep.timers[timerPTO].Pending() {
-			t.Fatal("PTO armed beyond the RTO")
-		}
-		h.expectAt(t0+200*time.Millisecond, lenIs(100)) // RFC 8985 7.2: the PTO is capped by the RTO
-		if i := h.ep.Info(); i.TLPProbes != 0 || i.RTOEvents != 1 {
-			t.Fatalf("probes %d RTO events %d, want 0 1", i.TLPProbes, i.RTOEvents)
+		h.expectAt(t0+200*time.Millisecond-testTick, lenIs(100)) // as Linux: the PTO capped at the RTO
+		if i := h.ep.Info(); i.TLPProbes != 1 || i.RTOEvents != 0 {
+			t.Fatalf("probes %d RTO events %d, want 1 0", i.TLPProbes, i.RTOEvents)
 		}
 	})
 	t.Run("Config.TLPSlack < 0: exactly 2*SRTT", func(t *testing.T) {

@@ -37,6 +37,14 @@ type receiver struct {
 	// been lost), so what it sends there is a probe (see nearlyClosed).
 	smallEdge seqnum.Value
 	small     bool
+	// pushed: in-order data with PSH, or shorter than mss, came since our
+	// last ACK (Linux's ICSK_ACK_PUSHED): the end of a write, after which
+	// the sender may wait for the ACK (readAckDue).
+	pushed bool
+	// pingpong: our last data went out within the delayed-ACK time of the
+	// data before it (Linux's pingpong mode): an interactive exchange, whose
+	// reply will carry the ACK (readAckDue).
+	pingpong bool
 }
 
 func newReceiver(cfg Config, ws uint8) receiver {
@@ -160,19 +168,29 @@ func (r *receiver) nearlyClosed(seq seqnum.Value) bool {
 	return seq.LessThanEq(r.smallEdge)
 }
 
-// windowUpdateDue reports whether the right edge can move by at least
-// min(RecvBuffer/2, MSS) (RFC 1122 4.2.3.3): worth a window update. Read asks
-// after every call that took data, so each Read that frees that much sends
-// an update, and one that is lost is followed by another as the reader keeps
-// reading. This is more often than Linux, whose tcp_cleanup_rbuf
-// (net/ipv4/tcp.c) sends one only when the window it can now advertise is
-// at least twice what remains of the last one (its __tcp_select_window
-// offering nothing below an MSS once less than half the buffer is free, so
-// that from a nearly closed window the first update is one of at least an
-// MSS, as here): every update Linux sends on a Read, this sends too.
+// windowUpdateDue reports whether a Read freed enough to send a window update,
+// as Linux's tcp_cleanup_rbuf (net/ipv4/tcp.c) decides: only once the window
+// the peer knows (what remains of the last one advertised) has fallen to half
+// the largest we can advertise or less, and the window we can advertise now
+// is at least twice it; and the right edge must move by at least
+// min(RecvBuffer/2, MSS) (RFC 1122 4.2.3.3's receiver SWS avoidance, which
+// Linux's __tcp_select_window also keeps: nothing below an MSS once less than
+// half the buffer is free). RFC 9293 3.8.6.2.2 allows an update at every
+// such step; a reader that keeps up never needs one (the ACKs of the data
+// carry the window), and one that fell behind gets an update each time the
+// window doubles, from a closed one at its first MSS. A lost update costs
+// the peer's persist timer (a zero window) or its next segment's ACK.
 func (r *receiver) windowUpdateDue() bool {
-	edge := r.nxt.Add(seqnum.Size(min(r.space(), 0xffff<<r.ws)))
-	return r.adv.LessThan(edge) && int(r.adv.Size(edge)) >= r.sws
+	clamp := min(r.size, 0xffff<<r.ws)
+	cur := int(r.wnd())
+	if 2*cur > clamp {
+		return false
+	}
+	edge := r.nxt.Add(seqnum.Size(min(r.space(), clamp)))
+	if !r.adv.LessThan(edge) || int(r.adv.Size(edge)) < r.sws {
+		return false
+	}
+	return int(r.nxt.Size(edge)) >= 2*cur
 }
 
 // trim cuts a segment's text and FIN to what is new (at or after RCV.NXT) and

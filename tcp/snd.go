@@ -17,7 +17,8 @@ type txSeg struct {
 	entry  timer.Entry
 	seq    seqnum.Value
 	len    seqnum.Size   // in sequence space: data plus SYN and FIN
-	flags  Flags         // FlagSYN, FlagFIN, and FlagPSH (sendData)
+	flags  Flags         // FlagSYN, FlagFIN, and FlagPSH (sendDataPSH)
+	push   bool          // Linux would mark it PSH: a retransmission carries PSH only then (sendDataPSH)
 	sentAt time.Duration // RFC 8985 5.2: Segment.xmit_ts
 	order  uint64        // rackState.xmits at the latest transmission
 	// prevSentAt is the time of the transmission before, when xmits > 1.
@@ -82,6 +83,10 @@ type sender struct {
 	// maxOutSeq was sent), for congestion window validation (cwndLimited).
 	maxOut    int
 	maxOutSeq seqnum.Value
+	// lastDataAt: when data last went out (new or resent), once dataSent;
+	// for the restart after idle (restartAfterIdle).
+	lastDataAt time.Duration
+	dataSent   bool
 }
 
 func newSender(iss seqnum.Value) sender {
@@ -243,6 +248,9 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 	var seg Segment
 	seg.Seq = s.seq
 	seg.Flags = s.flags | FlagACK
+	if retransmit && !s.push {
+		seg.Flags &^= FlagPSH // sendDataPSH
+	}
 	if s.flags&FlagSYN != 0 {
 		if e.state == StateSynSent {
 			seg.Flags &^= FlagACK
@@ -250,6 +258,7 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 		e.synOptions(&seg.Options)
 	}
 	if n := s.dataLen(); n > 0 {
+		e.snd.dataSent, e.snd.lastDataAt = true, e.now() // restartAfterIdle
 		off := int(s.seq - e.snd.bufSeq)
 		seg.Payload = e.snd.buf.at(off, n)
 		e.stats.DataSegsOut++
@@ -306,7 +315,7 @@ func (e *Endpoint) send(seg *Segment) {
 	if seg.Flags&FlagACK != 0 {
 		seg.Ack = e.rcv.nxt
 		e.lastAckSent = e.rcv.nxt
-		e.rcv.unacked = 0
+		e.rcv.unacked, e.rcv.pushed = 0, false
 		e.ackHeld = false            // FlushAck has nothing left to send
 		e.stopTimer(timerDelayedACK) // the ACK rides on this segment
 	}
@@ -436,7 +445,7 @@ func (e *Endpoint) outputOne() bool {
 	// which the windows leave no room for the next; not a lone segment that
 	// leaves data behind (limited transmit, PRR's one per ACK).
 	burstEnd := usable-n < min(avail-n, e.snd.smss)
-	e.sendData(n, burstEnd && e.snd.burst > 0)
+	e.sendDataPSH(n, burstEnd && e.snd.burst > 0, true)
 	e.snd.burst++
 	return true
 }
@@ -463,25 +472,38 @@ func (e *Endpoint) resendNext(wnd int) bool {
 }
 
 // sendData queues and sends the next n bytes of unsent data, with the FIN if
-// they are the last and the FIN is queued.
+// they are the last and the FIN is queued; push says whether Linux would mark
+// it with PSH (see sendDataPSH), and so does it carry PSH: limited
+// transmit's segment, alone and leaving data behind, goes without.
+func (e *Endpoint) sendData(n int, push bool) { e.sendDataPSH(n, push, push) }
+
+// sendDataPSH is sendData with PSH on the segment when psh is set, or when
+// it empties the send buffer (RFC 1122 4.2.2.2: "MUST set the PSH bit in the
+// last buffered segment"). push says whether Linux would mark it (the last
+// of a write or of a burst, tcp_push): a retransmission carries PSH only
+// then (transmit), as Linux resends a fragment of its segment without it.
 //
-// The segment that empties the send buffer of unsent data carries PSH, and
-// keeps it when resent: RFC 1122 4.2.2.2 (a TCP without PUSH flags on SEND
-// "MUST set the PSH bit in the last buffered segment"), as Linux marks the
-// last segment of a write (tcp_push); so does one sent with push (output: the
-// end of a burst); the others go without.
-func (e *Endpoint) sendData(n int, push bool) {
+// PSH goes on every new data segment but limited transmit's, not only where
+// Linux marks it (the
+// RFCs leave it open: RFC 1122 4.2.2.2 asks for PSH on the last buffered
+// segment and allows it on others). A Linux receiver (tcp_measure_rcv_mss,
+// since late 2023) notes a full-sized segment with PSH as the end of a write
+// (ICSK_ACK_PUSHED) and ACKs at once when its reader has taken everything
+// (tcp_cleanup_rbuf); without PSH it ACKs every second segment, and a lone
+// segment after a pause (a tail-loss probe) only when its delayed-ACK timer
+// fires, 40 ms on. Measured with Linux's marking against the Linux kernel
+// over TUN (tcpwheel compare, 20 MB uploads, interleaved runs): slower at
+// every loss rate, 2x at 1% and 5% (README, conformance deviations).
+// Limited transmit's segment goes without at no such cost: it answers a
+// duplicate ACK, while the receiver holds out-of-order data and ACKs every
+// segment at once; so does a retransmission that fills a hole.
+func (e *Endpoint) sendDataPSH(n int, push, psh bool) {
 	l := seqnum.Size(n)
-	// Every data segment carries PSH, as tcpwheel always did, not only the
-	// last of a write or a burst as Linux marks them (the RFCs leave it open:
-	// RFC 1122 4.2.2.2 asks for PSH on the last buffered segment, and allows
-	// it on others). Measured against the Linux kernel as the receiver over
-	// TUN: 20 MB uploads at 1% loss took 165-172 ms with PSH on every segment
-	// and 352-374 ms with Linux's marking (tcpwheel compare, 5 runs each, two
-	// sets). Six packetdrill scripts that assert Linux's marking fail for it
-	// (conformance/causes.txt).
-	_ = push
-	flags := FlagPSH
+	var flags Flags
+	if psh || n == e.snd.unsent() {
+		flags = FlagPSH
+	}
+	push = push || n == e.snd.unsent()
 	if n == e.snd.unsent() {
 		if e.snd.finQueued {
 			l++
@@ -492,6 +514,10 @@ func (e *Endpoint) sendData(n int, push bool) {
 		e.snd.sml = e.snd.nxt.Add(seqnum.Size(n))
 	}
 	s := e.queueNew(l, flags)
+	s.push = push
+	// Linux's pingpong mode (tcp_event_data_sent): data sent within the
+	// delayed-ACK time of the data received before it.
+	e.rcv.pingpong = e.rcv.gotData && e.now()-e.rcv.dataAt < e.cfg.DelayedACK
 	// Linux's tcp_cwnd_validate: the window's largest flight.
 	if out := e.snd.inflight(); !e.snd.una.LessThan(e.snd.maxOutSeq) || out > e.snd.maxOut {
 		e.snd.maxOut, e.snd.maxOutSeq = out, e.snd.nxt
@@ -519,7 +545,7 @@ func (e *Endpoint) sendNewSegment() bool {
 	if e.snd.inflight()+n > int(e.snd.wnd) {
 		return false // RFC 8985 7.3: the receive window does not allow new data
 	}
-	e.sendData(n, false)
+	e.sendDataPSH(n, false, true) // PSH: the last segment before a silence (sendDataPSH)
 	return true
 }
 
@@ -602,12 +628,13 @@ func (e *Endpoint) handleAck(seg *Segment, forceWnd bool) bool {
 	}
 	wndChanged := e.takeWindow(seg, forceWnd)
 	newSACK := false
+	sackedBefore := e.sb.bytes
 	if e.sackOK && seg.Options.NSACK > 0 {
 		newSACK = e.updateSACK(seg.Options.SACKBlocks())
 	}
 	acked := int(ack - e.snd.una)
 	if acked > 0 {
-		e.ackRange(ack, seg)
+		e.ackRange(ack, seg, max(0, e.sb.bytes-sackedBefore))
 	} else if e.isDupAck(seg, wndChanged, newSACK) {
 		e.stats.DupAcksIn++
 		e.onDupAck()
@@ -658,8 +685,9 @@ func (e *Endpoint) isDupAck(seg *Segment, wndChanged, newSACK bool) bool {
 	return len(e.snd.rtxq) > 0 && len(seg.Payload) == 0 && seg.Flags&(FlagSYN|FlagFIN) == 0 && (!wndChanged || newSACK)
 }
 
-// ackRange handles an ACK that advances SND.UNA to ack.
-func (e *Endpoint) ackRange(ack seqnum.Value, seg *Segment) {
+// ackRange handles an ACK that advances SND.UNA to ack; newlySACKed is what
+// its own SACK blocks marked.
+func (e *Endpoint) ackRange(ack seqnum.Value, seg *Segment, newlySACKed int) {
 	acked := int(ack - e.snd.una)
 	e.stats.BytesAcked += uint64(acked)
 	n, newest, retransmitted := e.snd.ackedSegs(ack)
@@ -672,9 +700,12 @@ func (e *Endpoint) ackRange(ack seqnum.Value, seg *Segment) {
 			}
 		}
 	}
+	delivered := acked + newlySACKed // deliveredOnAck
 	for _, s := range e.snd.rtxq[:n] {
 		if !e.sb.acked(s) {
 			e.rackDelivered(s) // RFC 8985 6.2 steps 2 and 3
+		} else {
+			delivered -= int(s.len)
 		}
 		e.freeSeg(s) // STOP_TIMER: acknowledged
 	}
@@ -686,7 +717,11 @@ func (e *Endpoint) ackRange(ack seqnum.Value, seg *Segment) {
 		e.event(EventWritable)
 	}
 	e.keepProbes = 0
-	e.congestionOnAck(acked)
+	if e.fr.active {
+		e.congestionOnAck(acked)
+	} else {
+		e.congestionOnAck(e.deliveredOnAck(acked, delivered))
+	}
 	// RFC 6298 (5.2)/(5.3): with data outstanding, the oldest segment's timer runs
 	// (from its own send time: RTO restart, RFC 7765); without any, none does.
 	if len(e.snd.rtxq) == 0 {
@@ -697,6 +732,21 @@ func (e *Endpoint) ackRange(ack seqnum.Value, seg *Segment) {
 			e.startTimer(timerUser, e.cfg.UserTimeout) // RFC 5482: progress restarts the user timeout
 		}
 	}
+}
+
+// deliveredOnAck is what an ACK of acked new bytes outside recovery grows
+// cwnd by, as Linux's acked_sacked (tcp_ack, tcp_slow_start): the bytes it
+// newly delivered, those it acknowledges that no SACK block had covered
+// before plus those its own SACK blocks cover (delivered), not what earlier
+// SACKs reported, which grew nothing then (cwnd grows only on an ACK of new
+// data, tcp_may_raise_cwnd). Without SACK, each duplicate ACK before it stood
+// for a segment delivered (Linux's tcp_remove_reno_sacks): the ACK delivered
+// the rest, at least one segment's worth.
+func (e *Endpoint) deliveredOnAck(acked, delivered int) int {
+	if !e.sackOK && e.fr.dupAcks > 0 {
+		return max(acked-e.fr.dupAcks*e.snd.smss, min(acked, e.snd.smss))
+	}
+	return max(delivered, 0)
 }
 
 // sampleRTT takes the RTT sample of an ACK of new data: RFC 6298 (2.2)/(2.3)

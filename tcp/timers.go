@@ -40,12 +40,13 @@ import (
 // in-flight segment keeps its own RTO entry exactly as without RACK-TLP, and
 // the PTO and the reordering timer are two more entries on the same wheel,
 // armed with Start and cancelled with Stop. The PTO (2*SRTT + Config.TLPSlack,
-// or + TLP.max_ack_delay for a lone segment, our FIN included) is armed only if it
-// expires before the oldest segment's RTO entry (RFC 8985 7.2 caps it at the
-// RTO; here the RTO itself fires instead). When it fires, the probe (new data,
-// else the last segment again) goes out and the RTO entries keep running: the
-// probed segment's entry restarts with the probe, like any transmission (7.3:
-// after a probe the RTO is armed, not the PTO). If the probe's ACK reveals a
+// or + TLP.max_ack_delay for a lone segment, our FIN included) is capped at the
+// oldest segment's RTO entry, as Linux's tcp_schedule_loss_probe: it then fires
+// one tick before that entry would, and the probe re-arms the entry from there,
+// not backed off (RFC 8985 7.2 would let the RTO fire instead). When it fires,
+// the probe (new data, else the last segment again) goes out and the RTO
+// entries keep running: the probed segment's entry restarts with the probe,
+// like any transmission (7.3: after a probe the RTO is armed, not the PTO). If the probe's ACK reveals a
 // loss (a SACK of the probe above a hole), RACK marks the hole lost and it is
 // resent at once, in fast recovery; if the probe is unanswered, the oldest
 // segment's RTO entry expires as it always did. An RTO stops both RACK-TLP

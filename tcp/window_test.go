@@ -33,7 +33,7 @@ func TestWindow(t *testing.T) {
 		h.ep.Read(make([]byte, 8192))
 		h.expect(flagsAre(FlagACK), windowIs(8192)) // window update
 	})
-	t.Run("each Read that frees an MSS sends an update, so a lost one is followed by another", func(t *testing.T) {
+	t.Run("a Read sends an update only when the window doubles, from half the buffer or less (Linux's tcp_cleanup_rbuf)", func(t *testing.T) {
 		cfg := testConfig()
 		cfg.RecvBuffer = 8 << 10 // shift 0
 		h := established(t, cfg)
@@ -44,11 +44,38 @@ func TestWindow(t *testing.T) {
 		h.expect(ackIs(peerISS + 1 + 4*1448))
 		h.expectAt(40*time.Millisecond, ackIs(peerISS+1+5*1448), windowIs(952))
 		buf := make([]byte, 2000)
-		for _, w := range []uint16{2952, 4952, 6952} { // Linux would send only the first (tcp_cleanup_rbuf: the window must double)
-			h.ep.Read(buf)
-			h.expect(flagsAre(FlagACK), ackIs(peerISS+1+5*1448), windowIs(w))
+		h.ep.Read(buf) // 2952 >= 2 x 952
+		h.expect(flagsAre(FlagACK), ackIs(peerISS+1+5*1448), windowIs(2952))
+		h.ep.Read(buf) // 4952 < 2 x 2952
+		h.expectNone()
+		h.ep.Read(buf) // 6952 >= 2 x 2952
+		h.expect(flagsAre(FlagACK), ackIs(peerISS+1+5*1448), windowIs(6952))
+		h.ep.Read(buf) // the peer knows 6952, more than half of 8192: no update
+		h.expectNone()
+		if h.ep.Readable() != 0 {
+			t.Fatalf("Readable: got %d, want 0", h.ep.Readable())
 		}
-		h.ep.Read(buf) // the last 1240 bytes: too small a step (RFC 9293 3.8.6.2.2)
+		// The peer fills what it knows: 1240 bytes free, too small a step to
+		// advertise (RFC 9293 3.8.6.2.2): a zero window. The next Read opens it.
+		for range 4 {
+			h.sendData(data(1448))
+		}
+		h.sendData(data(1160))
+		h.expect(ackIs(peerISS + 1 + 6*1448)) // at once: the first beyond the small window's edge (nearlyClosed)
+		h.expect(ackIs(peerISS + 1 + 8*1448))
+		h.expectAt(h.now()+40*time.Millisecond, ackIs(peerISS+1+9*1448+1160), windowIs(0))
+		h.ep.Read(buf)
+		h.expect(flagsAre(FlagACK), windowIs(1240+2000))
+	})
+	t.Run("a reader that keeps up sends no window updates", func(t *testing.T) {
+		h := established(t, testConfig()) // the default buffer
+		for range 20 {
+			h.sendData(data(1448))
+			h.ep.Read(make([]byte, 1448))
+		}
+		for range 10 { // the ACKs of every second segment, nothing else
+			h.expect(flagsAre(FlagACK))
+		}
 		h.expectNone()
 	})
 	t.Run("zero window: data beyond it is not taken", func(t *testing.T) {

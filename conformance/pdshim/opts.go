@@ -318,4 +318,7 @@ func (c *sysctls) apply(cfg *tcp.Config) {
 	if on, set := c.on("net.ipv4.tcp_window_scaling"); set {
 		cfg.DisableWindowScale = !on
 	}
+	if on, set := c.on("net.ipv4.tcp_slow_start_after_idle"); set {
+		cfg.SlowStartAfterIdle = on
+	}
 }
