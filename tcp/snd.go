@@ -444,8 +444,12 @@ func (e *Endpoint) outputOne() bool {
 	// empties the buffer, the last of a burst of two or more, the one after
 	// which the windows leave no room for the next; not a lone segment that
 	// leaves data behind (limited transmit, PRR's one per ACK).
+	// In fast recovery, Linux's marking alone: the receiver holds
+	// out-of-order data and ACKs every segment at once, PSH or not (as for
+	// limited transmit's segment, sendDataPSH).
 	burstEnd := usable-n < min(avail-n, e.snd.smss)
-	e.sendDataPSH(n, burstEnd && e.snd.burst > 0, true)
+	push := burstEnd && e.snd.burst > 0
+	e.sendDataPSH(n, push, push || !e.fr.active)
 	e.snd.burst++
 	return true
 }
