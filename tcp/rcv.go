@@ -175,6 +175,23 @@ func (r *receiver) windowUpdateDue() bool {
 	return r.adv.LessThan(edge) && int(r.adv.Size(edge)) >= r.sws
 }
 
+// room is what the peer has left of the window we advertised, as far as we
+// know: from the highest sequence number received (RCV.NXT, or the end of
+// the out-of-order data above a hole) to the right edge. Below one MSS, a
+// window-limited peer has stopped: only a window update restarts it.
+func (r *receiver) room() int {
+	top := r.nxt
+	for i := range r.ooo {
+		if e := r.ooo[i].end(); top.LessThan(e) {
+			top = e
+		}
+	}
+	if !top.LessThan(r.adv) {
+		return 0
+	}
+	return int(top.Size(r.adv))
+}
+
 // trim cuts a segment's text and FIN to what is new (at or after RCV.NXT) and
 // inside the window (RFC 9293 3.10.7.4, seventh check).
 func (r *receiver) trim(seq seqnum.Value, data []byte, fin bool) (seqnum.Value, []byte, bool) {
