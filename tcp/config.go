@@ -66,7 +66,7 @@ type ISNFunc func(id ID, now time.Duration) seqnum.Value
 // the window to the kernel's persist timer; since such an update goes twice
 // (Endpoint.sendWindowUpdate), the size matters little there: medians of
 // 67 ms at 256 KB, 80 ms at 512 KB, 58 ms at 1 MB (5 runs each, seed 10,
-// 2026-11-24). The buffer grows as data comes: a connection that has
+// 2026-11-23). The buffer grows as data comes: a connection that has
 // received nothing holds none of it.
 const (
 	DefaultSendBuffer   = 256 << 10
