@@ -62,8 +62,12 @@ type ISNFunc func(id ID, now time.Duration) seqnum.Value
 // DefaultRecvBuffer stays at 256 KB (window scale 3): a larger one made the
 // 20 MB download from the kernel at 5% loss each way slower, not faster
 // (tcpwheel compare, 10 runs each, 2026-11-23: median 0.44 s at 256 KB,
-// 0.70 s at 512 KB, 2.9 s at 1 MB). The buffer grows as data comes: a
-// connection that has received nothing holds none of it.
+// 0.70 s at 512 KB, 2.9 s at 1 MB). Those runs lost updates that reopened
+// the window to the kernel's persist timer; since such an update goes twice
+// (Endpoint.sendWindowUpdate), the size matters little there: medians of
+// 67 ms at 256 KB, 80 ms at 512 KB, 58 ms at 1 MB (5 runs each, seed 10,
+// 2026-11-23). The buffer grows as data comes: a connection that has
+// received nothing holds none of it.
 const (
 	DefaultSendBuffer   = 256 << 10
 	DefaultRecvBuffer   = 256 << 10

@@ -182,7 +182,11 @@ func (r *receiver) nearlyClosed(seq seqnum.Value) bool {
 // the peer's persist timer (a zero window) or its next segment's ACK.
 func (r *receiver) windowUpdateDue() bool {
 	clamp := min(r.size, 0xffff<<r.ws)
-	cur := int(r.wnd())
+	// What the peer can still send: the window it knows, less what it
+	// already sent above a hole (room). Linux's rule looks at the window
+	// alone; a peer that filled it with out-of-order data waits for this
+	// update (or its RTO) all the same (sendWindowUpdate).
+	cur := min(int(r.wnd()), r.room())
 	if 2*cur > clamp {
 		return false
 	}
@@ -191,6 +195,23 @@ func (r *receiver) windowUpdateDue() bool {
 		return false
 	}
 	return int(r.nxt.Size(edge)) >= 2*cur
+}
+
+// room is what the peer has left of the window we advertised, as far as we
+// know: from the highest sequence number received (RCV.NXT, or the end of
+// the out-of-order data above a hole) to the right edge. Below one MSS, a
+// window-limited peer has stopped: only a window update restarts it.
+func (r *receiver) room() int {
+	top := r.nxt
+	for i := range r.ooo {
+		if e := r.ooo[i].end(); top.LessThan(e) {
+			top = e
+		}
+	}
+	if !top.LessThan(r.adv) {
+		return 0
+	}
+	return int(top.Size(r.adv))
 }
 
 // trim cuts a segment's text and FIN to what is new (at or after RCV.NXT) and

@@ -3,6 +3,8 @@ package tcp
 import (
 	"testing"
 	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
 func TestWindow(t *testing.T) {
@@ -46,6 +48,7 @@ func TestWindow(t *testing.T) {
 		buf := make([]byte, 2000)
 		h.ep.Read(buf) // 2952 >= 2 x 952
 		h.expect(flagsAre(FlagACK), ackIs(peerISS+1+5*1448), windowIs(2952))
+		h.expect(flagsAre(FlagACK), ackIs(peerISS+1+5*1448), windowIs(2952)) // it reopens a window below one MSS: twice (sendWindowUpdate)
 		h.ep.Read(buf) // 4952 < 2 x 2952
 		h.expectNone()
 		h.ep.Read(buf) // 6952 >= 2 x 2952
@@ -66,6 +69,7 @@ func TestWindow(t *testing.T) {
 		h.expectAt(h.now()+40*time.Millisecond, ackIs(peerISS+1+9*1448+1160), windowIs(0))
 		h.ep.Read(buf)
 		h.expect(flagsAre(FlagACK), windowIs(1240+2000))
+		h.expect(flagsAre(FlagACK), windowIs(1240+2000)) // a zero window reopened: twice
 	})
 	t.Run("a reader that keeps up sends no window updates", func(t *testing.T) {
 		h := established(t, testConfig()) // the default buffer
@@ -97,6 +101,7 @@ func TestWindow(t *testing.T) {
 			t.Fatalf("Read: got %d, want 2896", n)
 		}
 		h.expect(flagsAre(FlagACK), ackIs(peerISS+1+2896), windowIs(3000)) // the update, lost
+		h.expect(flagsAre(FlagACK), ackIs(peerISS+1+2896), windowIs(3000)) // and its copy, lost too
 		h.advance(200 * time.Millisecond)                                  // the peer's persist timer
 		h.sendData(data(104))                                              // its probe fills the window it knows
 		h.expect(ackIs(peerISS+1+3000), windowIs(2896))                    // at once, not after 40 ms
@@ -113,6 +118,7 @@ func TestWindow(t *testing.T) {
 		h := zeroWindow(t)
 		h.ep.Read(make([]byte, 2000))
 		h.expect(flagsAre(FlagACK), ackIs(peerISS+2001), windowIs(2000)) // lost
+		h.expect(flagsAre(FlagACK), ackIs(peerISS+2001), windowIs(2000)) // its copy, lost too
 		h.advance(200 * time.Millisecond)
 		h.sendData(data(1)) // a one-byte probe (BSD, gVisor); Linux's is an old byte, ACKed at once anyway
 		h.expect(ackIs(peerISS+2002), windowIs(1999))
@@ -200,4 +206,95 @@ func TestSACKBlocksFitTheMSS(t *testing.T) {
 	h.ep.Write(data(100))
 	h.ackUpTo(testISS + 1 + 1448)
 	h.expect(lenIs(100), sackIs(SACKBlock{Start: peerISS + 101, End: peerISS + 151}))
+}
+
+// The download from the kernel at 5% loss each way (tcpwheel compare): the
+// peer fills the window above a hole, the retransmission fills the hole, and
+// RCV.NXT reaches the right edge: that ACK, sent at once (RFC 5681 4.2: it
+// fills a gap), carries a zero window, and the peer stops. Only our window
+// update restarts it; were the update lost, the peer would wait for its
+// persist timeout (RFC 9293 3.8.6.1), 200 ms or more on Linux, to probe. So
+// the update that reopens a window below one MSS goes twice, back to back
+// (sendWindowUpdate); later updates, and data beyond the reopened window's
+// old edge, are as before.
+func TestWindowReopenedAfterHoleFillGoesTwice(t *testing.T) {
+	cfg := testConfig()
+	cfg.RecvBuffer = 4000 // shift 0
+	h := established(t, cfg)
+	// The first 1000 bytes are lost; the next 3000 arrive out of order,
+	// each ACKed at once with its SACK block (RFC 5681 4.2, RFC 2018 4).
+	h.pseq += 1000
+	for i := 1; i <= 3; i++ {
+		h.sendData(data(1000))
+		h.expect(flagsAre(FlagACK), ackIs(peerISS+1), windowIs(4000),
+			sackIs(SACKBlock{Start: peerISS + 1001, End: (peerISS + 1).Add(seqnum.Size(1000 * (i + 1)))}))
+	}
+	// The retransmission fills the hole: ACKed at once, the window closed.
+	h.pseq = peerISS + 1
+	h.sendData(data(1000))
+	h.expect(flagsAre(FlagACK), ackIs(peerISS+4001), windowIs(0), sackIs())
+	h.expectNone()
+	// The application reads: the update reopens the window, twice.
+	if n, _ := h.ep.Read(make([]byte, 4000)); n != 4000 {
+		t.Fatalf("Read: got %d, want 4000", n)
+	}
+	h.pseq = peerISS + 4001
+	h.expect(flagsAre(FlagACK), seqIs(testISS+1), ackIs(peerISS+4001), windowIs(4000), lenIs(0), sackIs())
+	h.expect(flagsAre(FlagACK), seqIs(testISS+1), ackIs(peerISS+4001), windowIs(4000), lenIs(0), sackIs())
+	h.expectNone()
+	if c := h.ep.Info().WindowUpdateCopies; c != 1 {
+		t.Fatalf("WindowUpdateCopies: got %d, want 1", c)
+	}
+	// The peer sends into the reopened window: its first segment is ACKed
+	// at once (receiver.nearlyClosed), the next waits for a delayed ACK; a
+	// further update, from a window the peer knows as at least one MSS,
+	// goes once, and carries that ACK.
+	h.sendData(data(1000))
+	h.expect(flagsAre(FlagACK), ackIs(peerISS+5001), windowIs(3000))
+	h.sendData(data(1000))
+	h.expectNone()
+	h.ep.Read(make([]byte, 2000))
+	h.expect(flagsAre(FlagACK), ackIs(peerISS+6001), windowIs(4000))
+	h.expectNothingUntil(time.Second)
+	if c := h.ep.Info().WindowUpdateCopies; c != 1 {
+		t.Fatalf("WindowUpdateCopies: got %d, want 1", c)
+	}
+}
+
+// The other way a window-limited peer stops: the out-of-order data above a
+// hole reaches the right edge, and the peer, with nothing left of the
+// window, waits for the hole's retransmission to be ACKed or for an update
+// (its lost retransmission is then found only by its RTO: no new data, no
+// new SACK). A Read of the in-order data below the hole moves the edge:
+// that update goes twice, with the SACK blocks (RFC 2018 4).
+func TestWindowUpdateWithTheWindowFilledAboveAHoleGoesTwice(t *testing.T) {
+	cfg := testConfig()
+	cfg.RecvBuffer = 8000 // shift 0; updates in steps of 1460 (min(RecvBuffer/2, MSS))
+	h := established(t, cfg)
+	h.sendData(data(1000))
+	h.sendData(data(1000))
+	h.expect(flagsAre(FlagACK), ackIs(peerISS+2001), windowIs(6000)) // every second segment
+	// The next 1000 bytes are lost; the 5000 after them fill the window.
+	h.pseq += 1000
+	for i := 1; i <= 5; i++ {
+		h.sendData(data(1000))
+		h.expect(flagsAre(FlagACK), ackIs(peerISS+2001), windowIs(6000),
+			sackIs(SACKBlock{Start: peerISS + 3001, End: (peerISS + 3001).Add(seqnum.Size(1000 * i))}))
+	}
+	h.expectNone()
+	if n, _ := h.ep.Read(make([]byte, 8000)); n != 2000 {
+		t.Fatalf("Read: got %d, want 2000", n)
+	}
+	hole := sackIs(SACKBlock{Start: peerISS + 3001, End: peerISS + 8001})
+	h.expect(flagsAre(FlagACK), ackIs(peerISS+2001), windowIs(8000), hole)
+	h.expect(flagsAre(FlagACK), ackIs(peerISS+2001), windowIs(8000), hole)
+	h.expectNone()
+	if c := h.ep.Info().WindowUpdateCopies; c != 1 {
+		t.Fatalf("WindowUpdateCopies: got %d, want 1", c)
+	}
+	// The retransmission fills the hole: ACKed at once (RFC 5681 4.2).
+	h.pseq = peerISS + 2001
+	h.sendData(data(1000))
+	h.expect(flagsAre(FlagACK), ackIs(peerISS+8001), windowIs(2000), sackIs())
+	h.expectNone()
 }
