@@ -49,7 +49,7 @@ func TestWindow(t *testing.T) {
 		h.ep.Read(buf) // 2952 >= 2 x 952
 		h.expect(flagsAre(FlagACK), ackIs(peerISS+1+5*1448), windowIs(2952))
 		h.expect(flagsAre(FlagACK), ackIs(peerISS+1+5*1448), windowIs(2952)) // it reopens a window below one MSS: twice (sendWindowUpdate)
-		h.ep.Read(buf) // 4952 < 2 x 2952
+		h.ep.Read(buf)                                                       // 4952 < 2 x 2952
 		h.expectNone()
 		h.ep.Read(buf) // 6952 >= 2 x 2952
 		h.expect(flagsAre(FlagACK), ackIs(peerISS+1+5*1448), windowIs(6952))
