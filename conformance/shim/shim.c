@@ -360,6 +360,12 @@ static int shim_splice(void *u, int in, loff_t *inoff, int out, loff_t *outoff, 
 void packetdrill_interface_init(const char *flags, struct pd_interface *ifc)
 {
 	memset(ifc, 0, sizeof(*ifc));
+	// The runner puts this object in LD_PRELOAD for packetdrill alone (see
+	// getsockopt below): the scripts' shell commands and code events must not
+	// load it, and with it a Go runtime whose threads and signals (SIGURG
+	// preemption) broke their writes now and then ("sysctl: echo: I/O
+	// error").
+	unsetenv("LD_PRELOAD");
 	ifc->userdata = (void *)pdNew((char *)flags);
 	current = H(ifc->userdata);
 	ifc->free = shim_free;
