@@ -66,6 +66,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzWheel$$' -fuzztime $(FUZZTIME) ./timer/
 	$(GO) test -run '^$$' -fuzz '^FuzzVnetHdr$$' -fuzztime $(FUZZTIME) ./tun/
 	$(GO) test -run '^$$' -fuzz '^FuzzInput$$' -fuzztime $(FUZZTIME) ./stack/
+	$(GO) test -run '^$$' -fuzz '^FuzzTransportOf$$' -fuzztime $(FUZZTIME) ./stack/
+	$(GO) test -run '^$$' -fuzz '^FuzzVnetPayload$$' -fuzztime $(FUZZTIME) ./internal/baseline/gvisor/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./stack/record/
 	$(GO) test -run '^$$' -fuzz '^FuzzReplayEdits$$' -fuzztime $(FUZZTIME) ./stack/replay/
 
