@@ -357,8 +357,8 @@ func (e *Endpoint) onPTO() {
 		r.tlpIsRetrans = true                           // RFC 8985 7.3: retransmit the highest-sequence segment
 		e.transmit(e.snd.rtxq[len(e.snd.rtxq)-1], true) // its RTO entry restarts: RFC 8985 7.3 arms the RTO
 	}
-	if r.ptoCapped && len(e.snd.rtxq) > 0 && e.snd.rtxq[0].entry.Pending() {
-		e.armRTO(e.snd.rtxq[0]) // RFC 8985 7.3, as Linux: the RTO re-armed from the probe, not backed off
+	if len(e.snd.rtxq) > 0 && e.snd.rtxq[0].entry.Pending() {
+		e.armRTO(e.snd.rtxq[0]) // RFC 8985 7.3: "MUST re-arm the RTO timer" after a probe, from the probe, not backed off (as Linux)
 	}
 	r.ptoCapped = false
 	if e.state == StateClosed {

@@ -65,8 +65,9 @@ func TestTLP(t *testing.T) {
 		if i := h.ep.Info(); i.TLPProbes != 1 || !i.TLPOutstanding || i.RTOEvents != 0 {
 			t.Fatalf("probes %d outstanding %v RTO events %d, want 1 true 0", i.TLPProbes, i.TLPOutstanding, i.RTOEvents)
 		}
-		// One probe per episode; the oldest segment's RTO entry was left alone.
-		h.expectAt(t0+200*time.Millisecond, seqIs(segSeq(0)), lenIs(1448))
+		// One probe per episode; the RTO is re-armed from the probe (RFC 8985
+		// 7.3: "MUST re-arm the RTO timer"), as Linux does.
+		h.expectAt(t0+pto+200*time.Millisecond, seqIs(segSeq(0)), lenIs(1448))
 		if i := h.ep.Info(); i.TLPProbes != 1 || i.RTOEvents != 1 || i.TLPOutstanding {
 			t.Fatalf("probes %d RTO events %d outstanding %v, want 1 1 false", i.TLPProbes, i.RTOEvents, i.TLPOutstanding)
 		}
@@ -93,7 +94,7 @@ func TestTLP(t *testing.T) {
 		if i := h.ep.Info(); i.TLPProbes != 1 || i.SegsRetransmitted != 0 {
 			t.Fatalf("probes %d retransmitted %d, want 1 0", i.TLPProbes, i.SegsRetransmitted)
 		}
-		h.expectAt(t0+200*time.Millisecond, seqIs(segSeq(0))) // only one probe; then the RTO
+		h.expectAt(t0+pto+200*time.Millisecond, seqIs(segSeq(0))) // only one probe; then the RTO, from the probe
 	})
 	t.Run("one segment: PTO adds TLP.max_ack_delay", func(t *testing.T) {
 		cfg := testConfig()
