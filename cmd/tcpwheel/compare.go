@@ -28,6 +28,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compare.Config, error) 
 		scenarios = fs.String("scenarios", strings.Join(cfg.Scenarios, ","), "comma-separated scenarios: "+strings.Join(compare.Scenarios(), ", "))
 		bulkSize  = fs.String("bulk-size", "20MB", "bytes per bulk transfer (suffixes KB, MB: powers of 1000... KiB, MiB: of 1024)")
 		bulkLoss  = fs.String("bulk-loss", "0,1,5", "comma-separated random loss rates of the bulk scenario, in percent, applied to both directions")
+		family    = fs.String("family", "4", "the IP versions the TCP scenarios run over: 4, 6 or 4,6; over IPv6 a case is reported as its own, named with /v6 (tail-loss, backoff, synack-loss, mid-loss, bulk; tcpwheel's stacks and gVisor's)")
 		httpSize  = fs.String("http-size", "200MB", "bytes curl downloads (http-down) and uploads (http-up), with the same suffixes as -bulk-size")
 	)
 	fs.IntVar(&cfg.Runs, "runs", cfg.Runs, "runs of each scenario for each stack (interleaved between stacks)")
@@ -96,6 +97,9 @@ flags:
 	}
 	if cfg.BulkLoss, err = compare.ParsePercentages(*bulkLoss); err != nil {
 		return bad("-bulk-loss %v", err)
+	}
+	if cfg.Families, err = compare.ParseFamilies(*family); err != nil {
+		return bad("-family %v", err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return bad("%v", err)

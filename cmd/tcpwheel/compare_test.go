@@ -53,6 +53,14 @@ func TestCompareFlags(t *testing.T) {
 		{[]string{"-ab-requests", "0"}, false},
 		{[]string{"-ab-requests", "10", "-ab-conns", "11"}, false},
 		{[]string{"-ab-conns", "-1"}, false},
+		{[]string{"-family", "4,6", "-scenarios", "tail-loss,bulk"}, true},
+		{[]string{"-family", "6,4"}, true},
+		{[]string{"-family", "6", "-stacks", "tcpwheel,gvisor", "-scenarios", "mid-loss"}, true},
+		{[]string{"-family", "5"}, false},
+		{[]string{"-family", ""}, false},
+		{[]string{"-family", "4,x"}, false},
+		{[]string{"-family", "6", "-scenarios", "keepalive"}, false},               // no IPv6 scenario
+		{[]string{"-family", "6", "-stacks", "kernel", "-scenarios", "ab"}, false}, // no IPv6 stack
 		{[]string{"-bogus"}, false},
 		{[]string{"extra"}, false},
 	} {

@@ -87,6 +87,11 @@ type Config struct {
 	Load int
 	// Hog is the command of one such process; nil means DefaultHog().
 	Hog []string
+	// Families (-family) are the IP versions the TCP scenarios run over: 4,
+	// 6 or both, in that order; nil means 4. Over IPv6 a case is reported
+	// as its own, named with "/v6" (e.g. "bulk-up-0%/v6"), and only the
+	// stacks that speak IPv6 and the scenarios marked v6 take part.
+	Families []int
 
 	// The real-client scenarios (http-down, http-up, http-par, wrk, ab).
 	HTTPSize    int64         // -http-size: bytes curl downloads and uploads, 1 to MaxBulkSize
@@ -155,6 +160,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("-run-timeout %v: want at least 1s", c.RunTimeout)
 	case c.Load < 0 || c.Load > MaxLoad:
 		return fmt.Errorf("-load %d: want 0 (none) to %d processes", c.Load, MaxLoad)
+	case c.Families != nil && !slices.Equal(c.Families, []int{4}) && !slices.Equal(c.Families, []int{6}) &&
+		!slices.Equal(c.Families, []int{4, 6}):
+		return fmt.Errorf("-family %v: want 4, 6 or 4,6", c.Families)
+	}
+	if err := c.checkFamilies(); err != nil {
+		return err
 	}
 	if err := c.checkFlood(); err != nil {
 		return err
@@ -163,6 +174,29 @@ func (c *Config) Validate() error {
 		return err
 	}
 	return c.checkOutputs()
+}
+
+// checkFamilies checks that -family 6 alone leaves something to run: a
+// scenario that runs over IPv6, on a stack that speaks it.
+func (c *Config) checkFamilies() error {
+	if c.Families == nil || slices.Contains(c.Families, 4) {
+		return nil
+	}
+	for _, cs := range expandCases(*c) {
+		for _, st := range c.Stacks {
+			if caseRuns(st, cs) {
+				return nil
+			}
+		}
+	}
+	var v6 []string
+	for i := range scenarios {
+		if scenarios[i].v6 {
+			v6 = append(v6, scenarios[i].name)
+		}
+	}
+	return fmt.Errorf("-family 6: none of -scenarios runs over IPv6 on -stacks (the scenarios that do: %s; the stacks: tcpwheel's and gVisor's)",
+		strings.Join(v6, ", "))
 }
 
 // checkFlood checks synflood's parameters: the flood must end well within a
@@ -325,6 +359,30 @@ func ParsePercentages(s string) ([]float64, error) {
 		rates = append(rates, p/100)
 	}
 	return rates, nil
+}
+
+// ParseFamilies reads -family: "4", "6" or "4,6" (either order, duplicates
+// dropped).
+func ParseFamilies(s string) ([]int, error) {
+	var v4, v6 bool
+	for _, f := range strings.Split(s, ",") {
+		switch strings.TrimSpace(f) {
+		case "4":
+			v4 = true
+		case "6":
+			v6 = true
+		default:
+			return nil, fmt.Errorf("%q: want 4, 6 or 4,6", s)
+		}
+	}
+	var fs []int
+	if v4 {
+		fs = append(fs, 4)
+	}
+	if v6 {
+		fs = append(fs, 6)
+	}
+	return fs, nil
 }
 
 // Run runs every case of cfg (which Validate accepted) for every stack,

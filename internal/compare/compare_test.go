@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -196,6 +197,71 @@ func TestCompareSmoke(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > goroutines+2 {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines after compare, %d before:\n%s", n, goroutines, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestCompareSmokeIPv6: -family 4,6 runs tail-loss over both families for
+// tcpwheel and gvisor, as cases of their own in one table, with the watcher
+// and the drop decisions reading IPv6 packets, and judges IPv6 against IPv4.
+func TestCompareSmokeIPv6(t *testing.T) {
+	testbed.RequireRoot(t)
+	before := ourNamespaces(t)
+	cfg := DefaultConfig()
+	cfg.Runs, cfg.Stacks, cfg.Scenarios, cfg.Families, cfg.RunTimeout = 1, []string{"tcpwheel", "gvisor"}, []string{"tail-loss"}, []int{4, 6}, 20*time.Second
+	cfg.JSONPath = filepath.Join(t.TempDir(), "cmp.json")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	if err := Run(ctx, cfg, &out, &errOut); err != nil {
+		t.Fatalf("compare: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	t.Log(out.String())
+	for _, want := range []string{"tail-loss/v6", "IPv6 within 10% of IPv4"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if !strings.Contains(errOut.String(), "[4/4] tail-loss/v6") {
+		t.Errorf("progress %q: want 4 runs, the IPv6 ones last", errOut.String())
+	}
+	b, err := os.ReadFile(cfg.JSONPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("JSON: %v", err)
+	}
+	if len(rep.Runs) != 4 {
+		t.Fatalf("JSON has %d runs, want 4", len(rep.Runs))
+	}
+	for _, r := range rep.Runs {
+		if r.Error != "" {
+			t.Errorf("%s %s: %s", r.Case, r.Stack, r.Error)
+		}
+		// The drop decisions found the tail over IPv6 too, and the watcher
+		// saw both retransmissions (as in TestCompareSmoke).
+		if v := r.Metrics["recovery_ms"]; v <= 0 || v > 1500 {
+			t.Errorf("%s %s: recovery %v ms", r.Case, r.Stack, v)
+		}
+		if r.Metrics["retransmits"] < 2 {
+			t.Errorf("%s %s: %v retransmissions, want the data segment's and the FIN's", r.Case, r.Stack, r.Metrics["retransmits"])
+		}
+	}
+	judged := false
+	for _, g := range rep.Goals {
+		if strings.HasPrefix(g.Name, "IPv6 within") {
+			judged = len(g.Value) == 2
+		}
+	}
+	if !judged {
+		t.Errorf("goals %+v: want the IPv6 goal judged for both stacks", rep.Goals)
+	}
+	if after := ourNamespaces(t); len(after) > len(before) {
+		t.Errorf("namespaces left behind: %v (before: %v)", after, before)
 	}
 }
 
@@ -426,5 +492,42 @@ func TestRecorderGoal(t *testing.T) {
 		if g.Value[stackTcpwheel] != "the baseline" {
 			t.Errorf("tcpwheel's value %q, want the baseline", g.Value[stackTcpwheel])
 		}
+	}
+}
+
+// TestExpandCasesFamilies: each IPv4 case is followed by its IPv6 twin where
+// the scenario runs over IPv6; only the stacks that speak IPv6 run those; and
+// the IPv6 goal compares each twin's medians.
+func TestExpandCasesFamilies(t *testing.T) {
+	cfg := Config{Scenarios: []string{"tail-loss", "bulk", "keepalive"}, BulkLoss: []float64{0}, Families: []int{4, 6}}
+	var names []string
+	for _, c := range expandCases(cfg) {
+		names = append(names, c.name)
+	}
+	want := []string{"tail-loss", "tail-loss/v6", "bulk-up-0%", "bulk-up-0%/v6", "bulk-down-0%", "bulk-down-0%/v6", "keepalive"}
+	if !slices.Equal(names, want) {
+		t.Errorf("cases %v, want %v", names, want)
+	}
+	cfg.Families = nil
+	if n := len(expandCases(cfg)); n != 4 {
+		t.Errorf("%d cases with no -family, want the 4 over IPv4", n)
+	}
+	v6 := compareCase{name: "tail-loss/v6", scenario: "tail-loss", v6: true}
+	if !caseRuns(stackGVisor, v6) || !caseRuns(stackTcpwheelRec, v6) || caseRuns(stackKernel, v6) {
+		t.Error("IPv6 cases: want tcpwheel's and gVisor's stacks")
+	}
+	rep := &report{Summary: []summaryRow{
+		{Case: "tail-loss", Metric: "recovery_ms", Stack: stackTcpwheel, Median: 10},
+		{Case: "tail-loss/v6", Metric: "recovery_ms", Stack: stackTcpwheel, Median: 10.5},
+		{Case: "tail-loss", Metric: "recovery_ms", Stack: stackGVisor, Median: 200},
+		{Case: "tail-loss/v6", Metric: "recovery_ms", Stack: stackGVisor, Median: 240},
+		{Case: "tail-loss/v6", Metric: "cpu_ms", Stack: stackGVisor, Median: 999}, // not a TCP figure
+	}}
+	var g goal
+	rep.ipv6Goal(func(name, source string, judge func(st string) (any, bool, bool)) {
+		g, _ = judgeGoal(name, source, []string{stackTcpwheel, stackGVisor}, judge)
+	})
+	if !g.Result[stackTcpwheel] || g.Result[stackGVisor] {
+		t.Errorf("IPv6 goal %+v: want tcpwheel met (1.05), gvisor missed (1.20)", g)
 	}
 }

@@ -139,9 +139,13 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 			},
 		},
 	}
+	bcfg.IPv6 = c.v6
 	_, stackAddr, err := bcfg.Addrs()
 	if err != nil {
 		return nil, err
+	}
+	if c.v6 {
+		_, stackAddr = bcfg.Addrs6()
 	}
 	e.w = segwatch.New(segwatch.Config{Local: stackAddr})
 	e.cleanups = append(e.cleanups, e.w.Close)
@@ -174,7 +178,11 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 	case stackGVisorGSO:
 		e.stack, err = newGVisorGSO(e.bed)
 	default:
-		e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.KernelAddr, cfg.PcapDir, recordPath)
+		kernel := e.bed.KernelAddr
+		if c.v6 {
+			kernel = e.bed.KernelAddr6
+		}
+		e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.StackAddr6, kernel, cfg.PcapDir, recordPath)
 	}
 	if err != nil {
 		return nil, err
@@ -263,7 +271,11 @@ func flowOf(c net.Conn) segwatch.Flow {
 // kernelListen listens on the kernel's port inside the namespace; rcvbuf > 0
 // sets SO_RCVBUF before listen, so that accepted sockets get it.
 func (e *runEnv) kernelListen(port, rcvbuf int) (net.Listener, error) {
-	ln, err := e.bed.KernelListen(e.ctx, port, rcvbuf)
+	listen := e.bed.KernelListen
+	if e.c.v6 {
+		listen = e.bed.KernelListen6
+	}
+	ln, err := listen(e.ctx, port, rcvbuf)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +285,11 @@ func (e *runEnv) kernelListen(port, rcvbuf int) (net.Listener, error) {
 
 // kernelDial connects from the namespace to the stack's port.
 func (e *runEnv) kernelDial(port int) (net.Conn, error) {
-	c, err := e.bed.KernelDial(e.ctx, port, nil)
+	dial := e.bed.KernelDial
+	if e.c.v6 {
+		dial = e.bed.KernelDial6
+	}
+	c, err := dial(e.ctx, port, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -350,19 +366,18 @@ type tcpInfo struct {
 	payload  int
 }
 
+// parseTCPPacket reads a TCP packet over IPv4 or IPv6 (segwatch.TCPPacket).
 func parseTCPPacket(pkt []byte) (tcpInfo, bool) {
-	ip := header.IPv4(pkt)
-	if !ip.IsValid(len(pkt)) || ip.Protocol() != uint8(header.TCPProtocolNumber) {
+	src, dst, t, ok := segwatch.TCPPacket(pkt)
+	if !ok {
 		return tcpInfo{}, false
 	}
-	hlen, tlen := int(ip.HeaderLength()), int(ip.TotalLength())
-	t := header.TCP(pkt[hlen:tlen])
 	if len(t) < header.TCPMinimumSize || int(t.DataOffset()) > len(t) || int(t.DataOffset()) < header.TCPMinimumSize {
 		return tcpInfo{}, false
 	}
 	return tcpInfo{
-		src:     netip.AddrPortFrom(netip.AddrFrom4(ip.SourceAddress().As4()), t.SourcePort()),
-		dst:     netip.AddrPortFrom(netip.AddrFrom4(ip.DestinationAddress().As4()), t.DestinationPort()),
+		src:     netip.AddrPortFrom(src, t.SourcePort()),
+		dst:     netip.AddrPortFrom(dst, t.DestinationPort()),
 		seq:     t.SequenceNumber(),
 		flags:   t.Flags(),
 		payload: len(t) - int(t.DataOffset()),

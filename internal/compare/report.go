@@ -268,6 +268,7 @@ type reportConfig struct {
 	Seed         uint64    `json:"seed"`
 	BulkBytes    int64     `json:"bulk_bytes"`
 	BulkLoss     []float64 `json:"bulk_loss"`
+	Families     []int     `json:"families,omitempty"`
 	Conns        int       `json:"conns"`
 	HoldMS       float64   `json:"hold_ms"`
 	RunTimeoutMS float64   `json:"run_timeout_ms"`
@@ -518,6 +519,7 @@ func (rep *report) judge(stacks []string) []goal {
 	})
 	rep.floodGoals(add)
 	rep.recorderGoal(add)
+	rep.ipv6Goal(add)
 	rep.clientGoals(add)
 	return gs
 }
@@ -562,6 +564,41 @@ func (rep *report) recorderGoal(add func(name, source string, judge func(st stri
 			each = append(each, fmt.Sprintf("%s %.3f", r.c.name, r.ratio))
 		}
 		return fmt.Sprintf("worst ratio %.3f; %s", worst, strings.Join(each, ", ")), worst >= goalRecordRatio, len(rs) > 0
+	})
+}
+
+// goalIPv6Ratio: every TCP figure over IPv6 within 10% of the same figure
+// over IPv4 (issue 16).
+const goalIPv6Ratio = 0.10
+
+// ipv6Figures are the TCP figures ipv6Goal compares: times and throughput.
+var ipv6Figures = []string{"recovery_ms", "transfer_ms", "throughput_mbps", "handshake_ms"}
+
+// ipv6Goal judges IPv6 against IPv4: for each stack, each case run over both
+// and each of ipv6Figures, the median over IPv6 over the median over IPv4.
+// The value shown is the worst ratio (the farthest from 1), and each case's.
+func (rep *report) ipv6Goal(add func(name, source string, judge func(st string) (any, bool, bool))) {
+	add(fmt.Sprintf("IPv6 within %.0f%% of IPv4 (each TCP figure's median, v6 / v4)", goalIPv6Ratio*100), "issue 16", func(st string) (any, bool, bool) {
+		worst := 1.0
+		var each []string
+		for _, r := range rep.Summary {
+			if r.Stack != st || !strings.HasSuffix(r.Case, v6Suffix) || !slices.Contains(ipv6Figures, r.Metric) {
+				continue
+			}
+			v4, ok := rep.row(strings.TrimSuffix(r.Case, v6Suffix), r.Metric, st)
+			if !ok || v4.Median <= 0 {
+				continue
+			}
+			ratio := r.Median / v4.Median
+			if math.Abs(ratio-1) > math.Abs(worst-1) {
+				worst = ratio
+			}
+			each = append(each, fmt.Sprintf("%s %s %.2f", strings.TrimSuffix(r.Case, v6Suffix), r.Metric, ratio))
+		}
+		if len(each) == 0 {
+			return nil, false, false
+		}
+		return fmt.Sprintf("worst ratio %.2f; %s", worst, strings.Join(each, ", ")), math.Abs(worst-1) <= goalIPv6Ratio, true
 	})
 }
 

@@ -25,6 +25,11 @@ type scenario struct {
 	// cases expands the scenario into the cases it reports; nil means one
 	// case named after the scenario.
 	cases func(cfg Config) []compareCase
+	// v6: the scenario runs over IPv6 too (Config.Families): it reaches the
+	// kernel and the stack only through runEnv's kernelListen, kernelDial,
+	// stackDial and the stack's Listen, and parses packets with
+	// parseTCPPacket.
+	v6 bool
 	// clients: a real-client scenario (real programs in the namespace against
 	// the stack's HTTP server), in which the kernel and gvisor-gso take part.
 	clients bool
@@ -32,11 +37,11 @@ type scenario struct {
 
 // scenarios is every scenario, in the order they run. It is never written.
 var scenarios = [...]scenario{
-	{name: "tail-loss", help: "the last data segment and the FIN are dropped once", run: scenarioTailLoss},
-	{name: "backoff", help: "one segment dropped twice: two retransmissions", run: scenarioBackoff},
-	{name: "synack-loss", help: "the stack's SYN-ACK dropped once", run: scenarioSYNACKLoss},
-	{name: "mid-loss", help: "mid-stream drops in a 2 MB transfer: fast retransmit / RACK", run: scenarioMidLoss},
-	{name: "bulk", help: "-bulk-size up and down at each -bulk-loss rate", run: scenarioBulk, cases: bulkCases},
+	{name: "tail-loss", v6: true, help: "the last data segment and the FIN are dropped once", run: scenarioTailLoss},
+	{name: "backoff", v6: true, help: "one segment dropped twice: two retransmissions", run: scenarioBackoff},
+	{name: "synack-loss", v6: true, help: "the stack's SYN-ACK dropped once", run: scenarioSYNACKLoss},
+	{name: "mid-loss", v6: true, help: "mid-stream drops in a 2 MB transfer: fast retransmit / RACK", run: scenarioMidLoss},
+	{name: "bulk", v6: true, help: "-bulk-size up and down at each -bulk-loss rate", run: scenarioBulk, cases: bulkCases},
 	{name: "keepalive", help: "probe timing, idle 200ms, interval 100ms, count 3", run: scenarioKeepalive},
 	{name: "zero-window", help: "zero-window probe timing against a receiver that stops reading", run: scenarioZeroWindow},
 	{name: "many-conns", help: "-conns idle connections with keepalive: CPU and memory per connection", run: scenarioManyConns, unwatched: true},
@@ -62,7 +67,7 @@ func clientScenarios() []string {
 // caseRuns reports whether the named stack takes part in case c.
 func caseRuns(stack string, c compareCase) bool {
 	sc, ok := scenarioNamed(c.scenario)
-	return !ok || runs(stack, sc)
+	return !ok || runs(stack, sc) && (!c.v6 || speaksIPv6(stack))
 }
 
 // Scenarios returns the names of the scenarios, in the order they run.
@@ -101,20 +106,42 @@ type compareCase struct {
 	scenario string
 	loss     float64 // random loss, both directions
 	up       bool    // bulk: stack -> kernel
+	v6       bool    // over IPv6: the kernel at testbed's KernelAddr6, the stack at StackAddr6
 }
 
-// expandCases lists the cases of cfg's scenarios, in the order they run.
+// v6Suffix ends the name of a case over IPv6.
+const v6Suffix = "/v6"
+
+// expandCases lists the cases of cfg's scenarios, in the order they run:
+// each case over IPv4 then, where cfg.Families has 6 and the scenario runs
+// over IPv6, the same case over IPv6 right after it (so that the two sit
+// side by side in the table).
 func expandCases(cfg Config) []compareCase {
+	fams := cfg.Families
+	if len(fams) == 0 {
+		fams = []int{4}
+	}
 	var cs []compareCase
 	for _, name := range cfg.Scenarios {
 		sc, ok := scenarioNamed(name)
-		switch {
-		case !ok:
+		if !ok {
 			continue
-		case sc.cases != nil:
-			cs = append(cs, sc.cases(cfg)...)
-		default:
-			cs = append(cs, compareCase{name: name, scenario: name})
+		}
+		base := []compareCase{{name: name, scenario: name}}
+		if sc.cases != nil {
+			base = sc.cases(cfg)
+		}
+		for _, c := range base {
+			for _, f := range fams {
+				switch {
+				case f == 4:
+					cs = append(cs, c)
+				case f == 6 && sc.v6:
+					c6 := c
+					c6.name, c6.v6 = c.name+v6Suffix, true
+					cs = append(cs, c6)
+				}
+			}
 		}
 	}
 	return cs

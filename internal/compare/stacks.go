@@ -54,14 +54,15 @@ type stackUnderTest interface {
 }
 
 // newStackUnderTest starts the named stack on dev, which it then owns, at
-// addr; its Dial connects to the kernel at kernel. tcpwheel-rec records into
+// addr and, when valid, addr6 too; its Dial connects to the kernel at kernel
+// (of either family: an IPv6 kernel address makes its Listen IPv6 too). tcpwheel-rec records into
 // a temporary file in dir ("": the system's), removed when it closes. With
 // recordPath, a tcpwheel stack writes a flight recording there, kept
 // (compare -pcap).
-func newStackUnderTest(name string, dev tun.Device, addr, kernel netip.Addr, dir, recordPath string) (stackUnderTest, error) {
+func newStackUnderTest(name string, dev tun.Device, addr, addr6, kernel netip.Addr, dir, recordPath string) (stackUnderTest, error) {
 	switch name {
 	case stackTcpwheel, stackTcpwheelRT, stackTcpwheelRec:
-		cfg := stack.Config{Device: dev, Addr: addr}
+		cfg := stack.Config{Device: dev, Addr: addr, Addr6: addr6}
 		t := &tcpwheelStack{kernel: kernel}
 		switch name {
 		case stackTcpwheelRT:
@@ -91,7 +92,7 @@ func newStackUnderTest(name string, dev tun.Device, addr, kernel netip.Addr, dir
 		t.s = s
 		return t, nil
 	case stackGVisor:
-		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: addr})
+		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: addr, Addr6: addr6})
 		if err != nil {
 			return nil, err
 		}
@@ -102,7 +103,7 @@ func newStackUnderTest(name string, dev tun.Device, addr, kernel netip.Addr, dir
 			dev.Close()
 			return nil, err
 		}
-		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: addr, Clock: clock})
+		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: addr, Addr6: addr6, Clock: clock})
 		if err != nil {
 			clock.Close()
 			return nil, err
@@ -143,7 +144,15 @@ func (t *tcpwheelStack) removeRecording() {
 }
 
 func (t *tcpwheelStack) Listen(port int) (net.Listener, error) {
-	return t.s.Listen("tcp", ":"+strconv.Itoa(port))
+	return t.s.Listen(tcpNet(t.kernel), ":"+strconv.Itoa(port))
+}
+
+// tcpNet is the network of the kernel's family: "tcp4" or "tcp6".
+func tcpNet(kernel netip.Addr) string {
+	if kernel.Is6() {
+		return "tcp6"
+	}
+	return "tcp4"
 }
 
 func (t *tcpwheelStack) Dial(ctx context.Context, port int) (net.Conn, error) {
@@ -202,7 +211,7 @@ type gvisorStack struct {
 }
 
 func (g *gvisorStack) Listen(port int) (net.Listener, error) {
-	return g.s.Listen("tcp", ":"+strconv.Itoa(port))
+	return g.s.Listen(tcpNet(g.kernel), ":"+strconv.Itoa(port))
 }
 
 func (g *gvisorStack) Dial(ctx context.Context, port int) (net.Conn, error) {
@@ -249,6 +258,15 @@ func (g *gvisorStack) Close() error {
 		}
 	})
 	return nil
+}
+
+// speaksIPv6 reports whether the named stack runs the cases over IPv6.
+func speaksIPv6(name string) bool {
+	switch name {
+	case stackTcpwheel, stackTcpwheelRT, stackTcpwheelRec, stackGVisor, stackGVisorWheel:
+		return true
+	}
+	return false
 }
 
 // isTcpwheel reports whether name is one of tcpwheel's own stacks.

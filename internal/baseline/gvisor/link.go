@@ -202,7 +202,8 @@ func (l *link) reader() {
 			l.readErrors.Add(1)
 			continue
 		}
-		if n < header.IPv4MinimumSize || header.IPVersion(buf[:n]) != header.IPv4Version {
+		if v := header.IPVersion(buf[:n]); !(v == header.IPv4Version && n >= header.IPv4MinimumSize ||
+			v == header.IPv6Version && n >= header.IPv6MinimumSize) {
 			l.notIPv4.Add(1)
 			continue
 		}
@@ -210,7 +211,8 @@ func (l *link) reader() {
 	}
 }
 
-// deliver hands one inbound IPv4 packet (copied) to the stack, if attached.
+// deliver hands one inbound IPv4 or IPv6 packet (copied) to the stack, if
+// attached (an IPv6 one is dropped by gVisor unless Config.Addr6 is set).
 func (l *linkBase) deliver(p []byte) {
 	l.mu.RLock()
 	d := l.dispatcher
@@ -219,6 +221,10 @@ func (l *linkBase) deliver(p []byte) {
 		return
 	}
 	pkt := gstack.NewPacketBuffer(gstack.PacketBufferOptions{Payload: buffer.MakeWithData(p)})
-	d.DeliverNetworkPacket(header.IPv4ProtocolNumber, pkt)
+	proto := header.IPv4ProtocolNumber
+	if header.IPVersion(p) == header.IPv6Version {
+		proto = header.IPv6ProtocolNumber
+	}
+	d.DeliverNetworkPacket(proto, pkt)
 	pkt.DecRef()
 }

@@ -37,6 +37,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
@@ -75,6 +76,10 @@ type Config struct {
 	Device tun.Device
 	// Addr is the stack's IPv4 address. Required.
 	Addr netip.Addr
+	// Addr6, when valid, is the stack's IPv6 address too (on-link /64, no
+	// duplicate address detection, no NDP: a TUN has no link layer); the
+	// stack then speaks IPv6 as well. Only with Device, not VnetTUN.
+	Addr6 netip.Addr
 	// PrefixLen is the length of the on-link prefix around Addr; zero means 24.
 	// Everything else is routed to the device too.
 	PrefixLen int
@@ -142,6 +147,9 @@ func New(cfg Config) (*Stack, error) {
 	if !cfg.Addr.Is4() {
 		return nil, fmt.Errorf("%w: address %v is not IPv4", ErrConfig, cfg.Addr)
 	}
+	if cfg.Addr6.IsValid() && (!cfg.Addr6.Is6() || cfg.Addr6.Is4In6() || cfg.VnetTUN != nil) {
+		return nil, fmt.Errorf("%w: IPv6 address %v: want an IPv6 address, and a Device", ErrConfig, cfg.Addr6)
+	}
 	if cfg.PrefixLen == 0 {
 		cfg.PrefixLen = 24
 	}
@@ -157,8 +165,13 @@ func New(cfg Config) (*Stack, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = tcpip.NewStdClock()
 	}
+	protos := []gstack.NetworkProtocolFactory{ipv4.NewProtocol}
+	if cfg.Addr6.IsValid() {
+		// The zero Options: no DAD, no router solicitation, no SLAAC.
+		protos = append(protos, ipv6.NewProtocolWithOptions(ipv6.Options{}))
+	}
 	s := gstack.New(gstack.Options{
-		NetworkProtocols:   []gstack.NetworkProtocolFactory{ipv4.NewProtocol},
+		NetworkProtocols:   protos,
 		TransportProtocols: []gstack.TransportProtocolFactory{tcp.NewProtocol},
 		Clock:              cfg.Clock,
 	})
@@ -210,7 +223,18 @@ func New(cfg Config) (*Stack, error) {
 	if err := s.AddProtocolAddress(nicID, pa, gstack.AddressProperties{}); err != nil {
 		return fail("add address", err)
 	}
-	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}})
+	routes := []tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}}
+	if cfg.Addr6.IsValid() {
+		pa6 := tcpip.ProtocolAddress{
+			Protocol:          ipv6.ProtocolNumber,
+			AddressWithPrefix: tcpip.AddressWithPrefix{Address: tcpip.AddrFrom16(cfg.Addr6.As16()), PrefixLen: 64},
+		}
+		if err := s.AddProtocolAddress(nicID, pa6, gstack.AddressProperties{}); err != nil {
+			return fail("add IPv6 address", err)
+		}
+		routes = append(routes, tcpip.Route{Destination: header.IPv6EmptySubnet, NIC: nicID})
+	}
+	s.SetRouteTable(routes)
 	return &Stack{cfg: cfg, s: s, link: l}, nil
 }
 
@@ -274,10 +298,11 @@ func (s *Stack) Stats() Stats {
 	}
 }
 
-// parseAddr parses "ip:port" (IPv4, no name resolution) for network "tcp" or
-// "tcp4". An empty or unspecified IP is allowed when listen is true.
+// parseAddr parses "ip:port" (no name resolution) for network "tcp", "tcp4"
+// (IPv4 only) or "tcp6" (IPv6 only). An empty or unspecified IP is allowed
+// when listen is true: "" is 0.0.0.0, or :: for "tcp6".
 func parseAddr(network, address string, listen bool) (netip.AddrPort, error) {
-	if network != "tcp" && network != "tcp4" {
+	if network != "tcp" && network != "tcp4" && network != "tcp6" {
 		return netip.AddrPort{}, net.UnknownNetworkError(network)
 	}
 	host, port, err := net.SplitHostPort(address)
@@ -286,21 +311,30 @@ func parseAddr(network, address string, listen bool) (netip.AddrPort, error) {
 	}
 	if host == "" && listen {
 		host = "0.0.0.0"
+		if network == "tcp6" {
+			host = "::"
+		}
 	}
 	ap, err := netip.ParseAddrPort(net.JoinHostPort(host, port))
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("bad address %q: %w", address, err)
 	}
-	if !ap.Addr().Is4() || (!listen && (ap.Port() == 0 || ap.Addr().IsUnspecified())) {
-		return netip.AddrPort{}, fmt.Errorf("address %s is not IPv4 with a port", address)
+	a := ap.Addr().Unmap()
+	if network == "tcp6" && !ap.Addr().Is6() || network != "tcp6" && !a.Is4() && network != "tcp" ||
+		!listen && (ap.Port() == 0 || a.IsUnspecified()) {
+		return netip.AddrPort{}, fmt.Errorf("address %s is not %s with a port", address, map[string]string{"tcp": "IP", "tcp4": "IPv4", "tcp6": "IPv6"}[network])
 	}
-	return ap, nil
+	return netip.AddrPortFrom(a, ap.Port()), nil
 }
 
 func fullAddr(ap netip.AddrPort) tcpip.FullAddress {
 	fa := tcpip.FullAddress{NIC: nicID, Port: ap.Port()}
-	if !ap.Addr().IsUnspecified() {
+	switch {
+	case ap.Addr().IsUnspecified():
+	case ap.Addr().Is4():
 		fa.Addr = tcpip.AddrFrom4(ap.Addr().As4())
+	default:
+		fa.Addr = tcpip.AddrFrom16(ap.Addr().As16())
 	}
 	return fa
 }
@@ -333,9 +367,16 @@ func tcpipErr(err tcpip.Error) error {
 // newEndpoint makes a TCP endpoint with the stack's keepalive configuration.
 // newEndpoint makes a TCP endpoint with the stack's keepalive configuration
 // (a listener's accepted endpoints inherit it).
-func (s *Stack) newEndpoint() (tcpip.Endpoint, *waiter.Queue, error) {
+func (s *Stack) newEndpoint(ap netip.AddrPort) (tcpip.Endpoint, *waiter.Queue, error) {
 	var wq waiter.Queue
-	ep, terr := s.s.NewEndpoint(tcp.ProtocolNumber, ipv4.ProtocolNumber, &wq)
+	proto := ipv4.ProtocolNumber
+	if ap.Addr().Is6() {
+		if !s.cfg.Addr6.IsValid() {
+			return nil, nil, fmt.Errorf("%v: no IPv6 address (Config.Addr6): %w", ap.Addr(), syscall.EAFNOSUPPORT)
+		}
+		proto = ipv6.ProtocolNumber
+	}
+	ep, terr := s.s.NewEndpoint(tcp.ProtocolNumber, proto, &wq)
 	if terr != nil {
 		return nil, nil, tcpipErr(terr)
 	}
@@ -386,7 +427,7 @@ func (s *Stack) DialContext(ctx context.Context, network, address string) (net.C
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	ep, wq, err := s.newEndpoint()
+	ep, wq, err := s.newEndpoint(ap)
 	if err != nil {
 		return fail(err)
 	}
@@ -420,7 +461,7 @@ func (s *Stack) Listen(network, address string) (net.Listener, error) {
 	if err != nil {
 		return fail(err)
 	}
-	ep, wq, err := s.newEndpoint()
+	ep, wq, err := s.newEndpoint(ap)
 	if err != nil {
 		return fail(err)
 	}

@@ -169,6 +169,35 @@ func TestBadInput(t *testing.T) {
 	if _, err := g.DialContext(context.Background(), "udp", "198.18.0.1:80"); err == nil {
 		t.Error("DialContext(udp) succeeded")
 	}
+	if _, err := New(Config{Device: a, Addr: addrG, Addr6: addrG}); !errors.Is(err, ErrConfig) {
+		t.Errorf("New with an IPv4 Addr6: %v, want ErrConfig", err)
+	}
+}
+
+// TestParseAddrFamilies: "tcp" takes either family, "tcp4" and "tcp6" only
+// theirs; a listener's empty host is the family's unspecified address.
+func TestParseAddrFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		network, address string
+		listen           bool
+		want             string // "" for an error
+	}{
+		{"tcp", "198.18.0.1:80", false, "198.18.0.1:80"},
+		{"tcp", "[2001:db8::1]:80", false, "[2001:db8::1]:80"},
+		{"tcp", "[::ffff:198.18.0.1]:80", false, "198.18.0.1:80"},
+		{"tcp4", "[2001:db8::1]:80", false, ""},
+		{"tcp6", "198.18.0.1:80", false, ""},
+		{"tcp6", "[2001:db8::1]:80", false, "[2001:db8::1]:80"},
+		{"tcp6", "[::]:80", false, ""},
+		{"tcp6", ":80", true, "[::]:80"},
+		{"tcp", ":80", true, "0.0.0.0:80"},
+		{"udp6", ":80", true, ""},
+	} {
+		ap, err := parseAddr(tc.network, tc.address, tc.listen)
+		if got := ap.String(); (err != nil) != (tc.want == "") || err == nil && got != tc.want {
+			t.Errorf("parseAddr(%q, %q, %v) = %v, %v; want %q", tc.network, tc.address, tc.listen, got, err, tc.want)
+		}
+	}
 }
 
 func TestCloseUnblocksAcceptAndLeavesNothing(t *testing.T) {

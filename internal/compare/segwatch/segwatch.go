@@ -248,14 +248,36 @@ func (s *seg) seqLen() int {
 	return n
 }
 
-// parse reads an IPv4 TCP packet; egress tells which end is the stack.
+// TCPPacket splits a TCP packet over IPv4 (not a fragment), or over IPv6
+// with no extension header (the stacks send none), into its addresses and
+// its TCP header and payload (not checked beyond the IP header).
+func TCPPacket(pkt []byte) (src, dst netip.Addr, t header.TCP, ok bool) {
+	switch header.IPVersion(pkt) {
+	case header.IPv4Version:
+		ip := header.IPv4(pkt)
+		if !ip.IsValid(len(pkt)) || ip.Protocol() != uint8(header.TCPProtocolNumber) || ip.FragmentOffset() != 0 || ip.More() {
+			return src, dst, nil, false
+		}
+		hlen, tlen := int(ip.HeaderLength()), int(ip.TotalLength())
+		return netip.AddrFrom4(ip.SourceAddress().As4()), netip.AddrFrom4(ip.DestinationAddress().As4()), header.TCP(pkt[hlen:tlen]), true
+	case header.IPv6Version:
+		ip := header.IPv6(pkt)
+		if !ip.IsValid(len(pkt)) || ip.NextHeader() != uint8(header.TCPProtocolNumber) {
+			return src, dst, nil, false
+		}
+		end := header.IPv6MinimumSize + int(ip.PayloadLength())
+		return netip.AddrFrom16(ip.SourceAddress().As16()), netip.AddrFrom16(ip.DestinationAddress().As16()), header.TCP(pkt[header.IPv6MinimumSize:end]), true
+	}
+	return src, dst, nil, false
+}
+
+// parse reads a TCP packet (see TCPPacket); egress tells which end is the
+// stack.
 func parse(pkt []byte, egress bool) (seg, bool) {
-	ip := header.IPv4(pkt)
-	if !ip.IsValid(len(pkt)) || ip.Protocol() != uint8(header.TCPProtocolNumber) || ip.FragmentOffset() != 0 || ip.More() {
+	srcIP, dstIP, t, ok := TCPPacket(pkt)
+	if !ok {
 		return seg{}, false
 	}
-	hlen, tlen := int(ip.HeaderLength()), int(ip.TotalLength())
-	t := header.TCP(pkt[hlen:tlen])
 	if len(t) < header.TCPMinimumSize {
 		return seg{}, false
 	}
@@ -263,8 +285,8 @@ func parse(pkt []byte, egress bool) (seg, bool) {
 	if off < header.TCPMinimumSize || off > len(t) {
 		return seg{}, false
 	}
-	src := netip.AddrPortFrom(netip.AddrFrom4(ip.SourceAddress().As4()), t.SourcePort())
-	dst := netip.AddrPortFrom(netip.AddrFrom4(ip.DestinationAddress().As4()), t.DestinationPort())
+	src := netip.AddrPortFrom(srcIP, t.SourcePort())
+	dst := netip.AddrPortFrom(dstIP, t.DestinationPort())
 	s := seg{
 		seq: seqnum.Value(t.SequenceNumber()), ack: seqnum.Value(t.AckNumber()),
 		flags: t.Flags(), payload: len(t) - off, wnd: t.WindowSize(),
@@ -280,7 +302,7 @@ func parse(pkt []byte, egress bool) (seg, bool) {
 	return s, true
 }
 
-// Egress records a packet the stack sent (whole IPv4 packet). pkt is not
+// Egress records a packet the stack sent (a whole IPv4 or IPv6 packet). pkt is not
 // retained.
 func (w *Watcher) Egress(pkt []byte) {
 	now := w.cfg.Now()
@@ -436,7 +458,7 @@ func (f *flow) find(v seqnum.Value) int {
 	return -1
 }
 
-// Ingress records a packet the stack received (whole IPv4 packet). pkt is not
+// Ingress records a packet the stack received (a whole IPv4 or IPv6 packet). pkt is not
 // retained.
 func (w *Watcher) Ingress(pkt []byte) {
 	s, ok := parse(pkt, false)
