@@ -16,6 +16,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -29,6 +30,10 @@ import (
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/tcp"
 )
+
+// benchOffload opens the benchmarks' TUN with offloads (testbed.Config.Offload):
+// GRO in, GSO frames out, the kernel segmenting them.
+var benchOffload = flag.Bool("offload", false, "benchmarks: open the TUN with offloads (GSO and GRO)")
 
 var (
 	benchKernelPrefix = netip.MustParsePrefix("198.18.0.1/24")
@@ -92,7 +97,7 @@ func benchCtlOnce(t *testing.T) *benchCtl {
 func benchAttach(tb testing.TB, ipv6 bool) *testbed.Bed {
 	tb.Helper()
 	testbed.RequireRoot(tb)
-	b, err := testbed.New(testbed.Config{Prefix: "twb", MTU: 1500, IPv6: ipv6})
+	b, err := testbed.New(testbed.Config{Prefix: "twb", MTU: 1500, IPv6: ipv6, Offload: *benchOffload})
 	if err != nil {
 		tb.Fatalf("test bed: %v", err)
 	}

@@ -3,6 +3,7 @@ package stack
 import (
 	"encoding/binary"
 	"errors"
+	"net/netip"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tun"
@@ -19,7 +20,9 @@ import (
 //     and did not fill it in). A partial checksum is completed only when
 //     something reads it: a recording, or a protocol other than TCP.
 //   - GSO, outbound: the TCP segments the loop sends in one turn are written
-//     as frames: consecutive segments of one connection, contiguous, whose
+//     as frames (TCP/IPv4's always, TCP/IPv6's when the device has TSO6:
+//     GSO_TCPV6, the checksum's start after the 40-byte IPv6 header):
+//     consecutive segments of one connection, contiguous, whose
 //     headers are the same but for the sequence number, PSH and FIN (the
 //     last may have FIN), go out as one frame of up to 64 KiB with gso_size
 //     the first's payload (which all but the last have), which the kernel
@@ -41,6 +44,8 @@ type OffloadStats struct {
 	// GSO and GRO: the device's tun.Offloads (GRO as the direct path
 	// uses it: a device read by the reader path, or a wrapper, has none).
 	GSO, GRO bool
+	// GSO6: GSO frames of TCP/IPv6 too (the device's TSO6).
+	GSO6 bool
 	// Why is why there are no offloads (tun.Offloads.Err), or empty.
 	Why string
 	// Frames read, those larger than one packet of the MTU (the kernel's
@@ -52,18 +57,22 @@ type OffloadStats struct {
 	// those, and the largest frame's packet, in bytes.
 	FramesOut, GSOFramesOut, GSOSegmentsOut uint64
 	MaxFrameOut                             int
+	// Of those, the frames and GSO frames over IPv6.
+	FramesOut6, GSOFramesOut6 uint64
 }
 
 // gsoState is the frame being built of the TCP segments sent (loop only).
 type gsoState struct {
 	on       bool          // the device takes GSO frames
+	v6       bool          // of TCP/IPv6 too (TSO6)
 	coalesce bool          // flushed at the end of the loop's turn, not at once
 	dev      tun.Offloader // the device, when on
-	buf      []byte        // the frame: header, IPv4, TCP, payloads (tun.MaxFrame)
+	buf      []byte        // the frame: header, IP, TCP, payloads (tun.MaxFrame)
 	n        int           // bytes of buf in use; 0: no frame
 	segs     int           // segments in it
 	id       tcp.ID        // its connection
-	hl       int           // IPv4 and TCP header lengths of each segment
+	ihl      int           // its IP header's length: IPv4's or IPv6's
+	hl       int           // IP and TCP header lengths of each segment
 	mss      int           // the first segment's payload: gso_size
 	last     int           // the last segment's payload
 	next     uint32        // the sequence number that extends it
@@ -82,9 +91,9 @@ func (s *Stack) initOffload() {
 		s.offStats.Why = off.Err.Error()
 	}
 	if off.GSO {
-		s.gso = gsoState{on: true, dev: o, buf: make([]byte, tun.MaxFrame)}
+		s.gso = gsoState{on: true, v6: off.TSO6, dev: o, buf: make([]byte, tun.MaxFrame)}
 	}
-	s.offStats.GSO = off.GSO
+	s.offStats.GSO, s.offStats.GSO6 = off.GSO, off.GSO && off.TSO6
 }
 
 // groDevice reports whether the direct path reads frames.
@@ -151,39 +160,40 @@ func (s *Stack) handleFrame(frame []byte) {
 	s.csumValid = false
 }
 
-// queueSegment sends the TCP segment seg (which fits the MTU) as part of a
-// frame: the current one if it extends it, else a new one after the current
-// is written. Only its headers are encoded apart, the payload is copied
-// from the send buffer into the frame, unless the segment is recorded: the
-// recorder takes the whole packet, checksummed.
-func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment) {
+// queueSegment sends the TCP segment seg (which fits the MTU; over IPv4,
+// or IPv6 when the device has TSO6, ihl the IP header's length) as part of
+// a frame: the current one if it extends it, else a new one after the
+// current is written. Only its headers are encoded apart, the payload is
+// copied from the send buffer into the frame, unless the segment is
+// recorded: the recorder takes the whole packet, checksummed.
+func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 	src, dst := id.Local.Addr(), id.Remote.Addr()
-	var hdr, data []byte // the IPv4 and TCP headers, and the payload
+	var hdr, data []byte // the IP and TCP headers, and the payload
 	if s.rec != nil {
-		b := s.obuf[:ipv4HeaderLen+seg.EncodedLen()]
-		if _, err := seg.Encode(b[ipv4HeaderLen:]); err != nil {
+		b := s.obuf[:ihl+seg.EncodedLen()]
+		if _, err := seg.Encode(b[ihl:]); err != nil {
 			s.counters.Drops.EncodeError++
 			return
 		}
-		s.fillIPv4(b, src, dst, protoTCP)
-		tcp.SetChecksum(src, dst, b[ipv4HeaderLen:])
+		s.fillIP(b, src, dst)
+		tcp.SetChecksum(src, dst, b[ihl:])
 		s.recordOut(b)
-		hl := ipv4HeaderLen + int(b[ipv4HeaderLen+12]>>4)*4
+		hl := ihl + int(b[ihl+12]>>4)*4
 		hdr, data = b[:hl], b[hl:]
 	} else {
 		h := *seg
 		h.Payload = nil
-		b := s.obuf[:ipv4HeaderLen+h.EncodedLen()]
-		if _, err := h.Encode(b[ipv4HeaderLen:]); err != nil {
+		b := s.obuf[:ihl+h.EncodedLen()]
+		if _, err := h.Encode(b[ihl:]); err != nil {
 			s.counters.Drops.EncodeError++
 			return
 		}
-		s.fillIPv4(b, src, dst, protoTCP) // the ID; length and checksum are flushFrame's
+		s.fillIP(b, src, dst) // IPv4's ID; the lengths and checksums are flushFrame's
 		hdr, data = b, seg.Payload
 	}
 	s.counters.SegmentsOut++
 	g := &s.gso
-	t := hdr[ipv4HeaderLen:]
+	t := hdr[ihl:]
 	thl, payload := len(t), len(data)
 	seq := binary.BigEndian.Uint32(t[4:])
 	flags := t[13]
@@ -195,13 +205,13 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment) {
 		g.segs++
 		g.last = payload
 		g.next = seq + uint32(payload)
-		g.buf[tun.VnetHdrLen+ipv4HeaderLen+13] = flags // PSH and FIN: the last's
+		g.buf[tun.VnetHdrLen+ihl+13] = flags // PSH and FIN: the last's
 		g.open = payload == g.mss && flags&fin == 0
 	} else {
 		s.flushFrame()
 		n := tun.VnetHdrLen + copy(g.buf[tun.VnetHdrLen:], hdr)
 		g.n = n + copy(g.buf[n:], data)
-		g.segs, g.id, g.hl, g.mss, g.last = 1, id, len(hdr), payload, payload
+		g.segs, g.id, g.ihl, g.hl, g.mss, g.last = 1, id, ihl, len(hdr), payload, payload
 		g.next = seq + uint32(payload)
 		g.open = payload > 0 && flags&(fin|syn|rst) == 0
 	}
@@ -210,11 +220,21 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment) {
 	}
 }
 
+// fillIP fills in the IP header of a TCP segment at the front of pkt, as
+// writeIP would: IPv4 or IPv6 as the addresses are.
+func (s *Stack) fillIP(pkt []byte, src, dst netip.Addr) {
+	if src.Is4() {
+		s.fillIPv4(pkt, src, dst, protoTCP)
+		return
+	}
+	putIPv6Header(pkt, src, dst, protoTCP, s.cfg.TTL)
+}
+
 // sameHeader reports whether the TCP header t (thl bytes) is the frame's
 // first segment's but for the sequence number, PSH and FIN (which the
 // segment may not have: see queueSegment) and the checksum.
 func (s *Stack) sameHeader(t []byte, thl int) bool {
-	f := s.gso.buf[tun.VnetHdrLen+ipv4HeaderLen:]
+	f := s.gso.buf[tun.VnetHdrLen+s.gso.ihl:]
 	return string(t[0:4]) == string(f[0:4]) && // ports
 		string(t[8:13]) == string(f[8:13]) && // ACK, data offset
 		t[13]&^0x09 == f[13]&^0x09 && // flags but PSH, FIN
@@ -223,8 +243,11 @@ func (s *Stack) sameHeader(t []byte, thl int) bool {
 }
 
 // flushFrame writes the frame being built, if there is one: one segment
-// with a partial checksum, or several with a GSO header (gso_size the first
-// segment's payload, which every one but the last has).
+// with a partial checksum, or several with a GSO header (GSO_TCPV4 or
+// GSO_TCPV6, gso_size the first segment's payload, which every one but the
+// last has). Its IP header gets the frame's length (IPv4's total length and
+// checksum, IPv6's payload length) and its TCP checksum field the sum of
+// the pseudo-header of that length.
 func (s *Stack) flushFrame() {
 	g := &s.gso
 	if g.n == 0 {
@@ -232,14 +255,22 @@ func (s *Stack) flushFrame() {
 	}
 	frame := g.buf[:g.n]
 	pkt := frame[tun.VnetHdrLen:]
-	binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
-	pkt[10], pkt[11] = 0, 0
-	binary.BigEndian.PutUint16(pkt[10:], ^checksum.Checksum(pkt[:ipv4HeaderLen], 0))
-	t := pkt[ipv4HeaderLen:]
-	binary.BigEndian.PutUint16(t[16:], tun.PseudoSum4(g.id.Local.Addr().As4(), g.id.Remote.Addr().As4(), len(t)))
-	h := tun.VnetHdr{Flags: tun.VnetFlagNeedsCsum, HdrLen: uint16(g.hl), CsumStart: ipv4HeaderLen, CsumOffset: 16}
+	t := pkt[g.ihl:]
+	v6 := g.ihl == ipv6HeaderLen
+	typ := uint8(tun.GSOTCPv4)
+	if v6 {
+		typ = tun.GSOTCPv6
+		binary.BigEndian.PutUint16(pkt[4:], uint16(len(t)))
+		binary.BigEndian.PutUint16(t[16:], tun.PseudoSum6(g.id.Local.Addr().As16(), g.id.Remote.Addr().As16(), len(t)))
+	} else {
+		binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
+		pkt[10], pkt[11] = 0, 0
+		binary.BigEndian.PutUint16(pkt[10:], ^checksum.Checksum(pkt[:ipv4HeaderLen], 0))
+		binary.BigEndian.PutUint16(t[16:], tun.PseudoSum4(g.id.Local.Addr().As4(), g.id.Remote.Addr().As4(), len(t)))
+	}
+	h := tun.VnetHdr{Flags: tun.VnetFlagNeedsCsum, HdrLen: uint16(g.hl), CsumStart: uint16(g.ihl), CsumOffset: 16}
 	if g.segs > 1 {
-		h.GSOType, h.GSOSize = tun.GSOTCPv4, uint16(g.mss)
+		h.GSOType, h.GSOSize = typ, uint16(g.mss)
 	}
 	h.Put(frame)
 	segs := uint64(g.segs)
@@ -252,9 +283,15 @@ func (s *Stack) flushFrame() {
 	s.counters.PacketsOut += segs
 	st := &s.offStats
 	st.FramesOut++
+	if v6 {
+		st.FramesOut6++
+	}
 	if segs > 1 {
 		st.GSOFramesOut++
 		st.GSOSegmentsOut += segs
+		if v6 {
+			st.GSOFramesOut6++
+		}
 	}
 	st.MaxFrameOut = max(st.MaxFrameOut, len(pkt))
 }

@@ -20,7 +20,8 @@ import (
 type frameDev struct {
 	mu     sync.Mutex
 	frames [][]byte
-	plain  int // frames written as packets (WritePacket)
+	plain  int  // frames written as packets (WritePacket)
+	no6    bool // no TSO6: GSO frames of TCP/IPv4 only
 }
 
 func (d *frameDev) ReadPacket([]byte) (int, error) { return 0, errors.New("frameDev: not read") }
@@ -34,7 +35,7 @@ func (d *frameDev) WritePacket(pkt []byte) error {
 func (d *frameDev) MTU() int                      { return 1500 }
 func (d *frameDev) Name() string                  { return "frames" }
 func (d *frameDev) Close() error                  { return nil }
-func (d *frameDev) Offloads() tun.Offloads        { return tun.Offloads{GSO: true, GRO: true} }
+func (d *frameDev) Offloads() tun.Offloads        { return tun.Offloads{GSO: true, GRO: true, TSO6: !d.no6} }
 func (d *frameDev) ReadFrame([]byte) (int, error) { return 0, tun.ErrWouldBlock }
 func (d *frameDev) ReadFrameNonblock([]byte) (int, error) {
 	return 0, tun.ErrWouldBlock
@@ -64,8 +65,14 @@ type offloadPeer struct {
 
 func newOffloadPeer(t *testing.T, addr netip.Addr, clock *timer.ManualClock) *offloadPeer {
 	t.Helper()
-	dev := &frameDev{}
-	m, err := NewManual(Config{Device: dev, Addr: addr, Clock: clock})
+	return newOffloadPeerOn(t, &frameDev{}, Config{Addr: addr, Clock: clock})
+}
+
+// newOffloadPeerOn is newOffloadPeer on dev, with cfg.
+func newOffloadPeerOn(t *testing.T, dev *frameDev, cfg Config) *offloadPeer {
+	t.Helper()
+	cfg.Device = dev
+	m, err := NewManual(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,31 +115,22 @@ func (p *offloadPeer) deliver(t *testing.T, frames [][]byte) [][]byte {
 // partial checksum over the whole, the segments' headers the first's); B
 // takes it whole as one segment, without checking the partial checksum,
 // and reads the data intact; the counters count segments, not frames.
-func TestOffloadFrames(t *testing.T) {
-	a := newOffloadPeer(t, addrA, timer.NewManualClock(0))
-	b := newOffloadPeer(t, addrB, timer.NewManualClock(0))
-	ln, err := b.Listen("tcp", ":80")
-	if err != nil {
-		t.Fatal(err)
+func TestOffloadFrames(t *testing.T) { offloadFrames(t, addrA, addrB) }
+
+// TestOffloadFrames6 is TestOffloadFrames over IPv6, on devices with TSO6:
+// a GSO_TCPV6 frame, its checksum's start after the 40-byte IPv6 header,
+// the IPv6 payload length the frame's, the IPv6 pseudo-header's sum.
+func TestOffloadFrames6(t *testing.T) { offloadFrames(t, addr6A, addr6B) }
+
+// offloadFrames is TestOffloadFrames from srcA to dstB, IPv4 or IPv6.
+func offloadFrames(t *testing.T, srcA, dstB netip.Addr) {
+	v6 := srcA.Is6()
+	ihl, typ := ipv4HeaderLen, uint8(tun.GSOTCPv4)
+	if v6 {
+		ihl, typ = ipv6HeaderLen, tun.GSOTCPv6
 	}
-	var ca *Conn
-	syn := a.step(func() {
-		if ca, err = a.StartDial("tcp", 0, netip.AddrPortFrom(addrB, 80).String()); err != nil {
-			t.Fatal(err)
-		}
-	})
-	synack := b.deliver(t, syn)
-	ack := a.deliver(t, synack)
-	b.deliver(t, ack)
-	cb, ok := ln.(*Listener).TryAccept()
-	if !ok {
-		t.Fatal("no connection accepted")
-	}
-	for _, f := range append(append(syn, synack...), ack...) {
-		if h, _ := tun.ParseVnetHdr(f); h.IsGSO() {
-			t.Fatalf("a handshake segment went in a GSO frame: %+v", h)
-		}
-	}
+	a, b, ca, cb := offloadPair(t, false, dstB)
+	var err error
 
 	data := make([]byte, 100_000)
 	for i := range data {
@@ -156,23 +154,46 @@ func TestOffloadFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	pkt := f[tun.VnetHdrLen:]
-	thl := int(pkt[ipv4HeaderLen+12]>>4) * 4
-	mss := (len(pkt) - ipv4HeaderLen - thl) / int(segs)
-	want := tun.VnetHdr{Flags: tun.VnetFlagNeedsCsum, GSOType: tun.GSOTCPv4, HdrLen: uint16(ipv4HeaderLen + thl), GSOSize: uint16(mss), CsumStart: 20, CsumOffset: 16}
-	if h != want || (len(pkt)-ipv4HeaderLen-thl)%mss != 0 {
+	thl := int(pkt[ihl+12]>>4) * 4
+	mss := (len(pkt) - ihl - thl) / int(segs)
+	want := tun.VnetHdr{Flags: tun.VnetFlagNeedsCsum, GSOType: typ, HdrLen: uint16(ihl + thl), GSOSize: uint16(mss), CsumStart: uint16(ihl), CsumOffset: 16}
+	if h != want || (len(pkt)-ihl-thl)%mss != 0 {
 		t.Fatalf("header %+v of a %d-byte frame of %d segments, want %+v", h, len(pkt), segs, want)
 	}
 	if err := h.Check(pkt); err != nil {
 		t.Fatal(err)
 	}
-	ps := tun.PseudoSum4(addrA.As4(), addrB.As4(), len(pkt)-ipv4HeaderLen)
-	if got := binary.BigEndian.Uint16(pkt[ipv4HeaderLen+16:]); got != ps {
+	// The IP header: the frame's length, and the rest as a plain packet's.
+	ip := make([]byte, ihl)
+	if v6 {
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(pkt)-ihl))
+		ip[0], ip[6], ip[7] = 6<<4, protoTCP, pkt[7]
+		s16, d16 := srcA.As16(), dstB.As16()
+		copy(ip[8:], s16[:])
+		copy(ip[24:], d16[:])
+	} else {
+		copy(ip, pkt[:ihl]) // the ID is the stack's
+		ip[10], ip[11] = 0, 0
+		binary.BigEndian.PutUint16(ip[10:], ^checksum.Checksum(ip, 0))
+		if binary.BigEndian.Uint16(ip[2:]) != uint16(len(pkt)) {
+			t.Fatalf("IPv4 total length %d of a %d-byte frame", binary.BigEndian.Uint16(ip[2:]), len(pkt))
+		}
+	}
+	if !bytes.Equal(pkt[:ihl], ip) {
+		t.Fatalf("IP header\n%x, want\n%x", pkt[:ihl], ip)
+	}
+	ps := tun.PseudoSum4(addrA.As4(), addrB.As4(), len(pkt)-ihl)
+	if v6 {
+		ps = tun.PseudoSum6(addr6A.As16(), addr6B.As16(), len(pkt)-ihl)
+	}
+	if got := binary.BigEndian.Uint16(pkt[ihl+16:]); got != ps {
 		t.Fatalf("TCP checksum field %#04x, want the pseudo-header's sum %#04x", got, ps)
 	}
 	if n := tun.SegmentCount(h, pkt); uint64(n) != segs {
 		t.Fatalf("the frame segments into %d packets, %d were sent", n, segs)
 	}
-	if o := after.Offload; o.GSOFramesOut != 1 || o.GSOSegmentsOut != segs || o.MaxFrameOut != len(pkt) {
+	if o := after.Offload; o.GSOFramesOut != 1 || o.GSOSegmentsOut != segs || o.MaxFrameOut != len(pkt) ||
+		(o.GSOFramesOut6 == 1) != v6 || !o.GSO6 {
 		t.Fatalf("offload stats %+v", o)
 	}
 	if after.PacketsOut-before.PacketsOut != segs {
@@ -218,6 +239,59 @@ func TestOffloadFrames(t *testing.T) {
 	}
 	if !bytes.Equal(got, data) {
 		t.Fatalf("B read %d bytes of %d, intact %v", len(got), len(data), bytes.Equal(got, data[:len(got)]))
+	}
+}
+
+// offloadPair makes two offload peers, A (addrA, addr6A) and B (addrB,
+// addr6B), on frameDevs with TSO6 unless no6, and connects A to B's
+// dstB:80; no handshake segment goes in a GSO frame.
+func offloadPair(t *testing.T, no6 bool, dstB netip.Addr) (a, b *offloadPeer, ca, cb *Conn) {
+	t.Helper()
+	a = newOffloadPeerOn(t, &frameDev{no6: no6}, Config{Addr: addrA, Addr6: addr6A, Clock: timer.NewManualClock(0)})
+	b = newOffloadPeerOn(t, &frameDev{no6: no6}, Config{Addr: addrB, Addr6: addr6B, Clock: timer.NewManualClock(0)})
+	ln, err := b.Listen("tcp", ":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	syn := a.step(func() {
+		if ca, err = a.StartDial("tcp", 0, netip.AddrPortFrom(dstB, 80).String()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	synack := b.deliver(t, syn)
+	ack := a.deliver(t, synack)
+	b.deliver(t, ack)
+	c, ok := ln.(*Listener).TryAccept()
+	if !ok {
+		t.Fatal("no connection accepted")
+	}
+	for _, f := range append(append(syn, synack...), ack...) {
+		if h, _ := tun.ParseVnetHdr(f); h.IsGSO() {
+			t.Fatalf("a handshake segment went in a GSO frame: %+v", h)
+		}
+	}
+	return a, b, ca, c
+}
+
+// TestOffloadNoTSO6: on a device that takes GSO frames of TCP/IPv4 only (no
+// TSO6), TCP/IPv6 segments go out as plain packets, one write each.
+func TestOffloadNoTSO6(t *testing.T) {
+	a, _, ca, _ := offloadPair(t, true, addr6B)
+	before := a.Stats()
+	frames := a.step(func() {
+		if _, err := ca.TryWrite(make([]byte, 20_000)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	after := a.Stats()
+	segs := after.SegmentsOut - before.SegmentsOut
+	if segs < 2 || uint64(len(frames)) != segs || after.Offload.FramesOut6 != 0 || after.Offload.GSO6 {
+		t.Fatalf("%d segments in %d writes, offload %+v: want one plain packet each", segs, len(frames), after.Offload)
+	}
+	for _, f := range frames {
+		if h, _ := tun.ParseVnetHdr(f); h != (tun.VnetHdr{}) || f[tun.VnetHdrLen]>>4 != 6 {
+			t.Fatalf("a frame %+v, IP version %d: want plain IPv6 packets", h, f[tun.VnetHdrLen]>>4)
+		}
 	}
 }
 

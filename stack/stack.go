@@ -603,8 +603,8 @@ func (s *Stack) sendSegment(id tcp.ID, seg *tcp.Segment) {
 		s.counters.Drops.TooBig++
 		return
 	}
-	if s.gso.on && hl == ipv4HeaderLen { // GSO frames carry TCP/IPv4 only
-		s.queueSegment(id, seg) // offload.go
+	if s.gso.on && (hl == ipv4HeaderLen || s.gso.v6) { // TCP/IPv6 with TSO6 only
+		s.queueSegment(id, seg, hl) // offload.go
 		return
 	}
 	b := s.obuf[:n]

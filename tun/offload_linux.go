@@ -15,7 +15,7 @@ import (
 const (
 	tunFCsum = 0x01 // TUN_F_CSUM: we take packets with partial checksums
 	tunFTSO4 = 0x02 // TUN_F_TSO4: ... and TCP/IPv4 segments larger than the MTU
-	tunFTSO6 = 0x04 // TUN_F_TSO6: ... and TCP/IPv6 ones (for the IPv6 work)
+	tunFTSO6 = 0x04 // TUN_F_TSO6: ... and TCP/IPv6 ones (Offloads.TSO6)
 )
 
 // OpenOffload is Open for a TUN with offloads: it opens /dev/net/tun itself
@@ -81,9 +81,11 @@ func openVnet(name string, mtu int) (*TUN, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("tun: open %q: TUNSETVNETHDRSZ: %w: %w", name, errOffload, err)
 	}
+	tso6 := false
 	for i, flags := range offloadFlags {
 		err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, flags)
 		if err == nil {
+			tso6 = flags&tunFTSO6 != 0
 			break
 		}
 		if i == len(offloadFlags)-1 {
@@ -93,7 +95,7 @@ func openVnet(name string, mtu int) (*TUN, error) {
 	}
 	file := os.NewFile(uintptr(fd), "/dev/net/tun") // non-blocking: on the poller
 	t := &TUN{file: file, name: ifr.Name(), mtu: mtu, vnet: true}
-	t.offloads = Offloads{GSO: true, GRO: true}
+	t.offloads = Offloads{GSO: true, GRO: true, TSO6: tso6}
 	t.gro.Store(true)
 	t.wbuf = make([]byte, VnetHdrLen+mtu)
 	t.nbFn = t.readNonblock

@@ -100,6 +100,11 @@ type Offloads struct {
 	// checksum (VnetFlagNeedsCsum), which the kernel segments and
 	// checksums. Without it, WriteFrame fails with ErrNoOffload.
 	GSO bool
+	// TSO6: the kernel took TUN_F_TSO6 too, and so TCP/IPv6 as well: with
+	// GSO, WriteFrame also takes TCP/IPv6 segments of up to 64 KiB
+	// (GSOTCPv6, no extension headers), and with GRO, ReadFrame may return
+	// them. Without it, GSO and GRO are TCP/IPv4's only.
+	TSO6 bool
 	// GRO: ReadFrame returns frames, whose packets may be such segments
 	// (the kernel's TSO, gso_size its MSS) and may carry partial or
 	// verified checksums. Without it, read packets with ReadPacket.

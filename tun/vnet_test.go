@@ -288,14 +288,9 @@ func TestSegment(t *testing.T) {
 // byte for byte those of the original frame; a frame kept whole stays as it
 // was, and one dropped whole leaves nothing.
 func TestFrameFilter(t *testing.T) {
-	payload := make([]byte, 4000)
-	for i := range payload {
-		payload[i] = byte(i*3 + 1)
-	}
+	payload := testPattern(4000, 3)
 	h := VnetHdr{Flags: VnetFlagNeedsCsum, GSOType: GSOTCPv4, HdrLen: 52, GSOSize: 1100, CsumStart: 20, CsumOffset: 16}
-	frame := make([]byte, VnetHdrLen)
-	h.Put(frame)
-	frame = append(frame, tcp4Packet(100, 0x80|0x18|0x01, payload, true)...)
+	frame := withVnetHdr(h, tcp4Packet(100, 0x80|0x18|0x01, payload, true))
 	var want [][]byte
 	scratch := make([]byte, MaxMTU)
 	if err := SplitFrame(frame, scratch, true, func(p []byte) error {
@@ -317,17 +312,7 @@ func TestFrameFilter(t *testing.T) {
 	if seen != 4 || lost != 0 {
 		t.Fatalf("keep saw %d packets, %d lost", seen, lost)
 	}
-	var got [][]byte
-	frames := 0
-	EachFrame(buf, m, func(fr []byte) {
-		frames++
-		if err := SplitFrame(fr, scratch, true, func(p []byte) error {
-			got = append(got, append([]byte(nil), p...))
-			return nil
-		}); err != nil {
-			t.Fatalf("frame %d: %v", frames, err)
-		}
-	})
+	frames, got := splitFrames(t, buf[:m], scratch)
 	if frames != 2 || len(got) != 3 {
 		t.Fatalf("%d frames of %d packets, want 2 of 3", frames, len(got))
 	}
@@ -345,4 +330,99 @@ func TestFrameFilter(t *testing.T) {
 	if m, _ := f.Filter(buf, n, func([]byte) bool { return false }); m != 0 {
 		t.Fatalf("a frame dropped whole left %d bytes", m)
 	}
+}
+
+// TestSplitFrameIPv6: what the wrappers do with a TCPv6 GSO frame (the
+// stack's, on a TUN with TSO6). SplitFrame gives, byte for byte, the
+// packets built separately (with their checksums, or, for a look, the
+// frame's partial one), and FrameFilter, dropping the second of four,
+// leaves two frames whose packets are again those.
+func TestSplitFrameIPv6(t *testing.T) {
+	payload := testPattern(4000, 11)
+	h := VnetHdr{Flags: VnetFlagNeedsCsum, GSOType: GSOTCPv6, HdrLen: 72, GSOSize: 1100, CsumStart: 40, CsumOffset: 16}
+	pkt := tcp6Packet(0xfffffc00, 0x80|0x18|0x01, payload, true) // CWR, ACK, PSH, FIN; seq wraps
+	frame := withVnetHdr(h, pkt)
+	sizes := []int{1100, 1100, 1100, 700}
+	flags := []byte{0x80 | 0x10, 0x10, 0x10, 0x18 | 0x01}
+	var want [][]byte
+	off := 0
+	for i, n := range sizes {
+		want = append(want, tcp6Packet(0xfffffc00+uint32(off), flags[i], payload[off:off+n], false))
+		off += n
+	}
+	scratch := make([]byte, MaxMTU)
+	for _, csum := range []bool{true, false} {
+		i := 0
+		if err := SplitFrame(frame, scratch, csum, func(p []byte) error {
+			w := append([]byte(nil), want[i]...)
+			if !csum {
+				copy(w[56:58], pkt[56:58]) // the frame's partial checksum
+			}
+			if !bytes.Equal(p, w) || (csum && !tcpChecksumOK(p)) {
+				t.Errorf("csum %v, packet %d:\n% x\nwant\n% x", csum, i, p[:80], w[:80])
+			}
+			i++
+			return nil
+		}); err != nil || i != len(want) {
+			t.Fatalf("csum %v: %d packets, %v", csum, i, err)
+		}
+	}
+
+	var f FrameFilter
+	buf := make([]byte, MaxFrame)
+	n := copy(buf, frame)
+	m, lost := f.Filter(buf, n, func(p []byte) bool { return !bytes.Equal(p[44:48], want[1][44:48]) })
+	if lost != 0 {
+		t.Fatalf("%d lost", lost)
+	}
+	EachFrame(buf, m, func(fr []byte) {
+		if h, _ := ParseVnetHdr(fr); h.GSOType != GSOTCPv6 && len(fr) > VnetHdrLen+72+1100 {
+			t.Errorf("a frame of several packets of type %#x", h.GSOType)
+		}
+	})
+	frames, got := splitFrames(t, buf[:m], scratch)
+	if frames != 2 || len(got) != 3 {
+		t.Fatalf("%d frames of %d packets, want 2 of 3", frames, len(got))
+	}
+	for i, w := range [][]byte{want[0], want[2], want[3]} {
+		if !bytes.Equal(got[i], w) {
+			t.Errorf("filtered packet %d:\n% x\nwant\n% x", i, got[i][:80], w[:80])
+		}
+	}
+}
+
+// splitFrames splits the frames back to back in b (EachFrame) into their
+// packets (SplitFrame, checksums completed), and returns how many frames
+// there were and the packets.
+func splitFrames(t *testing.T, b, scratch []byte) (int, [][]byte) {
+	t.Helper()
+	var got [][]byte
+	frames := 0
+	EachFrame(b, len(b), func(fr []byte) {
+		frames++
+		if err := SplitFrame(fr, scratch, true, func(p []byte) error {
+			got = append(got, append([]byte(nil), p...))
+			return nil
+		}); err != nil {
+			t.Fatalf("frame %d: %v", frames, err)
+		}
+	})
+	return frames, got
+}
+
+// testPattern is n bytes of i*k+1: not all one byte, so that a misplaced
+// byte shows.
+func testPattern(n, k int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*k + 1)
+	}
+	return b
+}
+
+// withVnetHdr is the frame of h and a copy of pkt.
+func withVnetHdr(h VnetHdr, pkt []byte) []byte {
+	f := make([]byte, VnetHdrLen, VnetHdrLen+len(pkt))
+	h.Put(f)
+	return append(f, pkt...)
 }

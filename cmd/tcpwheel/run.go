@@ -314,12 +314,12 @@ func statsReport(s *stack.Stack) string {
 		fmt.Fprintf(&b, "  %-24s %d\n", r.Name, r.N)
 	}
 	o := st.Offload
-	fmt.Fprintf(&b, "\noffloads: gso %v gro %v", o.GSO, o.GRO)
+	fmt.Fprintf(&b, "\noffloads: gso %v gro %v gso-ipv6 %v", o.GSO, o.GRO, o.GSO6)
 	if o.Why != "" {
 		fmt.Fprintf(&b, " (%s)", o.Why)
 	}
-	fmt.Fprintf(&b, "\n  frames in %d, larger than the MTU %d, largest %d\n  frames out %d, gso %d of %d segments, largest %d\n",
-		o.FramesIn, o.LargeFramesIn, o.MaxFrameIn, o.FramesOut, o.GSOFramesOut, o.GSOSegmentsOut, o.MaxFrameOut)
+	fmt.Fprintf(&b, "\n  frames in %d, larger than the MTU %d, largest %d\n  frames out %d, gso %d of %d segments, largest %d; over IPv6 %d, gso %d\n",
+		o.FramesIn, o.LargeFramesIn, o.MaxFrameIn, o.FramesOut, o.GSOFramesOut, o.GSOSegmentsOut, o.MaxFrameOut, o.FramesOut6, o.GSOFramesOut6)
 	fmt.Fprintf(&b, "\ninput batches (%s path) by size:\n", st.InputPath)
 	for i, n := range st.Input.Sizes {
 		fmt.Fprintf(&b, "  %4d-%-4d %d\n", 1<<i, 1<<(i+1)-1, n)

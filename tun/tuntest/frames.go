@@ -12,7 +12,7 @@ import (
 // what is written to it, frames (WriteFrame) and packets (WritePacket)
 // apart, and hands out the frames queued with Queue to ReadFrame and
 // ReadFrameNonblock (tun.ErrWouldBlock when none is queued; ReadFrame does
-// not wait). It offers GSO and GRO; its MTU is 1500.
+// not wait). It offers GSO and GRO, TCP/IPv6 too (TSO6); its MTU is 1500.
 type Frames struct {
 	mu      sync.Mutex
 	queue   [][]byte
@@ -37,7 +37,7 @@ func (f *Frames) Written() (frames, packets [][]byte) {
 }
 
 // Offloads implements tun.Offloader.
-func (f *Frames) Offloads() tun.Offloads { return tun.Offloads{GSO: true, GRO: true} }
+func (f *Frames) Offloads() tun.Offloads { return tun.Offloads{GSO: true, GRO: true, TSO6: true} }
 
 // ReadFrame implements tun.Offloader, without waiting.
 func (f *Frames) ReadFrame(buf []byte) (int, error) { return f.ReadFrameNonblock(buf) }
