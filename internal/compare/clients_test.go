@@ -3,7 +3,6 @@ package compare
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -144,14 +143,7 @@ func TestClientsSmoke(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	b, err := os.ReadFile(cfg.JSONPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, cfg.JSONPath)
 	if len(rep.Runs) != 20 {
 		t.Fatalf("%d runs, want 20", len(rep.Runs))
 	}

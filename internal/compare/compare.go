@@ -92,6 +92,9 @@ type Config struct {
 	// as its own, named with "/v6" (e.g. "bulk-up-0%/v6"), and only the
 	// stacks that speak IPv6 and the scenarios marked v6 take part.
 	Families []int
+	// UDPDatagrams (-udp-datagrams) is udp-echo's burst, 1 to
+	// MaxUDPDatagrams datagrams; its latency phase sends a tenth of it.
+	UDPDatagrams int
 
 	// The real-client scenarios (http-down, http-up, http-par, wrk, ab).
 	HTTPSize    int64         // -http-size: bytes curl downloads and uploads, 1 to MaxBulkSize
@@ -113,24 +116,25 @@ func DefaultHog() []string { return []string{"sh", "-c", "while :; do :; done"} 
 // DefaultConfig returns the defaults of `tcpwheel compare`.
 func DefaultConfig() Config {
 	return Config{
-		Stacks:      slices.Clone(defaultStacks),
-		Scenarios:   Scenarios(),
-		Runs:        3,
-		Seed:        1,
-		BulkSize:    20e6,
-		BulkLoss:    []float64{0, 0.01, 0.05},
-		Conns:       10000,
-		Hold:        10 * time.Second,
-		RunTimeout:  3 * time.Minute,
-		FloodSYNs:   20000,
-		FloodRate:   20000,
-		FloodConns:  100,
-		HTTPSize:    200e6,
-		HTTPStreams: 8,
-		WrkConns:    50,
-		WrkTime:     5 * time.Second,
-		ABRequests:  20000,
-		ABConns:     50,
+		Stacks:       slices.Clone(defaultStacks),
+		Scenarios:    Scenarios(),
+		Runs:         3,
+		Seed:         1,
+		BulkSize:     20e6,
+		BulkLoss:     []float64{0, 0.01, 0.05},
+		Conns:        10000,
+		Hold:         10 * time.Second,
+		RunTimeout:   3 * time.Minute,
+		FloodSYNs:    20000,
+		FloodRate:    20000,
+		FloodConns:   100,
+		UDPDatagrams: 20000,
+		HTTPSize:     200e6,
+		HTTPStreams:  8,
+		WrkConns:     50,
+		WrkTime:      5 * time.Second,
+		ABRequests:   20000,
+		ABConns:      50,
 	}
 }
 
@@ -158,6 +162,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("-hold %v: want 0 to 1h", c.Hold)
 	case c.RunTimeout < time.Second:
 		return fmt.Errorf("-run-timeout %v: want at least 1s", c.RunTimeout)
+	case c.UDPDatagrams < 1 || c.UDPDatagrams > MaxUDPDatagrams:
+		return fmt.Errorf("-udp-datagrams %d: want 1 to %d", c.UDPDatagrams, MaxUDPDatagrams)
 	case c.Load < 0 || c.Load > MaxLoad:
 		return fmt.Errorf("-load %d: want 0 (none) to %d processes", c.Load, MaxLoad)
 	case c.Families != nil && !slices.Equal(c.Families, []int{4}) && !slices.Equal(c.Families, []int{6}) &&

@@ -209,39 +209,17 @@ func TestCompareSmokeIPv6(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Runs, cfg.Stacks, cfg.Scenarios, cfg.Families, cfg.RunTimeout = 1, []string{"tcpwheel", "gvisor"}, []string{"tail-loss"}, []int{4, 6}, 20*time.Second
 	cfg.JSONPath = filepath.Join(t.TempDir(), "cmp.json")
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	if err := Run(ctx, cfg, &out, &errOut); err != nil {
-		t.Fatalf("compare: %v\n%s\n%s", err, out.String(), errOut.String())
-	}
-	t.Log(out.String())
+	out, errOut := runSmoke(t, cfg)
 	for _, want := range []string{"tail-loss/v6", "IPv6 within 10% of IPv4"} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	if !strings.Contains(errOut.String(), "[4/4] tail-loss/v6") {
-		t.Errorf("progress %q: want 4 runs, the IPv6 ones last", errOut.String())
+	if !strings.Contains(errOut, "[4/4] tail-loss/v6") {
+		t.Errorf("progress %q: want 4 runs, the IPv6 ones last", errOut)
 	}
-	b, err := os.ReadFile(cfg.JSONPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("JSON: %v", err)
-	}
-	if len(rep.Runs) != 4 {
-		t.Fatalf("JSON has %d runs, want 4", len(rep.Runs))
-	}
-	for _, r := range rep.Runs {
-		if r.Error != "" {
-			t.Errorf("%s %s: %s", r.Case, r.Stack, r.Error)
-		}
+	rep := readReport(t, cfg.JSONPath)
+	for _, r := range wantRuns(t, &rep, 4) {
 		// The drop decisions found the tail over IPv6 too, and the watcher
 		// saw both retransmissions (as in TestCompareSmoke).
 		if v := r.Metrics["recovery_ms"]; v <= 0 || v > 1500 {
@@ -259,6 +237,72 @@ func TestCompareSmokeIPv6(t *testing.T) {
 	}
 	if !judged {
 		t.Errorf("goals %+v: want the IPv6 goal judged for both stacks", rep.Goals)
+	}
+	if after := ourNamespaces(t); len(after) > len(before) {
+		t.Errorf("namespaces left behind: %v (before: %v)", after, before)
+	}
+}
+
+// runSmoke runs a small comparison that must succeed within 50 s, and
+// returns its table and its progress lines.
+func runSmoke(t *testing.T, cfg Config) (out, progress string) {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	var o, e bytes.Buffer
+	if err := Run(ctx, cfg, &o, &e); err != nil {
+		t.Fatalf("compare: %v\n%s\n%s", err, o.String(), e.String())
+	}
+	t.Log(o.String())
+	return o.String(), e.String()
+}
+
+// wantRuns checks that rep has n runs and reports the failed ones; it
+// returns the others.
+func wantRuns(t *testing.T, rep *report, n int) []*runResult {
+	t.Helper()
+	if len(rep.Runs) != n {
+		t.Fatalf("JSON has %d runs, want %d", len(rep.Runs), n)
+	}
+	var ok []*runResult
+	for _, r := range rep.Runs {
+		if r.Error != "" {
+			t.Errorf("%s %s: %s", r.Case, r.Stack, r.Error)
+			continue
+		}
+		ok = append(ok, r)
+	}
+	return ok
+}
+
+// TestCompareSmokeUDP: udp-echo, tiny, over both families for tcpwheel and
+// gvisor: every echo comes back, and the round trips and rates are reported
+// with ratios against gvisor.
+func TestCompareSmokeUDP(t *testing.T) {
+	testbed.RequireRoot(t)
+	before := ourNamespaces(t)
+	cfg := DefaultConfig()
+	cfg.Runs, cfg.Stacks, cfg.Scenarios, cfg.Families, cfg.RunTimeout = 1, []string{"tcpwheel", "gvisor"}, []string{"udp-echo"}, []int{4, 6}, 20*time.Second
+	cfg.UDPDatagrams, cfg.Quiet = 300, true
+	cfg.JSONPath = filepath.Join(t.TempDir(), "cmp.json")
+	out, _ := runSmoke(t, cfg)
+	for _, want := range []string{"udp-echo/v6", "UDP round trip p99 (µs)", "UDP echoes/s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	rep := readReport(t, cfg.JSONPath)
+	for _, r := range wantRuns(t, &rep, 4) {
+		m := r.Metrics
+		if m["udp_rtt_p50_us"] <= 0 || m["udp_rtt_p99_us"] < m["udp_rtt_p50_us"] || m["udp_dgrams_per_s"] <= 0 || m["udp_mbytes_per_s"] <= 0 {
+			t.Errorf("%s %s: metrics %v", r.Case, r.Stack, m)
+		}
+		if m["udp_lost"] != 0 {
+			t.Errorf("%s %s: %v datagrams lost without loss", r.Case, r.Stack, m["udp_lost"])
+		}
 	}
 	if after := ourNamespaces(t); len(after) > len(before) {
 		t.Errorf("namespaces left behind: %v (before: %v)", after, before)
@@ -352,6 +396,7 @@ func TestConfigValidate(t *testing.T) {
 		"conns":            func(c *Config) { c.Conns = 0 },
 		"hold":             func(c *Config) { c.Hold = -time.Second },
 		"run timeout":      func(c *Config) { c.RunTimeout = time.Millisecond },
+		"udp datagrams":    func(c *Config) { c.UDPDatagrams = 0 },
 		"plot extension":   func(c *Config) { c.PlotPath = filepath.Join(dir, "x.pdf") },
 		"json directory":   func(c *Config) { c.JSONPath = dir },
 		"pcap directory":   func(c *Config) { c.PcapDir = filepath.Join(dir, "none") },

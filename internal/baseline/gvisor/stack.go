@@ -40,6 +40,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
 
 	"github.com/tcpwheel/tcpwheel/tun"
@@ -172,7 +173,7 @@ func New(cfg Config) (*Stack, error) {
 	}
 	s := gstack.New(gstack.Options{
 		NetworkProtocols:   protos,
-		TransportProtocols: []gstack.TransportProtocolFactory{tcp.NewProtocol},
+		TransportProtocols: []gstack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 		Clock:              cfg.Clock,
 	})
 	fail := func(what string, err tcpip.Error) (*Stack, error) {
@@ -449,6 +450,31 @@ func (s *Stack) DialContext(ctx context.Context, network, address string) (net.C
 		return fail(tcpipErr(terr))
 	}
 	return newConn(wq, ep), nil
+}
+
+// ListenUDP opens an unconnected UDP socket bound to address (":port" or
+// "ip:port"; network "udp4" or "udp6"): gVisor's UDP endpoint through its
+// gonet adapter (gonet.DialUDP with no remote address), a net.PacketConn
+// with deadlines.
+func (s *Stack) ListenUDP(network, address string) (*gonet.UDPConn, error) {
+	tnet := map[string]string{"udp4": "tcp4", "udp6": "tcp6"}[network]
+	if tnet == "" {
+		return nil, &net.OpError{Op: "listen", Net: network, Err: net.UnknownNetworkError(network)}
+	}
+	ap, err := parseAddr(tnet, address, true)
+	if err != nil {
+		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
+	}
+	proto := ipv4.ProtocolNumber
+	if network == "udp6" {
+		proto = ipv6.ProtocolNumber
+	}
+	la := fullAddr(ap)
+	c, err := gonet.DialUDP(s.s, &la, nil, proto)
+	if err != nil {
+		return nil, &net.OpError{Op: "listen", Net: network, Addr: net.UDPAddrFromAddrPort(ap), Err: err}
+	}
+	return c, nil
 }
 
 // Listen listens on address (":port" or "ip:port", IPv4). Accept returns *Conn.
