@@ -61,6 +61,9 @@ func TestCompareFlags(t *testing.T) {
 		{[]string{"-family", "4,x"}, false},
 		{[]string{"-family", "6", "-scenarios", "keepalive"}, false},               // no IPv6 scenario
 		{[]string{"-family", "6", "-stacks", "kernel", "-scenarios", "ab"}, false}, // no IPv6 stack
+		{[]string{"-family", "6", "-stacks", "tcpwheel,gvisor", "-scenarios", "udp-echo", "-udp-datagrams", "100"}, true},
+		{[]string{"-udp-datagrams", "0"}, false},
+		{[]string{"-stacks", "kernel", "-scenarios", "udp-echo"}, false}, // the kernel takes part in the real-client scenarios only
 		{[]string{"-bogus"}, false},
 		{[]string{"extra"}, false},
 	} {

@@ -70,6 +70,10 @@ func runOne(parent context.Context, cfg Config, c compareCase, stackName string,
 				res.collectEvents(e.w.Events())
 			}
 			res.addKernelCounters(e.bed)
+			if ok && sc.udp {
+				delete(res.Metrics, "kernel_dup_segments")
+				delete(res.Metrics, "kernel_syn_retrans")
+			}
 			if clientOnly(stackName) {
 				// The bed's TUN, whose queue drops it counts, is not their link.
 				delete(res.Metrics, "tun_queue_drops")

@@ -33,6 +33,8 @@ type scenario struct {
 	// clients: a real-client scenario (real programs in the namespace against
 	// the stack's HTTP server), in which the kernel and gvisor-gso take part.
 	clients bool
+	// udp: a UDP scenario, whose rows leave out the kernel's TCP counters.
+	udp bool
 }
 
 // scenarios is every scenario, in the order they run. It is never written.
@@ -42,7 +44,7 @@ var scenarios = [...]scenario{
 	{name: "synack-loss", v6: true, help: "the stack's SYN-ACK dropped once", run: scenarioSYNACKLoss},
 	{name: "mid-loss", v6: true, help: "mid-stream drops in a 2 MB transfer: fast retransmit / RACK", run: scenarioMidLoss},
 	{name: "bulk", v6: true, help: "-bulk-size up and down at each -bulk-loss rate", run: scenarioBulk, cases: bulkCases},
-	{name: "udp-echo", v6: true, unwatched: true, help: "-udp-datagrams/10 UDP pings, then -udp-datagrams in a burst (64 in flight) to the stack's echo: RTT p50/p99, datagrams/s, MB/s, losses", run: scenarioUDPEcho},
+	{name: "udp-echo", v6: true, unwatched: true, udp: true, help: "-udp-datagrams/10 UDP pings, then -udp-datagrams in a burst (64 in flight) to the stack's echo: RTT p50/p99, datagrams/s, MB/s, losses", run: scenarioUDPEcho},
 	{name: "keepalive", help: "probe timing, idle 200ms, interval 100ms, count 3", run: scenarioKeepalive},
 	{name: "zero-window", help: "zero-window probe timing against a receiver that stops reading", run: scenarioZeroWindow},
 	{name: "many-conns", help: "-conns idle connections with keepalive: CPU and memory per connection", run: scenarioManyConns, unwatched: true},

@@ -237,3 +237,44 @@ func TestCloseUnblocksAcceptAndLeavesNothing(t *testing.T) {
 		t.Errorf("%d goroutines after Close, %d before", n, before)
 	}
 }
+
+// TestListenUDPEcho: gVisor's ListenUDP echoes datagrams from a tcpwheel
+// UDP socket, and refuses a network that is not udp4 or udp6.
+func TestListenUDPEcho(t *testing.T) {
+	g, w := pair(t, Config{})
+	pc, err := g.ListenUDP("udp4", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo(buf[:n], from)
+		}
+	}()
+	c, err := w.DialUDP("udp4", netip.AddrPortFrom(addrG, 7).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	in := make([]byte, 2048)
+	for i := range 10 {
+		out := bytes.Repeat([]byte{byte(i)}, 100+i)
+		if _, err := c.Write(out); err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.Read(in)
+		if err != nil || !bytes.Equal(in[:n], out) {
+			t.Fatalf("echo %d: %d bytes, %v", i, n, err)
+		}
+	}
+	if _, err := g.ListenUDP("tcp4", ":8"); err == nil {
+		t.Error("ListenUDP(tcp4): no error")
+	}
+}
