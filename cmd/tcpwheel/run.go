@@ -84,7 +84,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.BoolVar(&cfg.plain, "no-offload", false, "open the TUN without offloads (virtio-net headers, TSO and checksum offload): one packet of at most the MTU per read and write")
 	fs.BoolVar(&cfg.rt, "rt", false, "run the stack's loop thread at real-time priority (SCHED_FIFO "+strconv.Itoa(rtPriority)+"); fails where not permitted")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tcpwheel run [flags]\n\nBrings the stack up on a TUN device whose kernel side lives in its own network\nnamespace, and serves echo (7, TCP and UDP), discard (9), DNS (53, UDP:\nA and AAAA of "+dnsrv.DefaultName+") and HTTP (80).\n\nflags:")
+		fmt.Fprintln(stderr, "usage: tcpwheel run [flags]\n\nBrings the stack up on a TUN device whose kernel side lives in its own network\nnamespace, and serves echo (7, TCP and UDP), discard (9), DNS (53, UDP and\nTCP: A and AAAA of "+dnsrv.DefaultName+") and HTTP (80).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -383,6 +383,11 @@ func startServices(s *stack.Stack, zone dnsrv.Zone) (*services, error) {
 	}
 	sv.pcs = append(sv.pcs, udpDNS)
 	go dns.Serve(udpDNS)
+	tcpDNS, err := listen(53)
+	if err != nil {
+		return nil, err
+	}
+	go acceptLoop(tcpDNS, func(c net.Conn) { dns.ServeConn(c) })
 	discard, err := listen(9)
 	if err != nil {
 		return nil, err
@@ -433,7 +438,7 @@ func httpHandler(s *stack.Stack) http.Handler {
 		fmt.Fprintln(w, "  PUT /upload    reads the body, answers its length; GET /small: a short answer")
 		fmt.Fprintln(w, "  GET /stats     the stack's counters")
 		fmt.Fprintln(w, "  GET /metrics   the same, as Prometheus metrics (GET /debug/vars: as JSON)")
-		fmt.Fprintln(w, "  port 7 echoes (TCP and UDP), port 9 discards, UDP port 53 answers DNS queries for "+dnsrv.DefaultName)
+		fmt.Fprintln(w, "  port 7 echoes (TCP and UDP), port 9 discards, port 53 answers DNS queries for "+dnsrv.DefaultName)
 	})
 	metrics.Handle(mux, s)
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {

@@ -179,6 +179,13 @@ func TestServe(t *testing.T) {
 				t.Fatalf("dig @%s %s %s: answer section %q, %v; want %q", tc.server, tc.name, tc.qtype, o, err, tc.want)
 			}
 		}
+		// Over TCP: dig +tcp, and ANY (which dig asks over TCP).
+		if o, err := inNS("dig", "+tries=5", "+time=1", "+tcp", "+noall", "+answer", "@2001:db8::2", "tcpwheel.test", "A"); err != nil || strings.Join(strings.Fields(o), " ") != "tcpwheel.test. 60 IN A 198.18.0.2" {
+			t.Fatalf("dig +tcp: answer section %q, %v", o, err)
+		}
+		if o, err := inNS("dig", "+tries=5", "+time=1", "+noall", "+answer", "@198.18.0.2", "tcpwheel.test", "ANY"); err != nil || !strings.Contains(o, "IN\tA\t198.18.0.2") || !strings.Contains(o, "IN\tAAAA\t2001:db8::2") || !strings.Contains(o, "IN\tSOA\t") {
+			t.Fatalf("dig ANY: answer section %q, %v", o, err)
+		}
 		for _, tc := range []struct{ server, name, status string }{
 			{"198.18.0.2", "nope.tcpwheel.test", "status: NXDOMAIN"},
 			{"2001:db8::2", "example.com", "status: REFUSED"},

@@ -1,5 +1,6 @@
 // Package dnsrv is a tiny authoritative DNS responder (RFC 1034, RFC 1035)
-// for one name: `tcpwheel run` serves it on UDP port 53 of the stack, so
+// for one name: `tcpwheel run` serves it on port 53 of the stack (UDP, and
+// TCP with ServeConn), so
 // that dig from the kernel side has something to ask. It answers A and
 // AAAA queries for the zone's name with the zone's addresses, says NXDOMAIN
 // for any other name under it, REFUSED for names outside it, FORMERR for
@@ -9,9 +10,12 @@
 package dnsrv
 
 import (
+	"encoding/binary"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
+	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
 )
@@ -100,6 +104,40 @@ func (r *Responder) Serve(pc net.PacketConn) error {
 		}
 		if resp := r.Respond(buf[:n]); resp != nil {
 			pc.WriteTo(resp, from)
+		}
+	}
+}
+
+// tcpIdle is how long ServeConn waits for the next query on a connection
+// (RFC 7766 6.2.3: "on the order of seconds").
+const tcpIdle = 10 * time.Second
+
+// ServeConn answers queries over a stream (DNS over TCP, RFC 1035 4.2.2 and
+// RFC 7766: each message preceded by its length in two bytes) until the
+// peer closes, sends something that deserves no answer, or is idle for
+// tcpIdle; it does not close c. dig asks over TCP for ANY and with +tcp.
+func (r *Responder) ServeConn(c net.Conn) error {
+	var n [2]byte
+	buf := make([]byte, 64<<10)
+	for {
+		c.SetReadDeadline(time.Now().Add(tcpIdle))
+		if _, err := io.ReadFull(c, n[:]); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		msg := buf[:binary.BigEndian.Uint16(n[:])]
+		if _, err := io.ReadFull(c, msg); err != nil {
+			return err
+		}
+		resp := r.Respond(msg)
+		if resp == nil {
+			return nil
+		}
+		out := binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(resp)), uint16(len(resp)))
+		if _, err := c.Write(append(out, resp...)); err != nil {
+			return err
 		}
 	}
 }

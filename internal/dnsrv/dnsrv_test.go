@@ -3,6 +3,8 @@ package dnsrv
 import (
 	"bytes"
 	"encoding/hex"
+	"io"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -154,6 +156,39 @@ func TestRespondANY(t *testing.T) {
 	}
 	if m.RCode != dnsmessage.RCodeSuccess || strings.Join(types, " ") != "TypeA TypeAAAA TypeSOA" {
 		t.Fatalf("ANY: %v, answers %v", m.RCode, types)
+	}
+}
+
+// TestServeConn: two queries over a stream, each answered with its length
+// in front; a response ends the conversation.
+func TestServeConn(t *testing.T) {
+	r := testResponder(t)
+	c, peer := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- r.ServeConn(c); c.Close() }()
+	q1 := unhex(t, "1234 0100 0001 0000 0000 0000"+wireName+"0001 0001")
+	q2 := unhex(t, "0003 0100 0001 0000 0000 0000"+wireSub+"0001 0001")
+	resp := unhex(t, "1234 8100 0000 0000 0000 0000")
+	go func() {
+		for _, q := range [][]byte{q1, q2, resp} {
+			peer.Write(append([]byte{byte(len(q) >> 8), byte(len(q))}, q...))
+		}
+	}()
+	for _, q := range [][]byte{q1, q2} {
+		want := r.Respond(q)
+		got := make([]byte, 2+len(want))
+		if _, err := io.ReadFull(peer, got); err != nil {
+			t.Fatal(err)
+		}
+		if int(got[0])<<8|int(got[1]) != len(want) || !bytes.Equal(got[2:], want) {
+			t.Fatalf("over TCP: % x, want the length, then % x", got, want)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("ServeConn: %v", err)
+	}
+	if n, err := peer.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("after a response: read %d, %v; want EOF", n, err)
 	}
 }
 
