@@ -59,14 +59,15 @@ bench:
 # Longer fuzzing sessions, FUZZTIME each: the wheel against its reference
 # model, the virtio-net header parser and the segmentation of offload frames,
 # the stack's input path (IPv4, TCP, UDP, ICMP) with arbitrary packets,
-# the flight recordings' reader on corrupt files, and their replay on
-# recordings edited event by event.
+# run's DNS responder with arbitrary queries, the flight recordings' reader
+# on corrupt files, and their replay on recordings edited event by event.
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzWheel$$' -fuzztime $(FUZZTIME) ./timer/
 	$(GO) test -run '^$$' -fuzz '^FuzzVnetHdr$$' -fuzztime $(FUZZTIME) ./tun/
 	$(GO) test -run '^$$' -fuzz '^FuzzInput$$' -fuzztime $(FUZZTIME) ./stack/
 	$(GO) test -run '^$$' -fuzz '^FuzzTransportOf$$' -fuzztime $(FUZZTIME) ./stack/
+	$(GO) test -run '^$$' -fuzz '^FuzzRespond$$' -fuzztime $(FUZZTIME) ./internal/dnsrv/
 	$(GO) test -run '^$$' -fuzz '^FuzzVnetPayload$$' -fuzztime $(FUZZTIME) ./internal/baseline/gvisor/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./stack/record/
 	$(GO) test -run '^$$' -fuzz '^FuzzReplayEdits$$' -fuzztime $(FUZZTIME) ./stack/replay/

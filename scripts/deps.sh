@@ -4,7 +4,8 @@
 # peers in integration tests), iputils-ping; gcc, make, bison and flex build
 # packetdrill for make conformance; wrk and ab (apache2-utils) are, with curl,
 # the real clients of tcpwheel compare's http-down, http-up, wrk and ab
-# scenarios. Installs only what is missing; needs root.
+# scenarios; dig (bind9-dnsutils) queries tcpwheel run's DNS responder in
+# cmd/tcpwheel's TestServe. Installs only what is missing; needs root.
 set -euo pipefail
 need=()
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
@@ -14,6 +15,7 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v ab >/dev/null 2>&1 || need+=(apache2-utils)
+command -v dig >/dev/null 2>&1 || need+=(bind9-dnsutils)
 # packetdrill (make conformance builds it from source).
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v make >/dev/null 2>&1 || need+=(make)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/internal/bytesrv"
+	"github.com/tcpwheel/tcpwheel/internal/dnsrv"
 	"github.com/tcpwheel/tcpwheel/internal/metrics"
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/stack"
@@ -83,7 +84,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.BoolVar(&cfg.plain, "no-offload", false, "open the TUN without offloads (virtio-net headers, TSO and checksum offload): one packet of at most the MTU per read and write")
 	fs.BoolVar(&cfg.rt, "rt", false, "run the stack's loop thread at real-time priority (SCHED_FIFO "+strconv.Itoa(rtPriority)+"); fails where not permitted")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tcpwheel run [flags]\n\nBrings the stack up on a TUN device whose kernel side lives in its own network\nnamespace, and serves echo (7, TCP and UDP), discard (9) and HTTP (80).\n\nflags:")
+		fmt.Fprintln(stderr, "usage: tcpwheel run [flags]\n\nBrings the stack up on a TUN device whose kernel side lives in its own network\nnamespace, and serves echo (7, TCP and UDP), discard (9), DNS (53, UDP and\nTCP: A and AAAA of "+dnsrv.DefaultName+") and HTTP (80).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -221,7 +222,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 		}
 	}()
 
-	srv, err := startServices(s)
+	srv, err := startServices(s, dnsrv.Zone{Name: dnsrv.DefaultName, Addrs: []netip.Addr{cfg.addr, bed.StackAddr6}})
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
@@ -251,6 +252,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 	}
 	fmt.Fprintf(stdout, "       echo hello | %sip netns exec %s nc -q1 %v 7\n", sudo, cfg.netns, cfg.addr)
 	fmt.Fprintf(stdout, "       echo hello | %sip netns exec %s nc -u -q1 %v 7    (UDP echo)\n", sudo, cfg.netns, cfg.addr)
+	fmt.Fprintf(stdout, "       %sip netns exec %s dig @%v %s    (DNS: A and AAAA)\n", sudo, cfg.netns, cfg.addr, strings.TrimSuffix(dnsrv.DefaultName, "."))
 	if cfg.pcap != "" {
 		fmt.Fprintf(stdout, "  recording to %s (read it with: tcpdump -nr %s; replay it with: tcpwheel replay %s)\n", cfg.pcap, cfg.pcap, cfg.pcap)
 	}
@@ -346,7 +348,7 @@ func (sv *services) close() {
 	}
 }
 
-func startServices(s *stack.Stack) (*services, error) {
+func startServices(s *stack.Stack, zone dnsrv.Zone) (*services, error) {
 	sv := &services{}
 	listen := func(port int) (net.Listener, error) {
 		ln, err := s.Listen("tcp", ":"+strconv.Itoa(port))
@@ -369,6 +371,23 @@ func startServices(s *stack.Stack) (*services, error) {
 	}
 	sv.pcs = append(sv.pcs, udpEcho)
 	go echoPackets(udpEcho)
+	dns, err := dnsrv.New(zone)
+	if err != nil {
+		sv.close()
+		return nil, err
+	}
+	udpDNS, err := s.ListenPacket("udp", ":53")
+	if err != nil {
+		sv.close()
+		return nil, err
+	}
+	sv.pcs = append(sv.pcs, udpDNS)
+	go dns.Serve(udpDNS)
+	tcpDNS, err := listen(53)
+	if err != nil {
+		return nil, err
+	}
+	go acceptLoop(tcpDNS, func(c net.Conn) { dns.ServeConn(c) })
 	discard, err := listen(9)
 	if err != nil {
 		return nil, err
@@ -419,7 +438,7 @@ func httpHandler(s *stack.Stack) http.Handler {
 		fmt.Fprintln(w, "  PUT /upload    reads the body, answers its length; GET /small: a short answer")
 		fmt.Fprintln(w, "  GET /stats     the stack's counters")
 		fmt.Fprintln(w, "  GET /metrics   the same, as Prometheus metrics (GET /debug/vars: as JSON)")
-		fmt.Fprintln(w, "  port 7 echoes (TCP and UDP), port 9 discards")
+		fmt.Fprintln(w, "  port 7 echoes (TCP and UDP), port 9 discards, port 53 answers DNS queries for "+dnsrv.DefaultName)
 	})
 	metrics.Handle(mux, s)
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {

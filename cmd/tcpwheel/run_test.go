@@ -165,12 +165,42 @@ func TestServe(t *testing.T) {
 	if got, err := udpFromNamespace(cfg.netns, "198.18.0.2:9", "anyone?"); err != nil || got != "refused" {
 		t.Fatalf("UDP to a closed port: %q, %v; want ECONNREFUSED", got, err)
 	}
+	// DNS on UDP port 53: dig from the kernel side, over IPv4 and IPv6
+	// (through the loss: dig tries up to 5 times).
+	if haveDig(t) {
+		for _, tc := range []struct{ server, name, qtype, want string }{
+			{"198.18.0.2", "tcpwheel.test", "A", "tcpwheel.test. 60 IN A 198.18.0.2"},
+			{"2001:db8::2", "tcpwheel.test", "AAAA", "tcpwheel.test. 60 IN AAAA 2001:db8::2"},
+			{"198.18.0.2", "TCPwheel.Test", "AAAA", "TCPwheel.Test. 60 IN AAAA 2001:db8::2"},
+			{"2001:db8::2", "tcpwheel.test", "A", "tcpwheel.test. 60 IN A 198.18.0.2"},
+		} {
+			o, err := inNS("dig", "+tries=5", "+time=1", "+noall", "+answer", "@"+tc.server, tc.name, tc.qtype)
+			if got := strings.Join(strings.Fields(o), " "); err != nil || got != tc.want {
+				t.Fatalf("dig @%s %s %s: answer section %q, %v; want %q", tc.server, tc.name, tc.qtype, o, err, tc.want)
+			}
+		}
+		// Over TCP: dig +tcp, and ANY (which dig asks over TCP).
+		if o, err := inNS("dig", "+tries=5", "+time=1", "+tcp", "+noall", "+answer", "@2001:db8::2", "tcpwheel.test", "A"); err != nil || strings.Join(strings.Fields(o), " ") != "tcpwheel.test. 60 IN A 198.18.0.2" {
+			t.Fatalf("dig +tcp: answer section %q, %v", o, err)
+		}
+		if o, err := inNS("dig", "+tries=5", "+time=1", "+noall", "+answer", "@198.18.0.2", "tcpwheel.test", "ANY"); err != nil || !strings.Contains(o, "IN\tA\t198.18.0.2") || !strings.Contains(o, "IN\tAAAA\t2001:db8::2") || !strings.Contains(o, "IN\tSOA\t") {
+			t.Fatalf("dig ANY: answer section %q, %v", o, err)
+		}
+		for _, tc := range []struct{ server, name, status string }{
+			{"198.18.0.2", "nope.tcpwheel.test", "status: NXDOMAIN"},
+			{"2001:db8::2", "example.com", "status: REFUSED"},
+		} {
+			if o, err := inNS("dig", "+tries=5", "+time=1", "@"+tc.server, tc.name); err != nil || !strings.Contains(o, tc.status) || !strings.Contains(o, "ANSWER: 0") {
+				t.Fatalf("dig @%s %s: want %q and no answer:\n%s\n%v", tc.server, tc.name, tc.status, o, err)
+			}
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("serve: %v", err)
 	}
 	text := out.String()
-	for _, want := range []string{"ready: stack 198.18.0.2 and 2001:db8::2 on", "kernel side 198.18.0.1/24 and 2001:db8::1/64", "ip netns exec " + cfg.netns + " curl", "conns ", "tcpwheel stopping"} {
+	for _, want := range []string{"ready: stack 198.18.0.2 and 2001:db8::2 on", "kernel side 198.18.0.1/24 and 2001:db8::1/64", "ip netns exec " + cfg.netns + " curl", "dig @198.18.0.2 tcpwheel.test", "conns ", "tcpwheel stopping"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("output lacks %q:\n%s", want, text)
 		}
@@ -196,6 +226,20 @@ func TestServe(t *testing.T) {
 	if len(rep.Conns) < 4 {
 		t.Fatalf("the recording holds %d connections; the session made at least 4", len(rep.Conns))
 	}
+}
+
+// haveDig reports whether dig is installed; with CI=true its absence fails
+// the test (scripts/deps.sh installs it), elsewhere it skips the DNS checks.
+func haveDig(t *testing.T) bool {
+	t.Helper()
+	if _, err := exec.LookPath("dig"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("dig is missing (CI=true; scripts/deps.sh installs it)")
+		}
+		t.Log("dig is missing: no DNS checks")
+		return false
+	}
+	return true
 }
 
 // checkCaptureWithTcpdump reads the capture (run -pcap's flight recording, a
