@@ -45,14 +45,7 @@ func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 	fail := func(err error) error {
 		return &net.OpError{Op: "listen", Net: network, Err: err}
 	}
-	n, ok := netOf(network, "tcp")
-	if !ok {
-		return nil, fail(net.UnknownNetworkError(network))
-	}
-	port, err := s.localPort(address)
-	if err == nil {
-		n, err = s.localNet(n, address)
-	}
+	n, port, err := s.listenAddr(network, "tcp", address)
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -80,6 +73,21 @@ func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 		return nil, fail(lerr)
 	}
 	return l, nil
+}
+
+// listenAddr parses what ListenTCP and ListenUDP are asked to open: the IP
+// version of network (proto, proto4 or proto6) as address narrows it, and
+// the port of address.
+func (s *Stack) listenAddr(network, proto, address string) (uint8, uint16, error) {
+	n, ok := netOf(network, proto)
+	if !ok {
+		return 0, 0, net.UnknownNetworkError(network)
+	}
+	port, err := s.localPort(address)
+	if err == nil {
+		n, err = s.localNet(n, address)
+	}
+	return n, port, err
 }
 
 // localPort parses a local address to listen on: ":port", or "addr:port" with

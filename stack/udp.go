@@ -82,14 +82,7 @@ func (s *Stack) ListenUDP(network, address string) (*UDPConn, error) {
 	fail := func(err error) error {
 		return &net.OpError{Op: "listen", Net: network, Err: err}
 	}
-	n, ok := netOf(network, "udp")
-	if !ok {
-		return nil, fail(net.UnknownNetworkError(network))
-	}
-	port, err := s.localPort(address)
-	if err == nil {
-		n, err = s.localNet(n, address)
-	}
+	n, port, err := s.listenAddr(network, "udp", address)
 	if err != nil {
 		return nil, fail(err)
 	}
