@@ -212,21 +212,28 @@ func (t *TUN) ReadPacketNonblock(buf []byte) (int, error) {
 
 // readNB runs fn, a non-blocking read into t.nbBuf, through the RawConn.
 func (t *TUN) readNB(buf []byte, fn func(uintptr) bool) (int, error) {
+	n, _, err := t.readNBHdr(buf, fn)
+	return n, err
+}
+
+// readNBHdr is readNB that also returns t.nbHdr as fn left it (the
+// virtio-net header a readv of readvNonblock filled), copied under the lock.
+func (t *TUN) readNBHdr(buf []byte, fn func(uintptr) bool) (int, [VnetHdrLen]byte, error) {
 	t.nbMu.Lock()
 	t.nbBuf = buf
 	err := t.rc.Read(fn)
-	n, rerr := t.nbN, t.nbErr
+	n, rerr, hdr := t.nbN, t.nbErr, t.nbHdr
 	t.nbBuf, t.nbErr = nil, nil
 	t.nbMu.Unlock()
 	switch {
 	case err != nil:
-		return 0, t.wrapErr("read", err)
+		return 0, hdr, t.wrapErr("read", err)
 	case rerr == unix.EAGAIN:
-		return 0, ErrWouldBlock
+		return 0, hdr, ErrWouldBlock
 	case rerr != nil:
-		return 0, t.wrapErr("read", rerr)
+		return 0, hdr, t.wrapErr("read", rerr)
 	}
-	return n, nil
+	return n, hdr, nil
 }
 
 // readNonblock is the RawConn.Read function of ReadPacketNonblock: one read,

@@ -223,20 +223,9 @@ func (t *TUN) readVnetPacket(buf []byte) (int, error) {
 // readVnetPacketNonblock is ReadPacketNonblock of a vnet device.
 func (t *TUN) readVnetPacketNonblock(buf []byte) (int, error) {
 	t.noGRO()
-	t.nbMu.Lock()
-	t.nbBuf = buf
-	err := t.rc.Read(t.readvNonblock)
-	n, rerr := t.nbN, t.nbErr
-	hdr := t.nbHdr
-	t.nbBuf, t.nbErr = nil, nil
-	t.nbMu.Unlock()
-	switch {
-	case err != nil:
-		return 0, t.wrapErr("read", err)
-	case rerr == unix.EAGAIN:
-		return 0, ErrWouldBlock
-	case rerr != nil:
-		return 0, t.wrapErr("read", rerr)
+	n, hdr, err := t.readNBHdr(buf, t.readvNonblock)
+	if err != nil {
+		return 0, err
 	}
 	return t.vnetPacket(hdr[:], buf, n)
 }
