@@ -163,21 +163,7 @@ func TestIPv6Ping(t *testing.T) {
 // unreachable.
 func TestIPv6UDPWithKernel(t *testing.T) {
 	e := newEnv(t, envOptions{Subnet: 63, IPv6: true})
-	srv, err := e.Stack.ListenUDP("udp", ":7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := srv.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			srv.WriteToUDPAddrPort(buf[:n], from)
-		}
-	}()
+	e.udpEcho(t, 7)
 	stack6 := func(port int) string { return net.JoinHostPort(e.StackAddr6.String(), strconv.Itoa(port)) }
 	kernel6 := func(port int) string { return net.JoinHostPort(e.KernelAddr6.String(), strconv.Itoa(port)) }
 	dial := func(network, addr string) (c net.Conn) {

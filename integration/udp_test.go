@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -61,21 +62,7 @@ func (e *env) kernelUDP(t *testing.T, raddr string, port int, noCheck bool) *net
 // ECONNREFUSED from the kernel's ICMP for a port nobody listens on.
 func TestUDPWithKernel(t *testing.T) {
 	e := newEnv(t, envOptions{Subnet: 41})
-	srv, err := e.Stack.ListenUDP("udp", ":7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := srv.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			srv.WriteToUDPAddrPort(buf[:n], from)
-		}
-	}()
+	e.udpEcho(t, 7)
 	buf := make([]byte, 2048)
 	for _, noCheck := range []bool{false, true} {
 		k := e.kernelUDP(t, e.stackAddr(7), 0, noCheck)
@@ -137,4 +124,25 @@ func TestUDPWithKernel(t *testing.T) {
 		t.Fatalf("DatagramsIn %d, DatagramsOut %d, PortUnreachables %d, UnreachablesIn %d, BadUDPChecksum %d; want 9, 10, 1, 1, 0",
 			st.DatagramsIn, st.DatagramsOut, st.PortUnreachables, st.UnreachablesIn, st.Drops.BadUDPChecksum)
 	}
+}
+
+// udpEcho serves a UDP echo on the stack's dual-stack socket on port, until
+// the test ends.
+func (e *env) udpEcho(t *testing.T, port int) {
+	t.Helper()
+	srv, err := e.Stack.ListenUDP("udp", ":"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := srv.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			srv.WriteToUDPAddrPort(buf[:n], from)
+		}
+	}()
 }
