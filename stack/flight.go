@@ -57,46 +57,22 @@ func (s *Stack) note(k record.Kind, id tcp.ID, n int64) {
 
 // recordHeader describes the stack for a recording.
 func (s *Stack) recordHeader(wall time.Time) record.Header {
-	c := s.cfg.TCP
 	d := func(v time.Duration) record.Duration { return record.Duration(v) }
 	return record.Header{
 		Addr: s.cfg.Addr, Addr6: s.cfg.Addr6, Prefix: s.cfg.Prefix, MTU: s.dev.MTU(), Tick: d(s.wheel.Tick()),
 		TTL: s.cfg.TTL, Backlog: s.cfg.Backlog, Origin: d(s.wheel.Now()), Wall: wall, Payload: s.cfg.RecordPayload,
-		TCP: record.TCP{
-			MSS: c.MSS, MSS6: c.MSS6, SendBuffer: c.SendBuffer, RecvBuffer: c.RecvBuffer,
-			InitialRTO: d(c.InitialRTO), MinRTO: d(c.MinRTO), MaxRTO: d(c.MaxRTO),
-			SYNRetries: c.SYNRetries, Retries2: c.Retries2, UserTimeout: d(c.UserTimeout),
-			KeepAlive: c.KeepAlive, KeepIdle: d(c.KeepIdle), KeepInterval: d(c.KeepInterval),
-			KeepCount: c.KeepCount, DelayedACK: d(c.DelayedACK), TimeWait: d(c.TimeWait),
-			FinWait2: d(c.FinWait2), InitialCwnd: c.InitialCwnd, CUBIC: c.CUBIC,
-			DisableRACKTLP: c.DisableRACKTLP, DisableRecoveryProbe: c.DisableRecoveryProbe,
-			TLPMaxAckDelay: d(c.TLPMaxAckDelay), TLPSlack: d(c.TLPSlack),
-			DisableTimestamps: c.DisableTimestamps, DisableSACK: c.DisableSACK,
-			DisableWindowScale: c.DisableWindowScale, DisableAckCoalescing: c.DisableAckCoalescing,
-		},
+		TCP: tcpRecord(s.cfg.TCP),
 	}
 }
 
 // configFromHeader is the Config a recording's stack had (less its device
 // and clock).
 func configFromHeader(h *record.Header) Config {
-	t := h.TCP
 	d := func(v record.Duration) time.Duration { return time.Duration(v) }
 	return Config{
 		RecordPayload: h.Payload,
 		Addr:          h.Addr, Addr6: h.Addr6, Prefix: h.Prefix, Tick: d(h.Tick), TTL: h.TTL, Backlog: h.Backlog,
-		TCP: tcp.Config{
-			MSS: t.MSS, MSS6: t.MSS6, SendBuffer: t.SendBuffer, RecvBuffer: t.RecvBuffer,
-			InitialRTO: d(t.InitialRTO), MinRTO: d(t.MinRTO), MaxRTO: d(t.MaxRTO),
-			SYNRetries: t.SYNRetries, Retries2: t.Retries2, UserTimeout: d(t.UserTimeout),
-			KeepAlive: t.KeepAlive, KeepIdle: d(t.KeepIdle), KeepInterval: d(t.KeepInterval),
-			KeepCount: t.KeepCount, DelayedACK: d(t.DelayedACK), TimeWait: d(t.TimeWait),
-			FinWait2: d(t.FinWait2), InitialCwnd: t.InitialCwnd, CUBIC: t.CUBIC,
-			DisableRACKTLP: t.DisableRACKTLP, DisableRecoveryProbe: t.DisableRecoveryProbe,
-			TLPMaxAckDelay: d(t.TLPMaxAckDelay), TLPSlack: d(t.TLPSlack),
-			DisableTimestamps: t.DisableTimestamps, DisableSACK: t.DisableSACK,
-			DisableWindowScale: t.DisableWindowScale, DisableAckCoalescing: t.DisableAckCoalescing,
-		},
+		TCP: tcpFromRecord(h.TCP),
 	}
 }
 

@@ -76,7 +76,9 @@ type Header struct {
 const RecorderName = "tcpwheel"
 
 // TCP is tcp.Config without its functions, every field as set (defaults
-// filled in by the stack).
+// filled in by the stack), under the same names: the stack copies them by
+// name. Fields added after the first recordings are omitted when zero, so
+// older recordings read as they were written.
 type TCP struct {
 	MSS                  int      `json:"mss"`
 	MSS6                 int      `json:"mss6,omitempty"`
@@ -93,10 +95,13 @@ type TCP struct {
 	KeepInterval         Duration `json:"keep_interval"`
 	KeepCount            int      `json:"keep_count"`
 	DelayedACK           Duration `json:"delayed_ack"`
+	QuickAcks            int      `json:"quick_acks,omitempty"`
 	TimeWait             Duration `json:"time_wait"`
 	FinWait2             Duration `json:"fin_wait2"`
 	InitialCwnd          int      `json:"initial_cwnd"`
 	CUBIC                bool     `json:"cubic,omitempty"`
+	SlowStartAfterIdle   bool     `json:"slow_start_after_idle,omitempty"`
+	Nagle                bool     `json:"nagle,omitempty"`
 	DisableRACKTLP       bool     `json:"disable_rack_tlp"`
 	DisableRecoveryProbe bool     `json:"disable_recovery_probe"`
 	TLPMaxAckDelay       Duration `json:"tlp_max_ack_delay"`
@@ -105,6 +110,7 @@ type TCP struct {
 	DisableSACK          bool     `json:"disable_sack"`
 	DisableWindowScale   bool     `json:"disable_window_scale"`
 	DisableAckCoalescing bool     `json:"disable_ack_coalescing,omitempty"`
+	TraceTimers          bool     `json:"trace_timers,omitempty"`
 }
 
 // Duration is a time.Duration written as "200ms" in JSON.

@@ -1,0 +1,43 @@
+package stack
+
+import (
+	"reflect"
+
+	"github.com/tcpwheel/tcpwheel/stack/record"
+	"github.com/tcpwheel/tcpwheel/tcp"
+)
+
+// The recording's header carries the TCP configuration as record.TCP: the
+// fields of tcp.Config but its functions, under the same names, with
+// time.Duration written as record.Duration. They are copied by name, so that
+// a field added to tcp.Config cannot be left out of recordings by mistake:
+// TestRecordTCPMirrorsConfig fails until record.TCP has it too.
+
+// tcpRecord is c as a recording's header has it.
+func tcpRecord(c tcp.Config) record.TCP {
+	var t record.TCP
+	copyByName(reflect.ValueOf(&t).Elem(), reflect.ValueOf(c))
+	return t
+}
+
+// tcpFromRecord is the tcp.Config a recording's header describes (less its
+// functions).
+func tcpFromRecord(t record.TCP) tcp.Config {
+	var c tcp.Config
+	copyByName(reflect.ValueOf(&c).Elem(), reflect.ValueOf(t))
+	return c
+}
+
+// copyByName sets each field of dst from src's field of the same name, where
+// src has one whose kind matches (time.Duration and record.Duration are both
+// int64s).
+func copyByName(dst, src reflect.Value) {
+	for i := range dst.NumField() {
+		f := dst.Type().Field(i)
+		v := src.FieldByName(f.Name)
+		if !v.IsValid() || v.Kind() != f.Type.Kind() {
+			continue
+		}
+		dst.Field(i).Set(v.Convert(f.Type))
+	}
+}

@@ -1,0 +1,74 @@
+package stack
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/stack/record"
+	"github.com/tcpwheel/tcpwheel/tcp"
+)
+
+// TestRecordTCPMirrorsConfig: every field of tcp.Config but its functions
+// has a field of the same name and kind in record.TCP, and nothing else does;
+// so a recording cannot leave a setting out, and a Playback builds the same
+// tcp.Config.
+func TestRecordTCPMirrorsConfig(t *testing.T) {
+	ct, rt := reflect.TypeFor[tcp.Config](), reflect.TypeFor[record.TCP]()
+	for i := range ct.NumField() {
+		f := ct.Field(i)
+		if f.Type.Kind() == reflect.Func {
+			if _, ok := rt.FieldByName(f.Name); ok {
+				t.Errorf("record.TCP has %s, a function in tcp.Config", f.Name)
+			}
+			continue
+		}
+		r, ok := rt.FieldByName(f.Name)
+		if !ok {
+			t.Errorf("record.TCP has no %s (tcp.Config.%s %s): recordings would not carry it", f.Name, f.Name, f.Type)
+			continue
+		}
+		if r.Type.Kind() != f.Type.Kind() {
+			t.Errorf("record.TCP.%s is a %s, tcp.Config's a %s", f.Name, r.Type, f.Type)
+		}
+	}
+	for i := range rt.NumField() {
+		if _, ok := ct.FieldByName(rt.Field(i).Name); !ok {
+			t.Errorf("record.TCP.%s is in no tcp.Config field", rt.Field(i).Name)
+		}
+	}
+}
+
+// TestRecordTCPRoundTrip: a tcp.Config whose every field is set comes back
+// whole from a recording's header, through its JSON.
+func TestRecordTCPRoundTrip(t *testing.T) {
+	var c tcp.Config
+	v := reflect.ValueOf(&c).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(i + 1))
+		case reflect.Func:
+		default:
+			t.Fatalf("tcp.Config.%s: a %s, which this test does not fill", v.Type().Field(i).Name, f.Type())
+		}
+	}
+	h := record.Header{TCP: tcpRecord(c), Wall: time.Unix(0, 0).UTC()}
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back record.Header
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&back); err != nil {
+		t.Fatal(err)
+	}
+	got := configFromHeader(&back).TCP
+	if !reflect.DeepEqual(got, c) {
+		t.Errorf("round trip:\n got  %+v\n want %+v", got, c)
+	}
+}
