@@ -119,6 +119,13 @@ type Stack struct {
 	// releases of Read.
 	connPosts struct{ flushes, releases atomic.Uint64 }
 
+	// UDP's direct send path (udpsend.go): udpDirect is set by New, before
+	// any socket exists, for a stack on a real loop that is not recording;
+	// wmu serializes the device's writes, the loop's and the senders'.
+	udpDirect bool
+	wmu       sync.Mutex
+	udpOut    udpDirectCounters
+
 	// Owned by the loop goroutine.
 	conns      map[tcp.ID]*Conn
 	listeners  map[uint16]*Listener
@@ -202,6 +209,7 @@ func New(cfg Config) (*Stack, error) {
 		}
 		s.gso.coalesce = true
 	}
+	s.udpDirect = s.rec == nil // udpsend.go
 	if s.startPolling() {
 		s.input = inputDirect
 		return s, nil

@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,6 +51,8 @@ type UDPConn struct {
 	raddr  net.Addr // a *net.UDPAddr when connected, else nil
 	rd, wd *deadline
 
+	ipID atomic.Uint32 // the IPv4 ID of the direct path's datagrams (udpsend.go)
+
 	mu       sync.Mutex
 	q        []datagram    // guarded by mu: the receive queue, oldest first
 	refused  bool          // guarded by mu: a port unreachable came for a connected socket
@@ -71,7 +75,9 @@ type datagram struct {
 }
 
 func (s *Stack) newUDPConn() *UDPConn {
-	return &UDPConn{s: s, rd: newDeadline(), wd: newDeadline(), readable: make(chan struct{}, 1), closed: make(chan struct{})}
+	u := &UDPConn{s: s, rd: newDeadline(), wd: newDeadline(), readable: make(chan struct{}, 1), closed: make(chan struct{})}
+	u.ipID.Store(rand.Uint32())
+	return u
 }
 
 // ListenUDP opens an unconnected UDP socket on the stack's address. network
@@ -252,14 +258,7 @@ func (s *Stack) sendUDP(port uint16, dst netip.AddrPort, p []byte) {
 		return
 	}
 	b := s.obuf[:n]
-	u := header.UDP(b[hl:])
-	u.Encode(&header.UDPFields{SrcPort: port, DstPort: dst.Port(), Length: uint16(len(u))})
-	copy(u.Payload(), p)
-	sum := ^checksum.Checksum(u, pseudoHeader(protoUDP, src, dst.Addr(), len(u)))
-	if sum == 0 {
-		sum = 0xffff // zero means no checksum (RFC 768): send its other form
-	}
-	u.SetChecksum(sum)
+	putUDP(b[hl:], src, dst.Addr(), port, dst.Port(), p) // udpsend.go
 	s.counters.DatagramsOut++
 	s.writeIP(b, src, dst.Addr(), protoUDP)
 }
@@ -461,31 +460,50 @@ func (u *UDPConn) Write(p []byte) (int, error) {
 	return u.send(p, u.remote)
 }
 
-// send checks a datagram and hands it to the loop. Sending never waits: the
-// datagram goes to the device at once.
+// send checks a datagram and sends it: on the caller's goroutine where the
+// stack allows it (sendDirect, udpsend.go), else on the loop. Sending never
+// waits: the datagram goes to the device at once.
 func (u *UDPConn) send(p []byte, to netip.AddrPort) (int, error) {
 	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port()) // net.IPv4's 16 bytes
-	addr := net.Addr(net.UDPAddrFromAddrPort(to))
-	if err := u.usable("write", u.wd, addr); err != nil {
-		return 0, err
-	}
-	if err := u.s.checkDest(to); err != nil {
-		return 0, u.opErr("write", addr, err)
-	}
-	if !u.remote.IsValid() && !takes(u.net, to.Addr()) {
-		return 0, u.opErr("write", addr, syscall.EAFNOSUPPORT)
-	}
-	if len(p) > u.s.maxUDPPayload(to.Addr()) {
-		return 0, u.opErr("write", addr, syscall.EMSGSIZE)
+	if err := u.checkSend(p, to); err != nil {
+		return 0, u.opErr("write", net.UDPAddrFromAddrPort(to), err)
 	}
 	var err error
-	if u.s.do(func() { err = u.sendLoop(to, p) }) != nil {
-		return 0, u.opErr("write", addr, net.ErrClosed)
+	if u.s.udpDirect {
+		err = u.sendDirect(to, p)
+	} else if u.s.do(func() { err = u.sendLoop(to, p) }) != nil {
+		err = net.ErrClosed
 	}
 	if err != nil {
-		return 0, u.opErr("write", addr, err)
+		return 0, u.opErr("write", net.UDPAddrFromAddrPort(to), err)
 	}
 	return len(p), nil
+}
+
+// checkSend reports why p cannot be sent to `to` now, as the error of a
+// write's net.OpError, or nil.
+func (u *UDPConn) checkSend(p []byte, to netip.AddrPort) error {
+	select {
+	case <-u.closed:
+		return net.ErrClosed
+	default:
+	}
+	switch {
+	case u.wd.passed():
+		return os.ErrDeadlineExceeded
+	case u.s.isDone():
+		return net.ErrClosed
+	}
+	if err := u.s.checkDest(to); err != nil {
+		return err
+	}
+	if !u.remote.IsValid() && !takes(u.net, to.Addr()) {
+		return syscall.EAFNOSUPPORT
+	}
+	if len(p) > u.s.maxUDPPayload(to.Addr()) {
+		return syscall.EMSGSIZE
+	}
+	return nil
 }
 
 // checkDest refuses what a kernel socket without SO_BROADCAST refuses: a
