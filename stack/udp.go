@@ -54,7 +54,7 @@ type UDPConn struct {
 	ipID atomic.Uint32 // the IPv4 ID of the direct path's datagrams (udpsend.go)
 
 	mu       sync.Mutex
-	q        []datagram    // guarded by mu: the receive queue, oldest first
+	q        dgramQueue    // guarded by mu: the receive queue (udpqueue.go)
 	refused  bool          // guarded by mu: a port unreachable came for a connected socket
 	readable chan struct{} // a pending wakeup: the queue was empty and is not
 
@@ -67,12 +67,6 @@ var (
 	_ net.PacketConn = (*UDPConn)(nil)
 	_ net.Conn       = (*UDPConn)(nil)
 )
-
-// datagram is one received datagram: its payload and where it came from.
-type datagram struct {
-	from netip.AddrPort
-	b    []byte
-}
 
 func (s *Stack) newUDPConn() *UDPConn {
 	u := &UDPConn{s: s, rd: newDeadline(), wd: newDeadline(), readable: make(chan struct{}, 1), closed: make(chan struct{})}
@@ -237,14 +231,18 @@ func (s *Stack) handleUDP(src, dst netip.Addr, ipHdr, b []byte) {
 // deliver queues a datagram for the application, unless the queue is full.
 // It runs on the loop.
 func (u *UDPConn) deliver(from netip.AddrPort, p []byte) bool {
+	d := u.s.newDatagram(from, p) // udpqueue.go
 	u.mu.Lock()
-	if len(u.q) >= udpQueueLen {
+	if !u.q.push(d) {
 		u.mu.Unlock()
+		u.s.free(d)
 		return false
 	}
-	u.q = append(u.q, datagram{from: from, b: append([]byte(nil), p...)})
+	first := u.q.n == 1
 	u.mu.Unlock()
-	wake(u.readable)
+	if first {
+		wake(u.readable) // a reader that found it empty; take wakes the next
+	}
 	return true
 }
 
@@ -362,59 +360,56 @@ func (u *UDPConn) ReadFromUDPAddrPort(p []byte) (int, netip.AddrPort, error) {
 		if err := u.usable("read", u.rd, nil); err != nil {
 			return 0, netip.AddrPort{}, err
 		}
-		d, ok, err := u.pop()
+		n, from, ok, err := u.take(p)
 		if err != nil {
 			return 0, netip.AddrPort{}, u.opErr("read", nil, err)
 		}
 		if ok {
-			return copy(p, d.b), d.from, nil
+			return n, from, nil
 		}
 		select {
 		case <-u.readable:
 		case <-u.rd.wait():
 		case <-u.closed:
 		case <-u.s.done:
-			if _, ok := u.peek(); !ok {
+			if u.queued() == 0 {
 				return 0, netip.AddrPort{}, u.opErr("read", nil, net.ErrClosed)
 			}
 		}
 	}
 }
 
-// pop takes the oldest datagram queued, if any; or, before it, the error
-// of a port unreachable, once.
-func (u *UDPConn) pop() (datagram, bool, error) {
+// take copies the oldest datagram queued, if any, into p (what does not
+// fit is lost) and frees its buffer; or returns, before it, the error of a
+// port unreachable, once.
+func (u *UDPConn) take(p []byte) (n int, from netip.AddrPort, ok bool, err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.refused {
 		u.refused = false
-		return datagram{}, false, &connError{err: errRefused, errno: syscall.ECONNREFUSED}
+		return 0, from, false, &connError{err: errRefused, errno: syscall.ECONNREFUSED}
 	}
-	if len(u.q) == 0 {
-		return datagram{}, false, nil
+	if u.q.n == 0 {
+		return 0, from, false, nil
 	}
-	d := u.q[0]
-	u.q[0] = datagram{}
-	u.q = u.q[1:]
-	if len(u.q) > 0 {
+	d := u.q.pop()
+	n = copy(p, (*d.b)[:d.n])
+	u.s.free(d)
+	if u.q.n > 0 {
 		wake(u.readable) // for another reader: deliver woke only one
-	} else {
-		u.q = nil
 	}
-	return d, true, nil
+	return n, d.from, true, nil
 }
 
 // errRefused is a connected UDP socket's error after an ICMP port
 // unreachable; it matches syscall.ECONNREFUSED.
 var errRefused = errors.New("connection refused (ICMP port unreachable)")
 
-func (u *UDPConn) peek() (datagram, bool) {
+// queued is the number of datagrams in the receive queue.
+func (u *UDPConn) queued() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if len(u.q) == 0 {
-		return datagram{}, false
-	}
-	return u.q[0], true
+	return u.q.n
 }
 
 // Read implements net.Conn: ReadFrom, for a connected socket (on an
@@ -570,7 +565,7 @@ func (u *UDPConn) Close() error {
 		u.rd.set(time.Time{})
 		u.wd.set(time.Time{})
 		u.mu.Lock()
-		u.q = nil
+		u.s.drain(&u.q)
 		u.mu.Unlock()
 	})
 	return err
