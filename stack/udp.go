@@ -26,9 +26,11 @@ import (
 // loop owns the demultiplexer (Stack.udp) and sends; a socket's receive
 // queue is guarded by its own mutex, so that reads need no trip to the loop:
 // receiving changes nothing the stack sends, so the flight recorder need not
-// see it. Opening, sending and closing, which do change what the stack sends
-// (a datagram, or an ICMP port unreachable for a closed port), go through
-// the loop and are recorded (UDPOpen, UDPDial, UDPSend, UDPClose).
+// see it. Opening and closing, which do change what the stack sends (an ICMP
+// port unreachable for a closed port), go through the loop and are recorded
+// (UDPOpen, UDPDial, UDPClose). Sending goes straight to the device from the
+// caller's goroutine (udpsend.go), except on a recording or manual stack,
+// where it goes through the loop and is recorded (UDPSend).
 
 const (
 	udpHeaderLen = header.UDPMinimumSize
@@ -256,7 +258,14 @@ func (s *Stack) sendUDP(port uint16, dst netip.AddrPort, p []byte) {
 		return
 	}
 	b := s.obuf[:n]
-	putUDP(b[hl:], src, dst.Addr(), port, dst.Port(), p) // udpsend.go
+	u := header.UDP(b[hl:])
+	u.Encode(&header.UDPFields{SrcPort: port, DstPort: dst.Port(), Length: uint16(len(u))})
+	copy(u.Payload(), p)
+	sum := ^checksum.Checksum(u, pseudoHeader(protoUDP, src, dst.Addr(), len(u)))
+	if sum == 0 {
+		sum = 0xffff // zero means no checksum (RFC 768): send its other form
+	}
+	u.SetChecksum(sum)
 	s.counters.DatagramsOut++
 	s.writeIP(b, src, dst.Addr(), protoUDP)
 }
@@ -456,7 +465,8 @@ func (u *UDPConn) Write(p []byte) (int, error) {
 }
 
 // send checks a datagram and sends it: on the caller's goroutine where the
-// stack allows it (sendDirect, udpsend.go), else on the loop. Sending never
+// stack allows it and it fits one packet (sendDirect, udpsend.go), else on
+// the loop. Sending never
 // waits: the datagram goes to the device at once.
 func (u *UDPConn) send(p []byte, to netip.AddrPort) (int, error) {
 	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port()) // net.IPv4's 16 bytes
@@ -464,7 +474,7 @@ func (u *UDPConn) send(p []byte, to netip.AddrPort) (int, error) {
 		return 0, u.opErr("write", net.UDPAddrFromAddrPort(to), err)
 	}
 	var err error
-	if u.s.udpDirect {
+	if u.s.udpDirect && u.s.onePacket(to.Addr(), len(p)) {
 		err = u.sendDirect(to, p)
 	} else if u.s.do(func() { err = u.sendLoop(to, p) }) != nil {
 		err = net.ErrClosed

@@ -45,24 +45,39 @@ func (d *udpDirectCounters) addTo(c *Counters) {
 	c.Drops.DeviceWrite += n
 }
 
-// sendDirect builds the datagram p from u's port to `to` (checked by send)
-// and writes it to the device, on the caller's goroutine.
+// sendDirect sends the datagram p from u's port to `to` (checked by send)
+// on the caller's goroutine.
 func (u *UDPConn) sendDirect(to netip.AddrPort, p []byte) error {
-	s := u.s
-	src, hl := s.localFor(to.Addr()), ipHeaderLen(to.Addr())
-	bp := s.bufs.Get().(*[]byte)
-	defer s.bufs.Put(bp)
-	b := (*bp)[:hl+udpHeaderLen+len(p)] // fits: send checked maxUDPPayload
-	putUDP(b[hl:], src, to.Addr(), u.port, to.Port(), p)
-	if hl == ipv4HeaderLen {
-		putIPv4Header(b, src, to.Addr(), protoUDP, s.cfg.TTL, uint16(u.ipID.Add(1)))
-	} else {
-		putIPv6Header(b, src, to.Addr(), protoUDP, s.cfg.TTL)
-	}
 	select {
-	case <-u.closed: // closed while the datagram was built
+	case <-u.closed: // closed since send looked
 		return net.ErrClosed
 	default:
+	}
+	src := netip.AddrPortFrom(u.s.localFor(to.Addr()), u.port)
+	return u.s.writeUDP(src, to, uint16(u.ipID.Add(1)), p)
+}
+
+// onePacket reports whether a datagram of n payload bytes to a fits one
+// packet of the MTU, and so a buffer of the pool: the direct path sends no
+// other (a larger one would need the loop's fragmentation).
+func (s *Stack) onePacket(a netip.Addr, n int) bool {
+	return ipHeaderLen(a)+udpHeaderLen+n <= s.mtu
+}
+
+// writeUDP builds the datagram p from src to dst (onePacket), with id as its IPv4 ID, in a buffer of the pool and writes it to
+// the device, on the caller's goroutine. A device error is counted, not
+// returned (as on the loop: the datagram is lost on the link), unless the
+// stack is closed: then net.ErrClosed.
+func (s *Stack) writeUDP(src, dst netip.AddrPort, id uint16, p []byte) error {
+	hl := ipHeaderLen(dst.Addr())
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	b := (*bp)[:hl+udpHeaderLen+len(p)]
+	putUDP(b[hl:], src.Addr(), dst.Addr(), src.Port(), dst.Port(), p)
+	if hl == ipv4HeaderLen {
+		putIPv4Header(b, src.Addr(), dst.Addr(), protoUDP, s.cfg.TTL, id)
+	} else {
+		putIPv6Header(b, src.Addr(), dst.Addr(), protoUDP, s.cfg.TTL)
 	}
 	st := &s.udpOut
 	st.datagrams.Add(1)
