@@ -466,8 +466,7 @@ func (u *UDPConn) Write(p []byte) (int, error) {
 
 // send checks a datagram and sends it: on the caller's goroutine where the
 // stack allows it and it fits one packet (sendDirect, udpsend.go), else on
-// the loop. Sending never
-// waits: the datagram goes to the device at once.
+// the loop. Sending never waits: the datagram goes to the device at once.
 func (u *UDPConn) send(p []byte, to netip.AddrPort) (int, error) {
 	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port()) // net.IPv4's 16 bytes
 	if err := u.checkSend(p, to); err != nil {

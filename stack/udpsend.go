@@ -21,8 +21,9 @@ import (
 // datagrams, the packets written, the device's failures) is counted in
 // atomics (udpDirectCounters) that Stats adds to the loop's counters.
 //
-// A recording stack (Config.Record) and a manual one (NewManual, a Playback)
-// send on the loop, as before: the flight recorder must see each send
+// It takes datagrams that fit one packet of the MTU (onePacket), the pool's
+// buffers' size. A recording stack (Config.Record) and a manual one
+// (NewManual, a Playback) send on the loop, as before: the flight recorder must see each send
 // (record.UDPSend) at its instant among the loop's events, and a manual
 // loop runs a post at once anyway.
 //
