@@ -1,18 +1,24 @@
 package stack
 
-import "net/netip"
+import (
+	"net/netip"
+	"sync"
+)
 
 // A UDP socket's receive queue. The loop appends to it (deliver) and the
 // readers take from it (take), each under the socket's small lock
 // (UDPConn.mu): a read waits only while it is empty. It is a ring of at most
 // udpQueueLen datagrams, grown by doubling as it fills (a socket that never
-// received holds none; the slots stay once grown), and each datagram's bytes are a buffer of the stack's pool
-// (Stack.bufs, of the MTU), given back when it is read: a busy socket
-// allocates nothing per datagram.
+// received holds none; the slots stay once grown), and each datagram's bytes
+// are a buffer of a pool (dgramPool, 2 KiB each: a datagram of a 1500-byte
+// MTU fits, and a device with a larger MTU does not make every small
+// datagram hold that much), given back when it is read: a busy socket
+// allocates nothing per datagram. A larger datagram gets a buffer of its
+// own.
 
 // datagram is one received datagram: where it came from and its payload,
-// b's first n bytes. b is a buffer of the pool, or its own (pooled false) when
-// the datagram is larger than the MTU (a reassembled one).
+// b's first n bytes. b is a buffer of dgramPool, or its own (pooled false)
+// when the datagram is larger than dgramBufSize.
 type datagram struct {
 	from   netip.AddrPort
 	b      *[]byte
@@ -52,14 +58,19 @@ func (q *dgramQueue) pop() datagram {
 	return d
 }
 
+// dgramBufSize is the size of dgramPool's buffers.
+const dgramBufSize = 2048
+
+// dgramPool holds the receive queues' buffers, of every stack.
+var dgramPool = sync.Pool{New: func() any { b := make([]byte, dgramBufSize); return &b }}
+
 // newDatagram copies p, from `from`, into a buffer of the pool (or one of
 // its own if it does not fit).
 func (s *Stack) newDatagram(from netip.AddrPort, p []byte) datagram {
 	d := datagram{from: from, n: len(p)}
-	if bp := s.bufs.Get().(*[]byte); len(p) <= len(*bp) {
-		d.b, d.pooled = bp, true
+	if len(p) <= dgramBufSize {
+		d.b, d.pooled = dgramPool.Get().(*[]byte), true
 	} else {
-		s.bufs.Put(bp)
 		b := make([]byte, len(p))
 		d.b = &b
 	}
@@ -70,7 +81,7 @@ func (s *Stack) newDatagram(from netip.AddrPort, p []byte) datagram {
 // free gives d's buffer back to the pool.
 func (s *Stack) free(d datagram) {
 	if d.pooled {
-		s.bufs.Put(d.b)
+		dgramPool.Put(d.b)
 	}
 }
 

@@ -263,10 +263,13 @@ func TestUDPQueueRing(t *testing.T) {
 	if want != next {
 		t.Fatalf("popped %d of %d", want, next)
 	}
-	big := bytes.Repeat([]byte{7}, 3000)
+	if d := s.newDatagram(peerA, make([]byte, dgramBufSize)); !d.pooled {
+		t.Errorf("a datagram of %d bytes not in a pooled buffer", dgramBufSize)
+	}
+	big := bytes.Repeat([]byte{7}, dgramBufSize+1)
 	d := s.newDatagram(peerA, big)
 	if d.pooled || d.n != len(big) || !bytes.Equal((*d.b)[:d.n], big) {
-		t.Fatalf("a datagram of 3000 bytes: pooled %v, %d bytes", d.pooled, d.n)
+		t.Fatalf("a datagram of %d bytes: pooled %v, %d bytes", len(big), d.pooled, d.n)
 	}
 	q.push(d)
 	q.push(s.newDatagram(peerA, []byte("x")))
