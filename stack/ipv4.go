@@ -209,7 +209,7 @@ func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
 // segments that waits (offload.go), if one does.
 func (s *Stack) writePacket(pkt []byte) {
 	s.flushFrame()
-	if err := s.dev.WritePacket(pkt); err != nil {
+	if err := s.devWrite(pkt); err != nil { // udpsend.go
 		s.counters.DeviceErrors++
 		s.counters.Drops.DeviceWrite++
 		return

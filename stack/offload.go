@@ -275,7 +275,7 @@ func (s *Stack) flushFrame() {
 	h.Put(frame)
 	segs := uint64(g.segs)
 	g.n, g.segs = 0, 0
-	if err := g.dev.WriteFrame(frame); err != nil {
+	if err := s.devWriteFrame(frame); err != nil {
 		s.counters.DeviceErrors++
 		s.counters.Drops.DeviceWrite += segs
 		return

@@ -119,6 +119,15 @@ type Stack struct {
 	// releases of Read.
 	connPosts struct{ flushes, releases atomic.Uint64 }
 
+	// UDP's direct send path (udpsend.go): udpDirect is set by New, before
+	// any socket exists, for a stack on a real loop that is not recording,
+	// with mtu, the size of the pool's buffers (bufs); wmu serializes the
+	// device's writes, the loop's and the senders'.
+	udpDirect bool
+	mtu       int
+	wmu       sync.Mutex
+	udpOut    udpDirectCounters
+
 	// Owned by the loop goroutine.
 	conns      map[tcp.ID]*Conn
 	listeners  map[uint16]*Listener
@@ -202,6 +211,7 @@ func New(cfg Config) (*Stack, error) {
 		}
 		s.gso.coalesce = true
 	}
+	s.udpDirect, s.mtu = s.rec == nil, cfg.Device.MTU() // udpsend.go
 	if s.startPolling() {
 		s.input = inputDirect
 		return s, nil

@@ -150,6 +150,7 @@ func (s *Stack) Stats() Stats {
 		st.InputPath = s.input
 		st.Input = s.inputStats
 		st.Counters = s.counters
+		s.udpOut.addTo(&st.Counters) // udpsend.go
 		st.TCP = s.closedTCP
 		for _, c := range s.conns {
 			addCounters(&st.TCP, c.ep.Info().Counters)

@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,9 +26,11 @@ import (
 // loop owns the demultiplexer (Stack.udp) and sends; a socket's receive
 // queue is guarded by its own mutex, so that reads need no trip to the loop:
 // receiving changes nothing the stack sends, so the flight recorder need not
-// see it. Opening, sending and closing, which do change what the stack sends
-// (a datagram, or an ICMP port unreachable for a closed port), go through
-// the loop and are recorded (UDPOpen, UDPDial, UDPSend, UDPClose).
+// see it. Opening and closing, which do change what the stack sends (an ICMP
+// port unreachable for a closed port), go through the loop and are recorded
+// (UDPOpen, UDPDial, UDPClose). Sending goes straight to the device from the
+// caller's goroutine (udpsend.go), except on a recording or manual stack,
+// where it goes through the loop and is recorded (UDPSend).
 
 const (
 	udpHeaderLen = header.UDPMinimumSize
@@ -49,8 +53,10 @@ type UDPConn struct {
 	raddr  net.Addr // a *net.UDPAddr when connected, else nil
 	rd, wd *deadline
 
+	ipID atomic.Uint32 // the IPv4 ID of the direct path's datagrams (udpsend.go)
+
 	mu       sync.Mutex
-	q        []datagram    // guarded by mu: the receive queue, oldest first
+	q        dgramQueue    // guarded by mu: the receive queue (udpqueue.go)
 	refused  bool          // guarded by mu: a port unreachable came for a connected socket
 	readable chan struct{} // a pending wakeup: the queue was empty and is not
 
@@ -64,14 +70,10 @@ var (
 	_ net.Conn       = (*UDPConn)(nil)
 )
 
-// datagram is one received datagram: its payload and where it came from.
-type datagram struct {
-	from netip.AddrPort
-	b    []byte
-}
-
 func (s *Stack) newUDPConn() *UDPConn {
-	return &UDPConn{s: s, rd: newDeadline(), wd: newDeadline(), readable: make(chan struct{}, 1), closed: make(chan struct{})}
+	u := &UDPConn{s: s, rd: newDeadline(), wd: newDeadline(), readable: make(chan struct{}, 1), closed: make(chan struct{})}
+	u.ipID.Store(rand.Uint32())
+	return u
 }
 
 // ListenUDP opens an unconnected UDP socket on the stack's address. network
@@ -231,14 +233,18 @@ func (s *Stack) handleUDP(src, dst netip.Addr, ipHdr, b []byte) {
 // deliver queues a datagram for the application, unless the queue is full.
 // It runs on the loop.
 func (u *UDPConn) deliver(from netip.AddrPort, p []byte) bool {
+	d := u.s.newDatagram(from, p) // udpqueue.go
 	u.mu.Lock()
-	if len(u.q) >= udpQueueLen {
+	if !u.q.push(d) {
 		u.mu.Unlock()
+		u.s.free(d)
 		return false
 	}
-	u.q = append(u.q, datagram{from: from, b: append([]byte(nil), p...)})
+	first := u.q.n == 1
 	u.mu.Unlock()
-	wake(u.readable)
+	if first {
+		wake(u.readable) // a reader that found it empty; take wakes the next
+	}
 	return true
 }
 
@@ -363,59 +369,56 @@ func (u *UDPConn) ReadFromUDPAddrPort(p []byte) (int, netip.AddrPort, error) {
 		if err := u.usable("read", u.rd, nil); err != nil {
 			return 0, netip.AddrPort{}, err
 		}
-		d, ok, err := u.pop()
+		n, from, ok, err := u.take(p)
 		if err != nil {
 			return 0, netip.AddrPort{}, u.opErr("read", nil, err)
 		}
 		if ok {
-			return copy(p, d.b), d.from, nil
+			return n, from, nil
 		}
 		select {
 		case <-u.readable:
 		case <-u.rd.wait():
 		case <-u.closed:
 		case <-u.s.done:
-			if _, ok := u.peek(); !ok {
+			if u.queued() == 0 {
 				return 0, netip.AddrPort{}, u.opErr("read", nil, net.ErrClosed)
 			}
 		}
 	}
 }
 
-// pop takes the oldest datagram queued, if any; or, before it, the error
-// of a port unreachable, once.
-func (u *UDPConn) pop() (datagram, bool, error) {
+// take copies the oldest datagram queued, if any, into p (what does not
+// fit is lost) and frees its buffer; or returns, before it, the error of a
+// port unreachable, once.
+func (u *UDPConn) take(p []byte) (n int, from netip.AddrPort, ok bool, err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.refused {
 		u.refused = false
-		return datagram{}, false, &connError{err: errRefused, errno: syscall.ECONNREFUSED}
+		return 0, from, false, &connError{err: errRefused, errno: syscall.ECONNREFUSED}
 	}
-	if len(u.q) == 0 {
-		return datagram{}, false, nil
+	if u.q.n == 0 {
+		return 0, from, false, nil
 	}
-	d := u.q[0]
-	u.q[0] = datagram{}
-	u.q = u.q[1:]
-	if len(u.q) > 0 {
+	d := u.q.pop()
+	n = copy(p, (*d.b)[:d.n])
+	u.s.free(d)
+	if u.q.n > 0 {
 		wake(u.readable) // for another reader: deliver woke only one
-	} else {
-		u.q = nil
 	}
-	return d, true, nil
+	return n, d.from, true, nil
 }
 
 // errRefused is a connected UDP socket's error after an ICMP port
 // unreachable; it matches syscall.ECONNREFUSED.
 var errRefused = errors.New("connection refused (ICMP port unreachable)")
 
-func (u *UDPConn) peek() (datagram, bool) {
+// queued is the number of datagrams in the receive queue.
+func (u *UDPConn) queued() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if len(u.q) == 0 {
-		return datagram{}, false
-	}
-	return u.q[0], true
+	return u.q.n
 }
 
 // Read implements net.Conn: ReadFrom, for a connected socket (on an
@@ -461,31 +464,50 @@ func (u *UDPConn) Write(p []byte) (int, error) {
 	return u.send(p, u.remote)
 }
 
-// send checks a datagram and hands it to the loop. Sending never waits: the
-// datagram goes to the device at once.
+// send checks a datagram and sends it: on the caller's goroutine where the
+// stack allows it and it fits one packet (sendDirect, udpsend.go), else on
+// the loop. Sending never waits: the datagram goes to the device at once.
 func (u *UDPConn) send(p []byte, to netip.AddrPort) (int, error) {
 	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port()) // net.IPv4's 16 bytes
-	addr := net.Addr(net.UDPAddrFromAddrPort(to))
-	if err := u.usable("write", u.wd, addr); err != nil {
-		return 0, err
-	}
-	if err := u.s.checkDest(to); err != nil {
-		return 0, u.opErr("write", addr, err)
-	}
-	if !u.remote.IsValid() && !takes(u.net, to.Addr()) {
-		return 0, u.opErr("write", addr, syscall.EAFNOSUPPORT)
-	}
-	if len(p) > u.s.maxUDPPayload(to.Addr()) {
-		return 0, u.opErr("write", addr, syscall.EMSGSIZE)
+	if err := u.checkSend(p, to); err != nil {
+		return 0, u.opErr("write", net.UDPAddrFromAddrPort(to), err)
 	}
 	var err error
-	if u.s.do(func() { err = u.sendLoop(to, p) }) != nil {
-		return 0, u.opErr("write", addr, net.ErrClosed)
+	if u.s.udpDirect && u.s.onePacket(to.Addr(), len(p)) {
+		err = u.sendDirect(to, p)
+	} else if u.s.do(func() { err = u.sendLoop(to, p) }) != nil {
+		err = net.ErrClosed
 	}
 	if err != nil {
-		return 0, u.opErr("write", addr, err)
+		return 0, u.opErr("write", net.UDPAddrFromAddrPort(to), err)
 	}
 	return len(p), nil
+}
+
+// checkSend reports why p cannot be sent to `to` now, as the error of a
+// write's net.OpError, or nil.
+func (u *UDPConn) checkSend(p []byte, to netip.AddrPort) error {
+	select {
+	case <-u.closed:
+		return net.ErrClosed
+	default:
+	}
+	switch {
+	case u.wd.passed():
+		return os.ErrDeadlineExceeded
+	case u.s.isDone():
+		return net.ErrClosed
+	}
+	if err := u.s.checkDest(to); err != nil {
+		return err
+	}
+	if !u.remote.IsValid() && !takes(u.net, to.Addr()) {
+		return syscall.EAFNOSUPPORT
+	}
+	if len(p) > u.s.maxUDPPayload(to.Addr()) {
+		return syscall.EMSGSIZE
+	}
+	return nil
 }
 
 // checkDest refuses what a kernel socket without SO_BROADCAST refuses: a
@@ -552,7 +574,7 @@ func (u *UDPConn) Close() error {
 		u.rd.set(time.Time{})
 		u.wd.set(time.Time{})
 		u.mu.Lock()
-		u.q = nil
+		u.s.drain(&u.q)
 		u.mu.Unlock()
 	})
 	return err
