@@ -21,7 +21,7 @@ import (
 // (net.ipv4.tcp_congestion_control), whose beta of 0.7 the fast recovery
 // scripts assume (tcpi_snd_ssthresh, and what PRR sends).
 func linuxTCP() tcp.Config {
-	return tcp.Config{RecvBuffer: 15 << 20, CUBIC: true}
+	return tcp.Config{RecvBuffer: 15 << 20, CUBIC: true, LinuxRTO: true}
 }
 
 // sockOpts are a socket's options; those set before listen or connect go
