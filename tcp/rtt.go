@@ -67,7 +67,7 @@ func (r *rttEstimator) sample(m time.Duration) {
 		v = max(v, r.minRTO) // Config.LinuxRTO: tcp_rtt_estimator's rttvar_us >= tcp_rto_min
 	}
 	r.base = r.clamp(r.srtt + v) // RFC 6298 (2.2)/(2.3): RTO <- SRTT + max (G, K*RTTVAR)
-	r.backoff = 0                                      // a fresh sample undoes the backoff of (5.5)
+	r.backoff = 0                // a fresh sample undoes the backoff of (5.5)
 }
 
 // rto returns the current retransmission timeout, backoff included.
