@@ -167,6 +167,19 @@ type Config struct {
 	// for the ones that test it): a bulk sender that pauses keeps its window.
 	SlowStartAfterIdle bool
 
+	// PushPolicy says which data segments carry PSH: PushEvery (the zero
+	// value) or PushLinux. PushEvery is the default: with PushLinux, 20 MB
+	// uploads to the Linux kernel over TUN were slower at every loss rate
+	// (2026-11-23, integration/results/linux-policies-2026-11-23.txt; a
+	// Linux receiver ACKs a full-sized PSH segment as soon as its reader
+	// took the data, and holds other ACKs for every second segment or its
+	// 40 ms timer). The packetdrill shim sets PushLinux, as the scripts
+	// assert Linux's marking.
+	PushPolicy PushPolicy
+	// TSOMinSegs is the least TSO chunk of PushLinux, in segments (Linux's
+	// tcp_min_tso_segs): zero means 2.
+	TSOMinSegs int
+
 	// Nagle turns on Nagle's algorithm (RFC 896, RFC 1122 4.2.3.4) with
 	// Minshall's refinement, as Linux has it: a segment short of a full one
 	// waits while an earlier short segment is unacknowledged. Off by default,

@@ -275,7 +275,11 @@ func (e *Endpoint) Write(p []byte) (int, error) {
 	if n <= 0 {
 		return 0, nil
 	}
+	start := e.snd.bufSeq.Add(seqnum.Size(e.snd.buf.len()))
 	e.snd.buf.write(p[:n])
+	if e.cfg.PushPolicy == PushLinux {
+		e.pushWrite(start, start.Add(seqnum.Size(n)))
+	}
 	e.stats.BytesWritten += uint64(n)
 	e.restartAfterIdle()
 	e.output()
