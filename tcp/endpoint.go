@@ -494,7 +494,11 @@ type Info struct {
 	// Reordering is the largest reordering seen, in segments (at least 3;
 	// Linux's tcpi_reordering): how far below the highest SACKed data a
 	// segment sent once was delivered.
-	Reordering   int
+	Reordering int
+	// Probes counts the unanswered probes in progress (Linux's
+	// tcpi_probes): zero-window, keepalive, or the resource probes of data
+	// held by local congestion (LocalCongestion).
+	Probes       int
 	SndBuffered  int  // bytes in the send buffer (unacked and unsent)
 	RcvBuffered  int  // bytes received and not yet read (Release), held ones included
 	KeepAlive    bool // RFC 1122 4.2.3.6 probes on, with these parameters
@@ -591,6 +595,7 @@ func (e *Endpoint) Info() Info {
 		ReorderingSeen: e.rack.reorderingSeen,
 		Reordering:     max(e.sb.reordering, dupThresh),
 		TLPOutstanding: e.rack.tlpActive,
+		Probes:         e.snd.persistProbes + e.keepProbes + e.snd.local.probes,
 		SndBuffered:    e.snd.buf.len(),
 		RcvBuffered:    e.rcv.buf.len() + e.rcv.held,
 		KeepAlive:      e.cfg.KeepAlive,

@@ -88,6 +88,7 @@ type sender struct {
 	lastDataAt time.Duration
 	dataSent   bool
 	push       pushState // Config.PushPolicy PushLinux (push.go)
+	local      localCong // LocalCongestion (localcong.go)
 }
 
 func newSender(iss seqnum.Value) sender {
@@ -441,6 +442,9 @@ func (e *Endpoint) outputOne() bool {
 	// not wait.
 	if e.cfg.Nagle && n < e.snd.smss && e.snd.una.LessThan(e.snd.sml) && !(e.snd.finQueued && n == avail) {
 		return false
+	}
+	if e.localCongested() {
+		return false // the Output's queue would drop it: held (localcong.go)
 	}
 	// Linux's PSH (as packetdrill's scripts show it): besides the segment that
 	// empties the buffer, the last of a burst of two or more, the one after
