@@ -82,6 +82,7 @@ func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *End
 	e.rtt = newRTTEstimator(cfg.InitialRTO, cfg.MinRTO, cfg.MaxRTO, w.Tick())
 	e.rtt.varFloor = cfg.LinuxRTO
 	e.snd = newSender(iss)
+	e.snd.cong, _ = out.(LocalCongestion)
 	e.fr.recover = iss
 	e.tsOffset = uint32(iss) // RFC 7323 5.4: a per-connection random offset
 	if cfg.CUBIC {

@@ -48,8 +48,7 @@ type localCong struct {
 // probe armed (tcp_check_probe_timer: after max(RTO, MinRTO)); if not, a hold
 // ends.
 func (e *Endpoint) localCongested() bool {
-	c, ok := e.out.(LocalCongestion)
-	if !ok || !c.Congested(e.id) {
+	if c := e.snd.cong; c == nil || !c.Congested(e.id) {
 		if e.snd.local.held {
 			e.snd.local = localCong{}
 		}

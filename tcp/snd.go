@@ -87,8 +87,9 @@ type sender struct {
 	// for the restart after idle (restartAfterIdle).
 	lastDataAt time.Duration
 	dataSent   bool
-	push       pushState // Config.PushPolicy PushLinux (push.go)
-	local      localCong // LocalCongestion (localcong.go)
+	push       pushState       // Config.PushPolicy PushLinux (push.go)
+	local      localCong       // LocalCongestion (localcong.go)
+	cong       LocalCongestion // the Output, if it is one
 }
 
 func newSender(iss seqnum.Value) sender {
