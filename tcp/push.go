@@ -26,7 +26,12 @@ const (
 	// TSO chunk of two or more segments (the chunk is the smaller of
 	// tcp_tso_autosize's pacing-rate share, half cwnd and what the windows
 	// let go); a retransmission carries PSH only where a Write's end or a
-	// forced push put it.
+	// forced push put it. The write's end and forced_push are Linux's code
+	// (tcp_mark_push); the chunk rule is Linux's output as packetdrill's
+	// scripts assert it and the kernel here sends it (https_client,
+	// shutdown-rdwr-send-queue-ack-close, slow-start-after-win-update,
+	// prr-ss-30pkt-lost1_4), not a line of tcp_write_xmit we traced: there,
+	// tso_fragment leaves PSH on the second part only.
 	PushLinux
 )
 
