@@ -17,7 +17,9 @@
 # The scripts' shell commands set Linux sysctls (common/defaults.sh,
 # set_sysctls.py, sysctl, tc, ethtool). In the tcpwheel run they run against
 # stand-ins that only record the sysctls in a file the shim reads (so a script
-# that turns timestamps off gets a stack without them), inside a namespace of
+# that turns timestamps off gets a stack without them), and tc's root qdisc
+# there too (one that drops everything makes the shim's device drop the
+# stack's packets and say so to its TCP), inside a namespace of
 # their own as well, so that no command of a script can reach the host's
 # settings. packetdrill runs with a private /tmp bound to one in the run's
 # temporary directory. Everything lives in that directory and the namespaces
@@ -126,14 +128,31 @@ done
 printf '#!/bin/sh\nexit 0\n' >/tmp/sysctl_restore_\$PACKETDRILL_PID.sh
 chmod +x /tmp/sysctl_restore_\$PACKETDRILL_PID.sh
 EOF
-# sysctl's: records name=value; tc, ethtool and ip do nothing.
+# sysctl's: records name=value; ethtool and ip do nothing.
 cat >"$tmp/bin/sysctl" <<EOF
 #!/bin/sh
 for a in "\$@"; do
 	case "\$a" in -*) ;; *=*) echo "\$a" >>"$sysctls" ;; esac
 done
 EOF
-for c in tc ethtool ip; do printf '#!/bin/sh\nexit 0\n' >"$tmp/bin/$c"; done
+for c in ethtool ip; do printf '#!/bin/sh\nexit 0\n' >"$tmp/bin/$c"; done
+# tc's: a root qdisc that drops every packet (pfifo or bfifo, limit 0) is
+# recorded as tc.qdisc.root=drop, its deletion as none, any other root
+# qdisc as other (not modelled: it passes everything); the shim's device
+# drops the stack's packets while it is "drop" (conformance/pdshim/qdisc.go).
+cat >"$tmp/bin/tc" <<EOF
+#!/bin/sh
+args=" \$* "
+case "\$args" in
+*" qdisc "*" root "*) ;;
+*) exit 0 ;;
+esac
+case "\$args" in
+*" qdisc del "*|*" qdisc delete "*) echo tc.qdisc.root=none >>"$sysctls" ;;
+*" pfifo limit 0 "*|*" bfifo limit 0 "*) echo tc.qdisc.root=drop >>"$sysctls" ;;
+*) echo tc.qdisc.root=other >>"$sysctls" ;;
+esac
+EOF
 chmod +x "$tmp/so/common/defaults.sh" "$tmp/so/tcp/common/set_sysctls.py" "$tmp/bin/"*
 
 # run MODE SCRIPT: runs one script; prints "PASS", "FAIL <first error>" or

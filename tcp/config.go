@@ -113,6 +113,14 @@ type Config struct {
 	InitialRTO time.Duration
 	MinRTO     time.Duration
 	MaxRTO     time.Duration
+	// LinuxRTO computes the RTO as Linux does (tcp_rtt_estimator keeps its
+	// rttvar at tcp_rto_min at least, __tcp_set_rto adds it to SRTT): RTO =
+	// SRTT + max(4*RTTVAR, MinRTO) instead of RFC 6298 (2.2)-(2.4)'s
+	// max(SRTT + 4*RTTVAR, MinRTO). On a path of steady RTT the RTO is then
+	// SRTT + MinRTO rather than MinRTO: 300 ms against 212 ms at a 100 ms RTT.
+	// Off by default (RFC 6298); the packetdrill shim turns it on, as the
+	// scripts assume Linux's timers.
+	LinuxRTO bool
 
 	// SYNRetries: SYN retransmissions of an active open (and SYN-ACK ones
 	// after a simultaneous open) before giving up; -1 means none. A
@@ -158,6 +166,19 @@ type Config struct {
 	// default (Linux's default is on; the conformance scripts turn it off but
 	// for the ones that test it): a bulk sender that pauses keeps its window.
 	SlowStartAfterIdle bool
+
+	// PushPolicy says which data segments carry PSH: PushEvery (the zero
+	// value) or PushLinux. PushEvery is the default: with PushLinux, 20 MB
+	// uploads to the Linux kernel over TUN were slower at every loss rate
+	// (2026-11-23, integration/results/linux-policies-2026-11-23.txt; a
+	// Linux receiver ACKs a full-sized PSH segment as soon as its reader
+	// took the data, and holds other ACKs for every second segment or its
+	// 40 ms timer). The packetdrill shim sets PushLinux, as the scripts
+	// assert Linux's marking.
+	PushPolicy PushPolicy
+	// TSOMinSegs is the least TSO chunk of PushLinux, in segments (Linux's
+	// tcp_min_tso_segs): zero means 2.
+	TSOMinSegs int
 
 	// Nagle turns on Nagle's algorithm (RFC 896, RFC 1122 4.2.3.4) with
 	// Minshall's refinement, as Linux has it: a segment short of a full one

@@ -360,14 +360,7 @@ func TestSlowStartByDelivered(t *testing.T) {
 // default.
 func TestSlowStartAfterIdle(t *testing.T) {
 	for _, on := range []bool{true, false} {
-		cfg := noTLPConfig()
-		cfg.SlowStartAfterIdle = on
-		h := established(t, cfg)
-		mss := h.ep.Info().SndMSS
-		h.ep.Write(data(10 * mss))
-		for range 10 {
-			h.expect(lenIs(mss))
-		}
+		h, mss := idleTestStart(t, on)
 		h.ackUpTo(testISS + 1 + seqnum.Value(10*mss))
 		if got := h.ep.Info().Cwnd; got != 20*mss {
 			t.Fatalf("cwnd: got %d, want %d", got, 20*mss)
@@ -387,4 +380,19 @@ func TestSlowStartAfterIdle(t *testing.T) {
 			t.Fatalf("SlowStartAfterIdle %v: after 2.5 RTOs idle cwnd %d ssthresh %d, want %d %d", on, i.Cwnd, i.Ssthresh, want, wantThresh)
 		}
 	}
+}
+
+// idleTestStart is an established connection (Config.SlowStartAfterIdle as
+// on says) with 10 segments sent and not yet acknowledged.
+func idleTestStart(t *testing.T, on bool) (*harness, int) {
+	t.Helper()
+	cfg := noTLPConfig()
+	cfg.SlowStartAfterIdle = on
+	h := established(t, cfg)
+	mss := h.ep.Info().SndMSS
+	h.ep.Write(data(10 * mss))
+	for range 10 {
+		h.expect(lenIs(mss))
+	}
+	return h, mss
 }

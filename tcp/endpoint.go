@@ -80,7 +80,9 @@ func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *End
 		e.holder, _ = out.(AckHolder)
 	}
 	e.rtt = newRTTEstimator(cfg.InitialRTO, cfg.MinRTO, cfg.MaxRTO, w.Tick())
+	e.rtt.varFloor = cfg.LinuxRTO
 	e.snd = newSender(iss)
+	e.snd.cong, _ = out.(LocalCongestion)
 	e.fr.recover = iss
 	e.tsOffset = uint32(iss) // RFC 7323 5.4: a per-connection random offset
 	if cfg.CUBIC {
@@ -274,7 +276,11 @@ func (e *Endpoint) Write(p []byte) (int, error) {
 	if n <= 0 {
 		return 0, nil
 	}
+	start := e.snd.bufSeq.Add(seqnum.Size(e.snd.buf.len()))
 	e.snd.buf.write(p[:n])
+	if e.cfg.PushPolicy == PushLinux {
+		e.pushWrite(start, start.Add(seqnum.Size(n)))
+	}
 	e.stats.BytesWritten += uint64(n)
 	e.restartAfterIdle()
 	e.output()
@@ -489,7 +495,11 @@ type Info struct {
 	// Reordering is the largest reordering seen, in segments (at least 3;
 	// Linux's tcpi_reordering): how far below the highest SACKed data a
 	// segment sent once was delivered.
-	Reordering   int
+	Reordering int
+	// Probes counts the unanswered probes in progress (Linux's
+	// tcpi_probes): zero-window, keepalive, or the resource probes of data
+	// held by local congestion (LocalCongestion).
+	Probes       int
 	SndBuffered  int  // bytes in the send buffer (unacked and unsent)
 	RcvBuffered  int  // bytes received and not yet read (Release), held ones included
 	KeepAlive    bool // RFC 1122 4.2.3.6 probes on, with these parameters
@@ -586,6 +596,7 @@ func (e *Endpoint) Info() Info {
 		ReorderingSeen: e.rack.reorderingSeen,
 		Reordering:     max(e.sb.reordering, dupThresh),
 		TLPOutstanding: e.rack.tlpActive,
+		Probes:         e.snd.persistProbes + e.keepProbes + e.snd.local.probes,
 		SndBuffered:    e.snd.buf.len(),
 		RcvBuffered:    e.rcv.buf.len() + e.rcv.held,
 		KeepAlive:      e.cfg.KeepAlive,

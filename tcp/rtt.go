@@ -20,6 +20,8 @@ type rttEstimator struct {
 	hasSample           bool
 	samples             uint64
 	lastSample, minSeen time.Duration
+	// varFloor: Config.LinuxRTO: RTO = SRTT + max(K*RTTVAR, minRTO).
+	varFloor bool
 }
 
 func newRTTEstimator(initial, minRTO, maxRTO, g time.Duration) rttEstimator {
@@ -60,8 +62,12 @@ func (r *rttEstimator) sample(m time.Duration) {
 		r.rttvar += (delta - r.rttvar) >> rttBetaShift // RFC 6298 (2.3): RTTVAR <- (1 - beta) * RTTVAR + beta * |SRTT - R'|
 		r.srtt += (m - r.srtt) >> rttAlphaShift        // RFC 6298 (2.3): SRTT <- (1 - alpha) * SRTT + alpha * R'
 	}
-	r.base = r.clamp(r.srtt + max(r.g, rttK*r.rttvar)) // RFC 6298 (2.2)/(2.3): RTO <- SRTT + max (G, K*RTTVAR)
-	r.backoff = 0                                      // a fresh sample undoes the backoff of (5.5)
+	v := max(r.g, rttK*r.rttvar)
+	if r.varFloor {
+		v = max(v, r.minRTO) // Config.LinuxRTO: tcp_rtt_estimator's rttvar_us >= tcp_rto_min
+	}
+	r.base = r.clamp(r.srtt + v) // RFC 6298 (2.2)/(2.3): RTO <- SRTT + max (G, K*RTTVAR)
+	r.backoff = 0                // a fresh sample undoes the backoff of (5.5)
 }
 
 // rto returns the current retransmission timeout, backoff included.

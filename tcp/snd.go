@@ -87,6 +87,9 @@ type sender struct {
 	// for the restart after idle (restartAfterIdle).
 	lastDataAt time.Duration
 	dataSent   bool
+	push       pushState       // Config.PushPolicy PushLinux (push.go)
+	local      localCong       // LocalCongestion (localcong.go)
+	cong       LocalCongestion // the Output, if it is one
 }
 
 func newSender(iss seqnum.Value) sender {
@@ -378,6 +381,7 @@ func (e *Endpoint) output() {
 	}
 	sndMax := e.snd.max
 	e.snd.burst = 0
+	e.snd.push.left = 0 // PushLinux: each pass starts a TSO chunk, as tcp_write_xmit
 	for e.state != StateClosed && e.outputOne() {
 	}
 	if e.snd.max != sndMax && e.state != StateClosed && e.rackOn() {
@@ -440,6 +444,9 @@ func (e *Endpoint) outputOne() bool {
 	if e.cfg.Nagle && n < e.snd.smss && e.snd.una.LessThan(e.snd.sml) && !(e.snd.finQueued && n == avail) {
 		return false
 	}
+	if e.localCongested() {
+		return false // the Output's queue would drop it: held (localcong.go)
+	}
 	// Linux's PSH (as packetdrill's scripts show it): besides the segment that
 	// empties the buffer, the last of a burst of two or more, the one after
 	// which the windows leave no room for the next; not a lone segment that
@@ -447,9 +454,13 @@ func (e *Endpoint) outputOne() bool {
 	// In fast recovery, Linux's marking alone: the receiver holds
 	// out-of-order data and ACKs every segment at once, PSH or not (as for
 	// limited transmit's segment, sendDataPSH).
-	burstEnd := usable-n < min(avail-n, e.snd.smss)
-	push := burstEnd && e.snd.burst > 0
-	e.sendDataPSH(n, push, push || !e.fr.active)
+	if e.cfg.PushPolicy == PushLinux {
+		e.sendDataPSH(n, false, e.pushChunkEnd(usable))
+	} else {
+		burstEnd := usable-n < min(avail-n, e.snd.smss)
+		push := burstEnd && e.snd.burst > 0
+		e.sendDataPSH(n, push, push || !e.fr.active)
+	}
 	e.snd.burst++
 	return true
 }
@@ -501,7 +512,15 @@ func (e *Endpoint) sendData(n int, push bool) { e.sendDataPSH(n, push, push) }
 // Limited transmit's segment goes without at no such cost: it answers a
 // duplicate ACK, while the receiver holds out-of-order data and ACKs every
 // segment at once; so does a retransmission that fills a hole.
+//
+// With PushLinux, push is whether the segment covers a Write's end or a
+// forced push (pushMarked), and PSH goes there and where psh says (the end
+// of a TSO chunk).
 func (e *Endpoint) sendDataPSH(n int, push, psh bool) {
+	if e.cfg.PushPolicy == PushLinux {
+		push = e.pushMarked(n)
+		psh = psh || push
+	}
 	l := seqnum.Size(n)
 	var flags Flags
 	if psh || n == e.snd.unsent() {
@@ -549,7 +568,7 @@ func (e *Endpoint) sendNewSegment() bool {
 	if e.snd.inflight()+n > int(e.snd.wnd) {
 		return false // RFC 8985 7.3: the receive window does not allow new data
 	}
-	e.sendDataPSH(n, false, true) // PSH: the last segment before a silence (sendDataPSH)
+	e.sendDataPSH(n, false, e.cfg.PushPolicy != PushLinux) // PSH: the last segment before a silence (sendDataPSH)
 	return true
 }
 
@@ -678,6 +697,12 @@ func (e *Endpoint) takeWindow(seg *Segment, force bool) bool {
 	}
 	if e.timerPending(timerPersist) || e.snd.persistProbes > 0 {
 		e.snd.persistProbes = 0 // the peer answers: RFC 9293 3.8.6.1, the connection stays up
+	}
+	if changed && e.snd.unsent() > 0 {
+		// Data waits and the window moved (it may have been closed): the
+		// idle restart is checked here too, as Linux's
+		// tcp_ack_update_window (tcp_slow_start_after_idle_check).
+		e.restartAfterIdle()
 	}
 	return changed
 }

@@ -245,6 +245,10 @@ func (e *Endpoint) onPersist() {
 	default:
 		return
 	}
+	if e.snd.local.held && e.snd.wnd > 0 {
+		e.onResourceProbe() // the timer is local congestion's (localcong.go)
+		return
+	}
 	if e.snd.wnd > 0 || len(e.snd.rtxq) > 0 {
 		e.snd.persistBackoff = 0
 		e.output()

@@ -21,7 +21,7 @@ import (
 // (net.ipv4.tcp_congestion_control), whose beta of 0.7 the fast recovery
 // scripts assume (tcpi_snd_ssthresh, and what PRR sends).
 func linuxTCP() tcp.Config {
-	return tcp.Config{RecvBuffer: 15 << 20, CUBIC: true}
+	return tcp.Config{RecvBuffer: 15 << 20, CUBIC: true, LinuxRTO: true, PushPolicy: tcp.PushLinux}
 }
 
 // sockOpts are a socket's options; those set before listen or connect go
@@ -320,5 +320,8 @@ func (c *sysctls) apply(cfg *tcp.Config) {
 	}
 	if on, set := c.on("net.ipv4.tcp_slow_start_after_idle"); set {
 		cfg.SlowStartAfterIdle = on
+	}
+	if n, err := strconv.Atoi(c.vals["net.ipv4.tcp_min_tso_segs"]); err == nil && n > 0 {
+		cfg.TSOMinSegs = n
 	}
 }

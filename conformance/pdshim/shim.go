@@ -111,7 +111,7 @@ func New(o Options) (*Shim, error) {
 		return nil, fmt.Errorf("pdshim: local address %v is outside %v", o.Local, defaultPrefix)
 	}
 	clk := timer.NewManualClock(0)
-	dev := &queueDev{clk: clk}
+	dev := &queueDev{clk: clk, qdisc: &qdisc{path: o.Sysctls}}
 	st, err := stack.NewManual(stack.Config{
 		Device: dev, Addr: o.Local, Prefix: defaultPrefix, Clock: clk, TCP: linuxTCP(),
 	})
@@ -331,9 +331,10 @@ func errno(err error) error {
 // queueDev is the stack's link: WritePacket queues each packet with its send
 // instant for NetdevReceive. ReadPacket is never called on a manual stack.
 type queueDev struct {
-	mu  sync.Mutex
-	clk *timer.ManualClock
-	q   []sent
+	mu    sync.Mutex
+	clk   *timer.ManualClock
+	q     []sent
+	qdisc *qdisc // the tc stand-in's root qdisc (qdisc.go)
 }
 
 type sent struct {
@@ -346,6 +347,9 @@ func (d *queueDev) ReadPacket([]byte) (int, error) { return 0, io.EOF }
 func (d *queueDev) WritePacket(pkt []byte) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.qdisc.dropping() {
+		return nil // dropped by the qdisc, as a real one does: silently
+	}
 	d.q = append(d.q, sent{data: append([]byte(nil), pkt...), at: d.clk.Now()})
 	return nil
 }

@@ -101,6 +101,7 @@ func tcpInfo(b []byte, c *stack.Conn, advmss int) int {
 	}
 	ti[tiRetransmits] = uint8(min(i.Retransmits, 255))
 	ti[tiBackoff] = uint8(min(i.Backoff, 255))
+	ti[tiProbes] = uint8(min(i.Probes, 255))
 	var opts uint8
 	if i.Timestamps {
 		opts |= 1
