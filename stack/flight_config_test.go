@@ -53,6 +53,8 @@ func TestRecordTCPRoundTrip(t *testing.T) {
 			f.SetBool(true)
 		case reflect.Int, reflect.Int64:
 			f.SetInt(int64(i + 1))
+		case reflect.Uint8:
+			f.SetUint(uint64(i + 1))
 		case reflect.Func:
 		default:
 			t.Fatalf("tcp.Config.%s: a %s, which this test does not fill", v.Type().Field(i).Name, f.Type())

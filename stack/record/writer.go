@@ -111,6 +111,9 @@ type TCP struct {
 	DisableWindowScale   bool     `json:"disable_window_scale"`
 	DisableAckCoalescing bool     `json:"disable_ack_coalescing,omitempty"`
 	TraceTimers          bool     `json:"trace_timers,omitempty"`
+	LinuxRTO             bool     `json:"linux_rto,omitempty"`
+	PushPolicy           uint8    `json:"push_policy,omitempty"`
+	TSOMinSegs           int      `json:"tso_min_segs,omitempty"`
 }
 
 // Duration is a time.Duration written as "200ms" in JSON.
