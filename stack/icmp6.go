@@ -50,12 +50,7 @@ func (s *Stack) handleICMPv6(src, dst netip.Addr, b []byte) {
 		return
 	}
 	hl := ipv6HeaderLen
-	n := hl + len(b)
-	if n > len(s.obuf) {
-		d.TooBig++
-		return
-	}
-	out := s.obuf[:n]
+	out := s.outBuf(hl + len(b)) // fragmented if larger than the MTU (frag.go)
 	reply := out[hl:]
 	copy(reply, b)
 	reply[0] = byte(header.ICMPv6EchoReply) // RFC 4443 4.2: identifier, sequence and data as they came
@@ -94,9 +89,12 @@ func (s *Stack) icmp6Error(typ header.ICMPv6Type, code header.ICMPv6Code, param 
 	binary.BigEndian.PutUint32(m[4:], param)
 	copy(m[icmp6HeaderLen:], pkt[:quote])
 	binary.BigEndian.PutUint16(m[2:], ^checksum.Checksum(m, pseudoHeader(protoICMPv6, dst, src, len(m))))
-	if typ == header.ICMPv6DstUnreachable {
+	switch typ {
+	case header.ICMPv6DstUnreachable:
 		s.counters.PortUnreachables++
-	} else {
+	case header.ICMPv6TimeExceeded:
+		s.counters.TimeExceededSent++
+	default:
 		s.counters.ParamProblems++
 	}
 	s.writeIPv6(out, dst, src, protoICMPv6)
