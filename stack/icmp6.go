@@ -43,6 +43,8 @@ func (s *Stack) handleICMPv6(src, dst netip.Addr, b []byte) {
 	}
 	typ, code := header.ICMPv6Type(b[0]), header.ICMPv6Code(b[1])
 	switch {
+	case s.tcpICMP6(b): // icmptcp.go
+		return
 	case typ == header.ICMPv6DstUnreachable && code == header.ICMPv6PortUnreachable && s.udpRefused6(b[icmp6HeaderLen:]):
 		return
 	case typ != header.ICMPv6EchoRequest || code != 0:

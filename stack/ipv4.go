@@ -177,6 +177,9 @@ func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 		return
 	}
 	icmp := header.ICMPv4(b)
+	if s.tcpICMP4(b) { // icmptcp.go
+		return
+	}
 	if icmp.Type() == header.ICMPv4DstUnreachable && icmp.Code() == header.ICMPv4PortUnreachable && s.udpRefused(b[header.ICMPv4MinimumSize:]) {
 		return
 	}

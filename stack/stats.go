@@ -71,9 +71,13 @@ type Drops struct {
 	ICMPRateLimited  uint64 // ICMP errors not sent: over the rate limit (icmpLimiter: per destination, and over all)
 	BadICMP          uint64
 	ICMPIgnored      uint64 // ICMP other than echo requests
-	TooBig           uint64 // an outgoing packet larger than the MTU
-	EncodeError      uint64
-	DeviceWrite      uint64 // outgoing packets the device failed to write (also in DeviceErrors)
+	// ICMP errors quoting a TCP segment (icmptcp.go): one of no
+	// connection of ours, one whose sequence number is not in flight (RFC
+	// 5927 4.1), one whose quote is short or not from our address.
+	ICMPNoConnection, ICMPBadSeq, ICMPBadQuote uint64
+	TooBig                                     uint64 // an outgoing packet larger than the MTU
+	EncodeError                                uint64
+	DeviceWrite                                uint64 // outgoing packets the device failed to write (also in DeviceErrors)
 	// IPv6's extension headers (ipv6.go, RFC 8200 4); its fragments are
 	// counted in the Frag ones, its martians above.
 	IPv6BadExtHeader  uint64 // truncated or malformed, or more than 7 bytes of padding in a row
