@@ -269,7 +269,7 @@ func TestPMTU(t *testing.T) {
 				t.Fatalf("%d segments, the first of %d bytes; want 4 of 1440", len(segs), len(segs[0].Payload))
 			}
 			b.m.AdvanceTo(15 * time.Millisecond)
-			rest := tc.mtu // RFC 1191: IPv4's next-hop MTU in the low 16 bits; RFC 4443 3.2: IPv6's all 32
+			rest := tc.mtu                             // RFC 1191: IPv4's next-hop MTU in the low 16 bits; RFC 4443 3.2: IPv6's all 32
 			b.icmp(tc.typ, tc.code, rest, first, 5760) // SND.MAX: not in flight
 			if st := b.m.Stats(); st.Drops.ICMPBadSeq != 1 || len(b.sent) != first+4 {
 				t.Fatalf("ICMPBadSeq %d, %d packets sent", st.Drops.ICMPBadSeq, len(b.sent)-first-4)
