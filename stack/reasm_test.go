@@ -172,17 +172,18 @@ func TestReassembly6(t *testing.T) {
 // exceeded (reassembly) quotes it. Without its first fragment, the
 // datagram times out quietly.
 func TestReassemblyTimeout(t *testing.T) {
+	const timeout4, timeout6 = 30 * time.Second, 60 * time.Second // the documented choices, not the constants
 	t.Run("IPv4", func(t *testing.T) {
 		m, l := manualUDP(t)
 		req := bigEcho(addrA, addrB, 2000)
 		m.AdvanceTo(5 * time.Millisecond)
 		first := frag4(req, 3, 0, 1480, true)
 		inject(t, m, first)
-		m.AdvanceTo(5*time.Millisecond + reasmTimeout4 - time.Millisecond)
+		m.AdvanceTo(5*time.Millisecond + timeout4 - time.Millisecond)
 		if l.sent() != 0 || m.Stats().Drops.FragTimeout != 0 {
 			t.Fatal("timed out early")
 		}
-		m.AdvanceTo(5*time.Millisecond + reasmTimeout4)
+		m.AdvanceTo(5*time.Millisecond + timeout4)
 		st := m.Stats()
 		if st.Drops.FragTimeout != 1 || st.TimeExceededSent != 1 {
 			t.Fatalf("FragTimeout %d, TimeExceededSent %d; want 1, 1", st.Drops.FragTimeout, st.TimeExceededSent)
@@ -196,7 +197,7 @@ func TestReassemblyTimeout(t *testing.T) {
 		}
 		// The last fragment alone: dropped at the timeout, no ICMP.
 		inject(t, m, frag4(req, 4, 1480, 2008-1480, false))
-		m.AdvanceTo(10*time.Millisecond + 2*reasmTimeout4)
+		m.AdvanceTo(10*time.Millisecond + 2*timeout4)
 		if st := m.Stats(); st.Drops.FragTimeout != 2 || st.TimeExceededSent != 1 || m.reasm.mem != 0 {
 			t.Fatalf("FragTimeout %d, TimeExceededSent %d, memory %d; want 2, 1, 0", st.Drops.FragTimeout, st.TimeExceededSent, m.reasm.mem)
 		}
@@ -206,11 +207,11 @@ func TestReassemblyTimeout(t *testing.T) {
 		req := bigEcho(addr6A, addr6B, 2000)
 		first := frag6(req, 3, 0, 1448, true)
 		inject(t, m, first)
-		m.AdvanceTo(reasmTimeout6 - time.Millisecond)
+		m.AdvanceTo(timeout6 - time.Millisecond)
 		if l.sent() != 0 {
 			t.Fatal("timed out early")
 		}
-		m.AdvanceTo(reasmTimeout6)
+		m.AdvanceTo(timeout6)
 		want := icmp6(addr6B, addr6A, header.ICMPv6TimeExceeded, append(make([]byte, 4), first[:ipv6MinMTU-48]...))
 		want[1] = byte(header.ICMPv6ReassemblyTimeout)
 		want[2], want[3] = 0, 0
