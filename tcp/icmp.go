@@ -80,8 +80,8 @@ func (e *Endpoint) ICMPTooBig(seq seqnum.Value, mtu int) bool {
 		return true // no news
 	}
 	e.icmp.mss = mss
-	if e.state == StateSynSent || e.state == StateSynReceived {
-		return true // negotiate applies it (pmtuCap)
+	if e.state == StateSynSent {
+		return true // negotiate applies it (pmtuCap) when the SYN-ACK comes
 	}
 	old := e.snd.smss
 	e.pmtuCap()
