@@ -323,3 +323,18 @@ func TestICMPBadQuote(t *testing.T) {
 		t.Fatalf("ICMPBadQuote %d, state %v; want 2, SYN-SENT", st.Drops.ICMPBadQuote, b.c.ep.State())
 	}
 }
+
+// TestPMTUInSynSent: a "fragmentation needed" quoting our SYN is kept
+// until the SYN-ACK: the MSS then taken is the path's (1240), not the
+// peer's (1460).
+func TestPMTUInSynSent(t *testing.T) {
+	b := newICMPBed(t, false, tcp.Config{})
+	b.icmp(unreach4, 4, 1280, 0, 0)
+	if b.c.ep.State() != tcp.StateSynSent || b.m.Stats().TCPICMPErrors != 1 || len(b.sent) != 1 {
+		t.Fatalf("state %v, TCPICMPErrors %d, %d sent", b.c.ep.State(), b.m.Stats().TCPICMPErrors, len(b.sent))
+	}
+	b.segment(5000, 1001, tcp.FlagSYN|tcp.FlagACK, 1460)
+	if mss := b.c.ep.Info().SndMSS; mss != 1240 {
+		t.Fatalf("SndMSS %d, want 1240", mss)
+	}
+}
