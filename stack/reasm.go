@@ -322,7 +322,9 @@ func (s *Stack) reassemble(f *fragment) {
 	pkt := q.assemble()
 	q.remove()
 	s.counters.Reassembled++
-	r.delivering = true
+	// The transport checksum is checked over the whole datagram, whatever
+	// a virtio-net header said of the last fragment (offload.go).
+	r.delivering, s.csumValid = true, false
 	defer func() { r.delivering = false }()
 	if f.v6 {
 		s.handleIPv6(pkt)
