@@ -9,6 +9,9 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/tcpwheel/tcpwheel/internal/testbed"
+	"github.com/tcpwheel/tcpwheel/stack"
 )
 
 // TestFragmentsWithKernel: the kernel sends pings of 4000 bytes and UDP
@@ -17,8 +20,37 @@ import (
 // and its replies, as large, go back in fragments (stack/frag.go) that
 // the kernel reassembles. Every reply comes back whole.
 func TestFragmentsWithKernel(t *testing.T) {
-	e := newEnv(t, envOptions{Subnet: 90, IPv6: true})
-	srv, err := e.Stack.ListenUDP("udp", ":7")
+	t.Run("plain", func(t *testing.T) {
+		e := newEnv(t, envOptions{Subnet: 90, IPv6: true})
+		fragmentsWith(t, e.Stack, e.Bed)
+	})
+	t.Run("offload", func(t *testing.T) { // the kernel's frames, with their virtio-net headers
+		testbed.RequireRoot(t)
+		bed, err := testbed.New(testbed.Config{Subnet: 93, IPv6: true, Offload: true})
+		if err != nil {
+			t.Fatalf("test bed: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := bed.Close(); err != nil {
+				t.Errorf("closing the test bed: %v", err)
+			}
+		})
+		st, err := stack.New(stack.Config{Device: bed.Dev, Addr: bed.StackAddr, Addr6: bed.StackAddr6})
+		if err != nil {
+			t.Fatalf("stack: %v", err)
+		}
+		t.Cleanup(func() { st.Close() })
+		if !st.Stats().Offload.GSO {
+			t.Fatalf("no offloads: %+v", st.Stats().Offload)
+		}
+		fragmentsWith(t, st, bed)
+	})
+}
+
+// fragmentsWith runs TestFragmentsWithKernel on the stack st attached to
+// bed.
+func fragmentsWith(t *testing.T, st *stack.Stack, bed *testbed.Bed) {
+	srv, err := st.ListenUDP("udp", ":7")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,9 +67,9 @@ func TestFragmentsWithKernel(t *testing.T) {
 	}()
 	pings := 0
 	if _, err := exec.LookPath("ping"); err == nil {
-		for _, a := range []netip.Addr{e.StackAddr, e.StackAddr6} {
+		for _, a := range []netip.Addr{bed.StackAddr, bed.StackAddr6} {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-			out, err := e.command(ctx, "ping", "-c", "3", "-W", "5", "-i", "0.2", "-s", "4000", a.String()).CombinedOutput()
+			out, err := bed.Command(ctx, "ping", "-c", "3", "-W", "5", "-i", "0.2", "-s", "4000", a.String()).CombinedOutput()
 			cancel()
 			if err != nil {
 				t.Fatalf("ping -s 4000 %v: %v\n%s", a, err, out)
@@ -47,9 +79,9 @@ func TestFragmentsWithKernel(t *testing.T) {
 	} else if os.Getenv("CI") == "true" {
 		t.Fatal("ping is not installed (iputils-ping), and CI is set")
 	}
-	for _, a := range []netip.Addr{e.StackAddr, e.StackAddr6} {
+	for _, a := range []netip.Addr{bed.StackAddr, bed.StackAddr6} {
 		var c net.Conn
-		if err := e.Do(func() (err error) { c, err = net.Dial("udp", netip.AddrPortFrom(a, 7).String()); return err }); err != nil {
+		if err := bed.Do(func() (err error) { c, err = net.Dial("udp", netip.AddrPortFrom(a, 7).String()); return err }); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
@@ -65,9 +97,9 @@ func TestFragmentsWithKernel(t *testing.T) {
 			}
 		}
 	}
-	st := e.Stack.Stats()
-	t.Logf("reassembled %d, fragments out %d, echo replies %d, drops %+v", st.Reassembled, st.FragmentsOut, st.EchoReplies, st.Drops)
-	if want := uint64(pings + 8); st.Reassembled < want || st.FragmentsOut < 2*want || st.EchoReplies != uint64(pings) {
-		t.Fatalf("Reassembled %d, FragmentsOut %d, EchoReplies %d; want at least %d, %d, and %d", st.Reassembled, st.FragmentsOut, st.EchoReplies, want, 2*want, pings)
+	stats := st.Stats()
+	t.Logf("reassembled %d, fragments out %d, echo replies %d, drops %+v", stats.Reassembled, stats.FragmentsOut, stats.EchoReplies, stats.Drops)
+	if want := uint64(pings + 8); stats.Reassembled < want || stats.FragmentsOut < 2*want || stats.EchoReplies != uint64(pings) {
+		t.Fatalf("Reassembled %d, FragmentsOut %d, EchoReplies %d; want at least %d, %d, and %d", stats.Reassembled, stats.FragmentsOut, stats.EchoReplies, want, 2*want, pings)
 	}
 }
