@@ -19,9 +19,8 @@ import (
 // Linux's (icmp_err_convert, icmpv6_err_convert). One that quotes no
 // connection of ours (Drops.ICMPNoConnection), a sequence number outside
 // what is in flight (Drops.ICMPBadSeq), or a quote too short or not from
-// our address (Drops.ICMPBadQuote) is dropped and counted. A listener's
-// half-open connections are not looked for: their SYN-ACKs are resent
-// anyway.
+// our address (Drops.ICMPBadQuote) is dropped and counted. A hard error
+// about a listener's half-open connection drops it (tcp/icmp.go).
 
 // icmpErr4 is how Linux's icmp_err_convert takes an IPv4 destination
 // unreachable, by code: the error and whether it is hard.
@@ -95,11 +94,11 @@ func (s *Stack) tcpICMP4(m []byte) bool {
 	var ok bool
 	switch {
 	case typ == header.ICMPv4TimeExceeded:
-		ok = c.ep.ICMPError(seq, icmpCause("time exceeded", syscall.EHOSTUNREACH), false)
+		ok = c.ICMPError(seq, icmpCause("time exceeded", syscall.EHOSTUNREACH), false)
 	case code == int(header.ICMPv4FragmentationNeeded):
-		ok = c.ep.ICMPTooBig(seq, int(binary.BigEndian.Uint16(m[6:]))) // RFC 1191 4: the next-hop MTU
+		ok = c.ICMPTooBig(seq, int(binary.BigEndian.Uint16(m[6:]))) // RFC 1191 4: the next-hop MTU
 	case code < len(icmpErr4):
-		ok = c.ep.ICMPError(seq, icmpCause("destination unreachable", icmpErr4[code].errno), icmpErr4[code].hard)
+		ok = c.ICMPError(seq, icmpCause("destination unreachable", icmpErr4[code].errno), icmpErr4[code].hard)
 	default:
 		s.counters.Drops.ICMPIgnored++
 		return true
@@ -131,11 +130,11 @@ func (s *Stack) tcpICMP6(m []byte) bool {
 	var ok bool
 	switch {
 	case typ == header.ICMPv6TimeExceeded:
-		ok = c.ep.ICMPError(seq, icmpCause("time exceeded", syscall.EHOSTUNREACH), false)
+		ok = c.ICMPError(seq, icmpCause("time exceeded", syscall.EHOSTUNREACH), false)
 	case typ == header.ICMPv6PacketTooBig:
-		ok = c.ep.ICMPTooBig(seq, int(min(binary.BigEndian.Uint32(m[4:]), maxDatagram))) // RFC 4443 3.2: the MTU
+		ok = c.ICMPTooBig(seq, int(min(binary.BigEndian.Uint32(m[4:]), maxDatagram))) // RFC 4443 3.2: the MTU
 	case code < len(icmpErr6):
-		ok = c.ep.ICMPError(seq, icmpCause("destination unreachable", icmpErr6[code].errno), icmpErr6[code].hard)
+		ok = c.ICMPError(seq, icmpCause("destination unreachable", icmpErr6[code].errno), icmpErr6[code].hard)
 	default:
 		s.counters.Drops.ICMPIgnored++
 		return true
@@ -145,17 +144,22 @@ func (s *Stack) tcpICMP6(m []byte) bool {
 }
 
 // quotedConn finds the connection whose segment to remote a quote's TCP
-// header (at least its first 8 bytes: ports and sequence number) is, or
-// counts a drop.
-func (s *Stack) quotedConn(remote netip.Addr, th []byte) (*Conn, seqnum.Value) {
+// header (at least its first 8 bytes: ports and sequence number) is (a
+// listener's half-open one too), or counts a drop.
+func (s *Stack) quotedConn(remote netip.Addr, th []byte) (*tcp.Endpoint, seqnum.Value) {
 	sport, dport := binary.BigEndian.Uint16(th), binary.BigEndian.Uint16(th[2:])
 	id := tcp.ID{Local: netip.AddrPortFrom(s.localFor(remote), sport), Remote: netip.AddrPortFrom(remote, dport)}
-	c := s.conns[id]
-	if c == nil {
-		s.counters.Drops.ICMPNoConnection++
-		return nil, 0
+	seq := seqnum.Value(binary.BigEndian.Uint32(th[4:]))
+	if c := s.conns[id]; c != nil {
+		return c.ep, seq
 	}
-	return c, seqnum.Value(binary.BigEndian.Uint32(th[4:]))
+	if l := s.listenerFor(sport, id.Local.Addr()); l != nil {
+		if ep := l.tl.HalfOpenConn(id); ep != nil {
+			return ep, seq // our SYN-ACK's
+		}
+	}
+	s.counters.Drops.ICMPNoConnection++
+	return nil, 0
 }
 
 // countTCPICMP counts an ICMP error a connection took, or dropped for its

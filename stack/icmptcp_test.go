@@ -338,3 +338,29 @@ func TestPMTUInSynSent(t *testing.T) {
 		t.Fatalf("SndMSS %d, want 1240", mss)
 	}
 }
+
+// TestICMPHalfOpen: a port unreachable quoting a listener's SYN-ACK drops
+// the half-open connection (as Linux's tcp_req_err); one with another
+// sequence number is counted and changes nothing.
+func TestICMPHalfOpen(t *testing.T) {
+	m, l := manualUDP(t)
+	if _, err := m.Listen("tcp", ":80"); err != nil {
+		t.Fatal(err)
+	}
+	inject(t, m, synPacket(t, addrA, addrB, 80))
+	synack := l.read(t)
+	half := func() int { return m.listeners[80].tl.HalfOpen() }
+	if half() != 1 {
+		t.Fatalf("%d half-open, want 1", half())
+	}
+	for _, dseq := range []uint32{1, 0} {
+		q := append([]byte(nil), synack[:ipv4HeaderLen+8]...)
+		binary.BigEndian.PutUint32(q[ipv4HeaderLen+4:], binary.BigEndian.Uint32(q[ipv4HeaderLen+4:])+dseq)
+		msg := append([]byte{unreach4, 3, 0, 0, 0, 0, 0, 0}, q...)
+		binary.BigEndian.PutUint16(msg[2:], ^checksum.Checksum(msg, 0))
+		inject(t, m, ipv4Packet(addrA, addrB, protoICMP, msg))
+	}
+	if st := m.Stats(); st.Drops.ICMPBadSeq != 1 || st.TCPICMPErrors != 1 || half() != 0 || l.sent() != 1 {
+		t.Fatalf("ICMPBadSeq %d, TCPICMPErrors %d, half-open %d, sent %d; want 1, 1, 0, 1", st.Drops.ICMPBadSeq, st.TCPICMPErrors, half(), l.sent())
+	}
+}

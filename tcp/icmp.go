@@ -17,7 +17,8 @@ import (
 //     (Linux's sk_err_soft, reported instead of ETIMEDOUT).
 //   - A hard error (port or protocol unreachable, administratively
 //     prohibited) in SYN-SENT aborts the connection with it, without a
-//     RST (RFC 5461, as Linux).
+//     RST (RFC 5461, as Linux); one about a listener's half-open
+//     connection (our SYN-ACK) drops it (Linux's tcp_req_err).
 //   - "Fragmentation needed" and "packet too big" (RFC 1191, RFC 8201)
 //     lower the path MTU, and with it the MSS we send with, never below
 //     Linux's floors (an IPv4 path MTU of 552, ip_rt_min_pmtu; IPv6's
@@ -55,8 +56,11 @@ func (e *Endpoint) ICMPError(seq seqnum.Value, cause error, hard bool) bool {
 	if !e.icmpSeqOK(seq) {
 		return false
 	}
-	if hard && e.state == StateSynSent {
-		e.enterClosed(cause) // RFC 5461: abort the connection attempt
+	if hard && (e.state == StateSynSent || e.state == StateSynReceived && e.passive) {
+		// RFC 5461: abort the connection attempt; a listener's half-open
+		// connection is dropped, as Linux's tcp_req_err drops the request
+		// (the listener counts it in HalfOpenTimeouts).
+		e.enterClosed(cause)
 		return true
 	}
 	e.icmp.soft = cause // RFC 1122 4.2.3.9: a soft error, reported if the connection times out
@@ -201,3 +205,7 @@ func (t *softTimeout) Error() string {
 	return ErrTimeout.Error() + " (last ICMP error: " + t.soft.Error() + ")"
 }
 func (t *softTimeout) Unwrap() []error { return []error{ErrTimeout, t.soft} }
+
+// HalfOpenConn returns the listener's half-open connection (SYN-RECEIVED) with
+// the 4-tuple id, or nil: for an ICMP error that quotes our SYN-ACK.
+func (l *Listener) HalfOpenConn(id ID) *Endpoint { return l.half[id] }
