@@ -364,3 +364,36 @@ func TestICMPHalfOpen(t *testing.T) {
 		t.Fatalf("ICMPBadSeq %d, TCPICMPErrors %d, half-open %d, sent %d; want 1, 1, 0, 1", st.Drops.ICMPBadSeq, st.TCPICMPErrors, half(), l.sent())
 	}
 }
+
+// TestPMTUHalfOpen: a "fragmentation needed" quoting a listener's SYN-ACK
+// lowers the half-open connection's MSS and leaves its SYN-ACK timer
+// running: the SYN-ACK is resent at 1 s, exactly.
+func TestPMTUHalfOpen(t *testing.T) {
+	m, l := manualUDP(t)
+	if _, err := m.Listen("tcp", ":80"); err != nil {
+		t.Fatal(err)
+	}
+	syn := tcp.Segment{SrcPort: 40000, DstPort: 80, Seq: 1000, Flags: tcp.FlagSYN, Window: 65535}
+	syn.Options.HasMSS, syn.Options.MSS = true, 1460
+	b := make([]byte, syn.EncodedLen())
+	syn.Encode(b)
+	tcp.SetChecksum(addrA, addrB, b)
+	inject(t, m, ipv4Packet(addrA, addrB, protoTCP, b))
+	synack := l.read(t)
+	msg := append([]byte{unreach4, 4, 0, 0, 0, 0, 1280 >> 8, 1280 & 0xff}, synack[:ipv4HeaderLen+8]...)
+	binary.BigEndian.PutUint16(msg[2:], ^checksum.Checksum(msg, 0))
+	inject(t, m, ipv4Packet(addrA, addrB, protoICMP, msg))
+	id := tcp.ID{Local: netip.AddrPortFrom(addrB, 80), Remote: netip.AddrPortFrom(addrA, 40000)}
+	ep := m.listeners[80].tl.HalfOpenConn(id)
+	if ep == nil || ep.Info().SndMSS != 1240 || m.Stats().TCPICMPErrors != 1 {
+		t.Fatalf("half-open %v, TCPICMPErrors %d", ep != nil, m.Stats().TCPICMPErrors)
+	}
+	m.AdvanceTo(time.Second - time.Millisecond)
+	if l.sent() != 1 {
+		t.Fatal("resent early")
+	}
+	m.AdvanceTo(time.Second)
+	if again := l.read(t); !bytes.Equal(again[ipv4HeaderLen:ipv4HeaderLen+14], synack[ipv4HeaderLen:ipv4HeaderLen+14]) {
+		t.Fatalf("sent %x at 1 s, want the SYN-ACK again", again)
+	}
+}

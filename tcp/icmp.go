@@ -128,7 +128,7 @@ func (e *Endpoint) resegment() {
 		return
 	}
 	q := make([]*txSeg, 0, len(e.snd.rtxq))
-	rtxq := e.snd.rtxq
+	rtxq, cut := e.snd.rtxq, false
 	for i := 0; i < len(rtxq); {
 		j, big := i, false
 		for ; j < len(rtxq) && !rtxq[j].sacked && rtxq[j].flags&FlagSYN == 0; j++ {
@@ -140,7 +140,10 @@ func (e *Endpoint) resegment() {
 			continue
 		}
 		q = e.recut(q, rtxq[i:j])
-		i = j
+		i, cut = j, true
+	}
+	if !cut {
+		return // nothing in flight is too large: the next segments are cut to size
 	}
 	e.snd.rtxq = q
 	for _, s := range e.snd.rtxq {
@@ -152,6 +155,9 @@ func (e *Endpoint) resegment() {
 	e.stats.PMTUResends++
 	e.snd.nxt = e.snd.una
 	e.output()
+	if e.state != StateClosed && len(e.snd.rtxq) > 0 && !e.snd.rtxq[0].entry.Pending() && !e.snd.rtxq[0].sacked {
+		e.armRTO(e.snd.rtxq[0]) // the windows let nothing out: the RTO still runs
+	}
 }
 
 // recut appends to q the run of data segments run, cut into segments of
