@@ -41,9 +41,9 @@ import (
 //     at offset 8 (FO = 1), one that could rewrite the flags.
 //   - Limits: reasmMaxFrags fragments per datagram (more drops it:
 //     Drops.FragTooMany), reasmMemPerSource bytes held per source and
-//     reasmMemTotal over all (counting reasmOverhead more per fragment, so
-//     that a flood of tiny fragments is bounded as well as a flood of large
-//     ones). A fragment over a limit is dropped (Drops.FragMemory): as
+//     reasmMemTotal over all (counting reasmOverhead more per fragment and
+//     per queue, and the first fragment's headers and quote, so that a
+//     flood of tiny fragments is bounded as well as a flood of large ones). A fragment over a limit is dropped (Drops.FragMemory): as
 //     Linux over ipfrag_high_thresh, nothing is evicted, the timers free
 //     the memory; the limit per source keeps one source from taking all
 //     of it.
@@ -248,6 +248,12 @@ func (s *Stack) reassemble(f *fragment) {
 		return
 	}
 	cost := len(f.data) + reasmOverhead
+	if f.off == 0 { // its headers and the quote for a time exceeded are kept too
+		cost += 2 * len(f.hdr)
+		if f.v6 {
+			cost += min(len(f.pkt), ipv6MinMTU)
+		}
+	}
 	q := r.queues[f.key]
 	if q == nil {
 		cost += reasmOverhead

@@ -320,7 +320,7 @@ func TestReassemblyBadInput(t *testing.T) {
 func TestReassemblyMemory(t *testing.T) {
 	m, _ := manualUDP(t)
 	req := bigEcho(addrA, addrB, 2000)
-	per := 1480 + 2*reasmOverhead
+	per := 1480 + 2*reasmOverhead + 2*ipv4HeaderLen // data, the fragment and the queue, the header and the quote's
 	fit := reasmMemPerSource / per
 	for i := range fit + 3 {
 		inject(t, m, frag4(req, uint16(i), 0, 1480, true))
