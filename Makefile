@@ -67,6 +67,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzVnetHdr$$' -fuzztime $(FUZZTIME) ./tun/
 	$(GO) test -run '^$$' -fuzz '^FuzzInput$$' -fuzztime $(FUZZTIME) ./stack/
 	$(GO) test -run '^$$' -fuzz '^FuzzTransportOf$$' -fuzztime $(FUZZTIME) ./stack/
+	$(GO) test -run '^$$' -fuzz '^FuzzReassembly$$' -fuzztime $(FUZZTIME) ./stack/
 	$(GO) test -run '^$$' -fuzz '^FuzzRespond$$' -fuzztime $(FUZZTIME) ./internal/dnsrv/
 	$(GO) test -run '^$$' -fuzz '^FuzzVnetPayload$$' -fuzztime $(FUZZTIME) ./internal/baseline/gvisor/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./stack/record/

@@ -24,9 +24,11 @@ var errnos = []struct {
 	err   error
 	errno syscall.Errno
 }{
+	// First: a timeout after a soft ICMP error (tcp/icmp.go) also matches
+	// the soft error's, which may be a refusal; it is a timeout.
+	{tcp.ErrTimeout, syscall.ETIMEDOUT},
 	{tcp.ErrConnectionReset, syscall.ECONNRESET},
 	{tcp.ErrConnectionRefused, syscall.ECONNREFUSED},
-	{tcp.ErrTimeout, syscall.ETIMEDOUT},
 	{tcp.ErrWriteClosed, syscall.EPIPE},
 	{tcp.ErrNotConnected, syscall.ENOTCONN},
 	{tcp.ErrAborted, syscall.ECONNABORTED},

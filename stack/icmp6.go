@@ -43,6 +43,8 @@ func (s *Stack) handleICMPv6(src, dst netip.Addr, b []byte) {
 	}
 	typ, code := header.ICMPv6Type(b[0]), header.ICMPv6Code(b[1])
 	switch {
+	case s.tcpICMP6(b): // icmptcp.go
+		return
 	case typ == header.ICMPv6DstUnreachable && code == header.ICMPv6PortUnreachable && s.udpRefused6(b[icmp6HeaderLen:]):
 		return
 	case typ != header.ICMPv6EchoRequest || code != 0:
@@ -50,12 +52,7 @@ func (s *Stack) handleICMPv6(src, dst netip.Addr, b []byte) {
 		return
 	}
 	hl := ipv6HeaderLen
-	n := hl + len(b)
-	if n > len(s.obuf) {
-		d.TooBig++
-		return
-	}
-	out := s.obuf[:n]
+	out := s.outBuf(hl + len(b)) // fragmented if larger than the MTU (frag.go)
 	reply := out[hl:]
 	copy(reply, b)
 	reply[0] = byte(header.ICMPv6EchoReply) // RFC 4443 4.2: identifier, sequence and data as they came
@@ -94,9 +91,12 @@ func (s *Stack) icmp6Error(typ header.ICMPv6Type, code header.ICMPv6Code, param 
 	binary.BigEndian.PutUint32(m[4:], param)
 	copy(m[icmp6HeaderLen:], pkt[:quote])
 	binary.BigEndian.PutUint16(m[2:], ^checksum.Checksum(m, pseudoHeader(protoICMPv6, dst, src, len(m))))
-	if typ == header.ICMPv6DstUnreachable {
+	switch typ {
+	case header.ICMPv6DstUnreachable:
 		s.counters.PortUnreachables++
-	} else {
+	case header.ICMPv6TimeExceeded:
+		s.counters.TimeExceededSent++
+	default:
 		s.counters.ParamProblems++
 	}
 	s.writeIPv6(out, dst, src, protoICMPv6)

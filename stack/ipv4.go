@@ -56,19 +56,24 @@ func (s *Stack) handlePacket(pkt []byte) {
 		return
 	}
 	if ip.More() || ip.FragmentOffset() != 0 {
-		d.Fragment++ // RFC 791 reassembly is not implemented: count and drop
+		s.fragment4(pkt, hl, src, dst) // reasm.go
 		return
 	}
-	payload := pkt[hl:]
-	switch ip.Protocol() {
+	s.deliverIPv4(src, dst, pkt[:hl], pkt[hl:])
+}
+
+// deliverIPv4 hands the payload of a whole IPv4 datagram (its header hdr,
+// checked) to TCP, UDP or ICMP.
+func (s *Stack) deliverIPv4(src, dst netip.Addr, hdr, payload []byte) {
+	switch hdr[9] {
 	case protoTCP:
 		s.handleTCP(src, dst, payload)
 	case protoUDP:
-		s.handleUDP(src, dst, pkt[:hl], payload)
+		s.handleUDP(src, dst, hdr, payload)
 	case protoICMP:
 		s.handleICMP(src, dst, payload)
 	default:
-		d.UnknownProtocol++
+		s.counters.Drops.UnknownProtocol++
 	}
 }
 
@@ -172,6 +177,9 @@ func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 		return
 	}
 	icmp := header.ICMPv4(b)
+	if s.tcpICMP4(b) { // icmptcp.go
+		return
+	}
 	if icmp.Type() == header.ICMPv4DstUnreachable && icmp.Code() == header.ICMPv4PortUnreachable && s.udpRefused(b[header.ICMPv4MinimumSize:]) {
 		return
 	}
@@ -179,12 +187,7 @@ func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 		d.ICMPIgnored++
 		return
 	}
-	n := ipv4HeaderLen + len(b)
-	if n > len(s.obuf) {
-		d.TooBig++
-		return
-	}
-	out := s.obuf[:n]
+	out := s.outBuf(ipv4HeaderLen + len(b)) // fragmented if larger than the MTU (frag.go)
 	reply := out[ipv4HeaderLen:]
 	copy(reply, b)
 	reply[0] = byte(header.ICMPv4EchoReply)
@@ -196,9 +199,13 @@ func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 
 // writeIPv4 fills in the IPv4 header at the front of pkt (whose payload is in
 // place) and writes the packet to the device. DF is set: TCP sizes its segments
-// to the MTU instead.
+// to the MTU instead. A packet larger than the MTU goes in fragments (frag.go).
 func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
 	s.fillIPv4(pkt, src, dst, proto)
+	if len(pkt) > len(s.obuf) {
+		s.writeFragments4(pkt) // frag.go
+		return
+	}
 	if s.rec != nil {
 		s.recordOut(pkt)
 	}

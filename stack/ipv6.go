@@ -15,8 +15,8 @@ import (
 
 // IPv6 (RFC 8200) beside IPv4: the stack has one IPv6 address
 // (Config.Addr6) besides its IPv4 one. A packet's extension headers are
-// walked up to maxExtHeaders of them; fragments are dropped and counted
-// (no reassembly yet); what RFC 8200 4 says to answer with an ICMPv6
+// walked up to maxExtHeaders of them; fragments are reassembled
+// (reasm.go); what RFC 8200 4 says to answer with an ICMPv6
 // parameter problem is answered (icmp6.go), within the ICMP rate limit.
 // There is no neighbour discovery: a TUN has no link layer.
 
@@ -49,8 +49,11 @@ const (
 // starts, or why the packet is dropped and the parameter problem to send.
 type ipv6Chain struct {
 	proto uint8 // the upper-layer protocol
-	off   int   // where its header starts in the packet
-	nhOff int   // the offset of the Next Header field that names it
+	// frag: a fragment (not an atomic one), its fragment header at off,
+	// named by the Next Header at nhOff.
+	frag  bool
+	off   int // where its header starts in the packet
+	nhOff int // the offset of the Next Header field that names it
 	// drop, if not nil, is the counter of a packet to drop; with icmp, a
 	// parameter problem of code code pointing at ptr answers it.
 	drop *uint64
@@ -67,8 +70,8 @@ func problem(drop *uint64, code header.ICMPv6Code, ptr int) ipv6Chain {
 // walkIPv6 walks the extension headers of pkt (its IPv6 header and the
 // payload length's worth after it) as RFC 8200 4 says: Hop-by-Hop options
 // only first, options processed by their type's two high bits, a routing
-// header with segments left unknown (we route nothing), a fragment counted
-// and dropped unless atomic (RFC 6946: processed as a whole packet). At
+// header with segments left unknown (we route nothing), a fragment handed
+// to reassembly unless atomic (RFC 6946: processed as a whole packet). At
 // most maxExtHeaders; each is at least 8 bytes and inside the packet, so
 // the walk ends.
 func walkIPv6(pkt []byte, d *Drops) ipv6Chain {
@@ -109,7 +112,7 @@ func walkIPv6(pkt []byte, d *Drops) ipv6Chain {
 			}
 		case nhFragment:
 			if binary.BigEndian.Uint16(h[2:])&^6 != 0 { // an offset or M: a real fragment
-				return ipv6Chain{drop: &d.Fragment}
+				return ipv6Chain{frag: true, off: off, nhOff: nhOff} // reassembled (reasm.go)
 			}
 		}
 		nh, nhOff, off = h[0], off, off+hl
@@ -198,6 +201,10 @@ func (s *Stack) handleIPv6(pkt []byte) {
 		}
 		return
 	}
+	if c.frag {
+		s.fragment6(pkt, c, src, dst) // reasm.go
+		return
+	}
 	hdr, payload := pkt[:c.off], pkt[c.off:]
 	switch c.proto {
 	case protoTCP:
@@ -257,6 +264,10 @@ func ipHeaderLen(a netip.Addr) int {
 // label 0, the hop limit Config.TTL.
 func (s *Stack) writeIPv6(pkt []byte, src, dst netip.Addr, proto uint8) {
 	putIPv6Header(pkt, src, dst, proto, s.cfg.TTL)
+	if len(pkt) > len(s.obuf) {
+		s.writeFragments6(pkt) // frag.go
+		return
+	}
 	if s.rec != nil {
 		s.recordOut(pkt)
 	}
@@ -395,7 +406,7 @@ func transportOf(pkt []byte) (src, dst netip.Addr, proto uint8, off, end int, ok
 		}
 		var d Drops
 		c := walkIPv6(pkt[:end], &d)
-		if c.drop != nil {
+		if c.drop != nil || c.frag {
 			return
 		}
 		return netip.AddrFrom16([16]byte(pkt[8:24])), netip.AddrFrom16([16]byte(pkt[24:40])), c.proto, c.off, end, true

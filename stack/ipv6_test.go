@@ -183,8 +183,8 @@ func TestIPv6ExtensionHeaders(t *testing.T) {
 		{"routing, segments left", nhRouting, routing(protoICMPv6, 1), func(d *Drops) uint64 { return d.IPv6UnknownHeader }, 0, 42},
 		{"routing, no segments left", nhRouting, routing(protoICMPv6, 0), nil, -1, 0},
 		{"atomic fragment", nhFragment, frag(protoICMPv6, 0), nil, -1, 0},
-		{"first fragment", nhFragment, frag(protoICMPv6, 1), func(d *Drops) uint64 { return d.Fragment }, -1, 0},
-		{"later fragment", nhFragment, frag(protoICMPv6, 8<<3), func(d *Drops) uint64 { return d.Fragment }, -1, 0},
+		{"first fragment not a multiple of 8", nhFragment, frag(protoICMPv6, 1), func(d *Drops) uint64 { return d.FragBad }, 0, 4},
+		{"fragment past 65535 bytes", nhFragment, frag(protoICMPv6, 65528), func(d *Drops) uint64 { return d.FragBad }, 0, 42},
 		{"unknown next header", 253, []byte{protoICMPv6, 0, 0, 0, 0, 0, 0, 0}, func(d *Drops) uint64 { return d.UnknownProtocol }, 1, 6},
 		{"unknown header after options", nhDestOpts, opts(253), func(d *Drops) uint64 { return d.UnknownProtocol }, 1, 40},
 		{"no next header", nhDestOpts, opts(nhNoNext), func(d *Drops) uint64 { return d.IPv6NoNextHeader }, -1, 0},
@@ -531,8 +531,8 @@ func TestUDPv6Echo(t *testing.T) {
 		t.Fatalf("local address %v, want %v", la, addr6A)
 	}
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	buf := make([]byte, 2048)
-	for _, size := range []int{0, 1, 1000, 1500 - 48} {
+	buf := make([]byte, 8192)
+	for _, size := range []int{0, 1, 1000, 1500 - 48, 8000} { // 8000: in fragments both ways
 		msg := bytes.Repeat([]byte{'x'}, size)
 		if _, err := c.Write(msg); err != nil {
 			t.Fatal(err)
@@ -541,8 +541,8 @@ func TestUDPv6Echo(t *testing.T) {
 			t.Fatalf("echo of %d bytes: %d, %v", size, n, err)
 		}
 	}
-	if _, err := c.Write(make([]byte, 1500-47)); !errors.Is(err, syscall.EMSGSIZE) {
-		t.Fatalf("a datagram past the MTU: %v, want EMSGSIZE", err)
+	if _, err := c.Write(make([]byte, 65528)); !errors.Is(err, syscall.EMSGSIZE) {
+		t.Fatalf("a datagram past 65,535 bytes: %v, want EMSGSIZE", err)
 	}
 	u4, err := b.ListenUDP("udp4", ":9")
 	if err != nil {

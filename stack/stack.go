@@ -141,6 +141,9 @@ type Stack struct {
 	closedTCP  tcp.Counters // counters of endpoints that are gone
 	input      string       // the input path, for Stats: inputDirect, inputReader or inputManual
 	icmpLimit  icmpLimiter  // the ICMP errors' rate limit (icmplimit.go)
+	reasm      reassembler  // IP reassembly (reasm.go)
+	bigbuf     []byte       // a packet larger than the MTU, sent in fragments (frag.go)
+	fragID6    uint32       // the identification of our next fragmented IPv6 datagram
 
 	// The flight recorder (flight.go). Loop only.
 	rec       sink           // nil: not recording

@@ -21,8 +21,15 @@ type Counters struct {
 	PortUnreachables          uint64 // ICMP port unreachable sent for UDP to a closed port
 	UnreachablesIn            uint64 // ICMP port unreachable received for a connected UDP socket (its read fails: ECONNREFUSED)
 	ParamProblems             uint64 // ICMPv6 parameter problems sent (RFC 8200 4: unknown headers, options, next headers)
-	DeviceErrors              uint64 // failed reads and writes of the device
-	Drops                     Drops
+	// IP fragments (reasm.go): datagrams reassembled and handled, ICMP
+	// time exceeded sent for those that timed out with their first
+	// fragment, fragments sent for our datagrams larger than the MTU.
+	Reassembled, TimeExceededSent, FragmentsOut uint64
+	// ICMP errors about our TCP connections (icmptcp.go): acted on (a
+	// smaller MSS, a soft error noted, a handshake refused).
+	TCPICMPErrors uint64
+	DeviceErrors  uint64 // failed reads and writes of the device
+	Drops         Drops
 }
 
 // Drops counts the packets the stack itself dropped, on input (and the few
@@ -35,7 +42,14 @@ type Drops struct {
 	NotIPv4       uint64 // neither IPv4 nor IPv6 (also IPv6 to a stack without an IPv6 address)
 	BadIPChecksum uint64
 	NotForUs      uint64
-	Fragment      uint64
+	// IP fragments (reasm.go), each fragment counted: by reason.
+	FragTimeout   uint64 // held when the reassembly timer fired (30 s IPv4, 60 s IPv6)
+	FragOverlap   uint64 // overlapping (RFC 5722): the datagram's fragments, held and still to come
+	FragDuplicate uint64 // an exact duplicate of one held
+	FragTiny      uint64 // a first fragment without its transport header (RFC 1858, RFC 8200 4.5)
+	FragBad       uint64 // a length not a multiple of 8, past 65,535 bytes, or disagreeing with the last fragment's
+	FragTooMany   uint64 // more than 64 fragments in one datagram
+	FragMemory    uint64 // over the reassembly memory limit, per source (256 KB) or over all (4 MB)
 	// Martian sources (RFC 1122 3.2.1.3, 4.2.3.10; as Linux): dropped
 	// whatever they carry.
 	MartianBroadcast uint64 // 255.255.255.255, or the subnet broadcast of Config.Prefix
@@ -57,11 +71,15 @@ type Drops struct {
 	ICMPRateLimited  uint64 // ICMP errors not sent: over the rate limit (icmpLimiter: per destination, and over all)
 	BadICMP          uint64
 	ICMPIgnored      uint64 // ICMP other than echo requests
-	TooBig           uint64 // an outgoing packet larger than the MTU
-	EncodeError      uint64
-	DeviceWrite      uint64 // outgoing packets the device failed to write (also in DeviceErrors)
+	// ICMP errors quoting a TCP segment (icmptcp.go): one of no
+	// connection of ours, one whose sequence number is not in flight (RFC
+	// 5927 4.1), one whose quote is short or not from our address.
+	ICMPNoConnection, ICMPBadSeq, ICMPBadQuote uint64
+	TooBig                                     uint64 // an outgoing packet larger than the MTU
+	EncodeError                                uint64
+	DeviceWrite                                uint64 // outgoing packets the device failed to write (also in DeviceErrors)
 	// IPv6's extension headers (ipv6.go, RFC 8200 4); its fragments are
-	// counted in Fragment, its martians above.
+	// counted in the Frag ones, its martians above.
 	IPv6BadExtHeader  uint64 // truncated or malformed, or more than 7 bytes of padding in a row
 	IPv6ExtChain      uint64 // more than maxExtHeaders (8) extension headers
 	IPv6UnknownHeader uint64 // a Hop-by-Hop header not first, or a routing header with segments left: answered with a parameter problem

@@ -253,11 +253,11 @@ func (u *UDPConn) deliver(from netip.AddrPort, p []byte) bool {
 func (s *Stack) sendUDP(port uint16, dst netip.AddrPort, p []byte) {
 	src, hl := s.localFor(dst.Addr()), ipHeaderLen(dst.Addr())
 	n := hl + udpHeaderLen + len(p)
-	if n > len(s.obuf) {
+	if tooBig(n, dst.Addr()) {
 		s.counters.Drops.TooBig++
 		return
 	}
-	b := s.obuf[:n]
+	b := s.outBuf(n) // fragmented if larger than the MTU (frag.go)
 	u := header.UDP(b[hl:])
 	u.Encode(&header.UDPFields{SrcPort: port, DstPort: dst.Port(), Length: uint16(len(u))})
 	copy(u.Payload(), p)
@@ -270,10 +270,14 @@ func (s *Stack) sendUDP(port uint16, dst netip.AddrPort, p []byte) {
 	s.writeIP(b, src, dst.Addr(), protoUDP)
 }
 
-// maxUDPPayload is the largest datagram payload the stack sends to a: it
-// does not fragment, so the datagram must fit the MTU.
+// maxUDPPayload is the largest datagram payload the stack sends to a, as
+// Linux's: 65,507 bytes over IPv4, 65,527 over IPv6; one larger than the
+// MTU goes in fragments (frag.go).
 func (s *Stack) maxUDPPayload(a netip.Addr) int {
-	return len(s.obuf) - ipHeaderLen(a) - udpHeaderLen
+	if a.Is4() {
+		return maxDatagram - ipv4HeaderLen - udpHeaderLen
+	}
+	return maxDatagram - udpHeaderLen
 }
 
 // portUnreachable answers a UDP datagram to a closed port with an ICMP

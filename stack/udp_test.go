@@ -81,7 +81,7 @@ func udpEcho(t *testing.T, s *Stack) (*UDPConn, <-chan struct{}) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		buf := make([]byte, 2048)
+		buf := make([]byte, 65536)
 		for {
 			n, from, err := srv.ReadFrom(buf)
 			if err != nil {
@@ -107,7 +107,7 @@ func TestUDPEchoOverPipe(t *testing.T) {
 	if got := c.RemoteAddr().String(); got != "198.18.0.2:7" {
 		t.Errorf("RemoteAddr %s", got)
 	}
-	buf := make([]byte, 2048)
+	buf := make([]byte, 2048, 8192)
 	for i, msg := range [][]byte{[]byte("hello"), {}, bytes.Repeat([]byte{'x'}, 1472)} {
 		if n, err := c.Write(msg); err != nil || n != len(msg) {
 			t.Fatalf("write %d: %d, %v", i, n, err)
@@ -117,13 +117,21 @@ func TestUDPEchoOverPipe(t *testing.T) {
 			t.Fatalf("echo %d: got %d bytes, %v; want %d", i, n, err, len(msg))
 		}
 	}
-	// 1473 bytes do not fit a 1500-byte MTU with DF set.
-	if _, err := c.Write(make([]byte, 1473)); !errors.Is(err, syscall.EMSGSIZE) {
+	// 8000 bytes go in fragments both ways (frag.go, reasm.go); 65,508
+	// are more than an IPv4 datagram holds.
+	big := bytes.Repeat([]byte("0123456789abcdef"), 500)
+	if _, err := c.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Read(buf[:cap(buf)]); err != nil || !bytes.Equal(buf[:n], big) {
+		t.Fatalf("echo of 8000 bytes: %d, %v", n, err)
+	}
+	if _, err := c.Write(make([]byte, 65508)); !errors.Is(err, syscall.EMSGSIZE) {
 		t.Errorf("oversized write: %v, want EMSGSIZE", err)
 	}
 	st := b.Stats()
-	if st.DatagramsIn != 3 || st.DatagramsOut != 3 || st.UDPSockets != 1 {
-		t.Errorf("server: DatagramsIn %d, DatagramsOut %d, UDPSockets %d; want 3, 3, 1", st.DatagramsIn, st.DatagramsOut, st.UDPSockets)
+	if st.DatagramsIn != 4 || st.DatagramsOut != 4 || st.UDPSockets != 1 {
+		t.Errorf("server: DatagramsIn %d, DatagramsOut %d, UDPSockets %d; want 4, 4, 1", st.DatagramsIn, st.DatagramsOut, st.UDPSockets)
 	}
 	// A read with a buffer smaller than the datagram takes what fits; the
 	// rest is gone.

@@ -46,6 +46,7 @@ type Endpoint struct {
 	ackHeld bool
 
 	keepProbes int            // unanswered keepalive probes (timers.go)
+	icmp       icmpState      // what ICMP errors told (icmp.go)
 	challenges challengeLimit // RFC 5961 7 (input.go)
 
 	stats   Counters
@@ -439,6 +440,7 @@ func (e *Endpoint) enterClosed(err error) {
 	e.stopAll(timerNone)
 	e.rcv.ooo = nil
 	e.setState(StateClosed)
+	err = e.withSoftError(err) // icmp.go
 	if err != nil && e.err == nil {
 		e.err = err
 		e.event(EventError | EventReadable | EventWritable)
@@ -557,6 +559,7 @@ type Counters struct {
 	KeepaliveProbes, PersistProbes  uint64
 	OutOfOrderSegs                  uint64
 	WindowUpdateCopies              uint64 // window updates sent twice (sendWindowUpdate)
+	PMTUResends                     uint64 // flights cut to a smaller path MTU and resent (icmp.go)
 	ResetsSent, ResetsReceived      uint64
 	DropsOutOfWindow, DropsPAWS     uint64
 	DropsNoACK, DropsBadACK         uint64

@@ -58,6 +58,7 @@ func (e *Endpoint) negotiate(seg *Segment) {
 		e.snd.smss -= 12 // RFC 9293 3.7.1: the options in every segment come out of the MSS
 	}
 	e.snd.smss = max(e.snd.smss, 64)
+	e.pmtuCap() // icmp.go
 	e.rcv.start(seg.Seq)
 	e.snd.wnd = uint32(seg.Window) // RFC 7323 2.2: the window of a SYN is not scaled
 	e.snd.maxWnd = e.snd.wnd

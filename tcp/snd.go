@@ -350,7 +350,7 @@ func (e *Endpoint) fitSACK(seg *Segment) {
 	if n == 0 || seg.Options.NSACK == 0 {
 		return
 	}
-	room := min(e.snd.peerMSS, e.cfg.MSS) - n
+	room := e.mssCap() - n // icmp.go
 	if seg.Options.TS {
 		room -= 12
 	}
