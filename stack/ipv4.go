@@ -47,7 +47,7 @@ func (s *Stack) handlePacket(pkt []byte) {
 		return
 	}
 	src, dst := netip.AddrFrom4(ip.SourceAddress().As4()), netip.AddrFrom4(ip.DestinationAddress().As4())
-	if dst != s.cfg.Addr {
+	if dst != s.cfg.Addr && !s.forwards(dst) { // forward.go
 		d.NotForUs++
 		return
 	}
@@ -151,6 +151,9 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 		l.tl.HandleSegment(id, &seg)
 		return
 	}
+	if s.fwd != nil && s.fwd.segment(id, &seg, b) { // forward.go
+		return
+	}
 	d.NoListener++
 	if r, ok := tcp.ResetFor(&seg); ok { // RFC 9293 3.10.7.1: CLOSED, answer with a RST
 		s.counters.ResetsSent++
@@ -163,6 +166,10 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 // and dropped.
 func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 	d := &s.counters.Drops
+	if !s.isLocal(dst) { // forwarded destinations (forward.go) are not pinged
+		d.NotForUs++
+		return
+	}
 	if len(b) < header.ICMPv4MinimumSize {
 		d.BadICMP++
 		return

@@ -132,6 +132,7 @@ type Stack struct {
 	closedTCP  tcp.Counters // counters of endpoints that are gone
 	input      string       // the input path, for Stats: inputDirect, inputReader or inputManual
 	icmpLimit  icmpLimiter  // the ICMP errors' rate limit (icmplimit.go)
+	fwd        *forwarder   // forwarding (forward.go), or nil
 
 	// The flight recorder (flight.go). Loop only.
 	rec       sink           // nil: not recording
@@ -456,6 +457,9 @@ func (s *Stack) closeLoop() {
 	for _, u := range s.udp {
 		u.forget()
 	}
+	if s.fwd != nil {
+		s.fwd.close()
+	}
 }
 
 // do runs f on the loop and waits for it. It reports net.ErrClosed if the stack
@@ -657,7 +661,9 @@ func (s *Stack) register(c *Conn) {
 		s.play.registered(c)
 	}
 	s.conns[c.id] = c
-	s.usePort(c.id.Local.Port())
+	if s.isLocal(c.id.Local.Addr()) { // not a forwarded flow's (forward.go)
+		s.usePort(c.id.Local.Port())
+	}
 }
 
 // forget removes a connection whose endpoint reached CLOSED.
@@ -666,7 +672,9 @@ func (s *Stack) forget(c *Conn) {
 		return
 	}
 	delete(s.conns, c.id)
-	s.releasePort(c.id.Local.Port())
+	if s.isLocal(c.id.Local.Addr()) {
+		s.releasePort(c.id.Local.Port())
+	}
 	addCounters(&s.closedTCP, c.ep.Info().Counters)
 	s.logClosed(c)
 }
