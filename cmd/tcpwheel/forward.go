@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +21,6 @@ import (
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/tun"
-	"github.com/tcpwheel/tcpwheel/tun/netns"
 )
 
 // `tcpwheel forward`: every TCP connection and UDP flow the client
@@ -138,17 +136,8 @@ func cmdForward(args []string, stdout, stderr io.Writer) error {
 	if os.Geteuid() != 0 {
 		return errors.New("forward: needs root (TUN devices and network namespaces)")
 	}
-	netns.RemoveLeftovers() // of killed runs; a failure never stops this one
-	// As in run: a closed stdout must not kill the process before it has
-	// taken its namespaces down.
-	signal.Ignore(syscall.SIGPIPE)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := namespaceCommand(cfg.duration)
 	defer stop()
-	if cfg.duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.duration)
-		defer cancel()
-	}
 	fw, err := startForward(cfg)
 	if err != nil {
 		return err
@@ -486,11 +475,30 @@ func (d nsDialer) socket(dst netip.AddrPort, typ int) (*os.File, unix.Sockaddr, 
 
 // dialTCP connects to dst from the namespace, within ctx.
 func (d nsDialer) dialTCP(ctx context.Context, dst netip.AddrPort) (*net.TCPConn, error) {
-	f, sa, err := d.socket(dst, unix.SOCK_STREAM)
+	c, err := d.dial(ctx, dst, unix.SOCK_STREAM)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close() // FileConn made a copy
+	return c.(*net.TCPConn), nil
+}
+
+// dialUDP opens a UDP socket in the namespace connected to dst.
+func (d nsDialer) dialUDP(dst netip.AddrPort) (*net.UDPConn, error) {
+	c, err := d.dial(context.Background(), dst, unix.SOCK_DGRAM)
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.UDPConn), nil
+}
+
+// dial makes a socket of type typ in the namespace and connects it to dst,
+// waiting on Go's poller for a connect in progress (TCP's) within ctx.
+func (d nsDialer) dial(ctx context.Context, dst netip.AddrPort, typ int) (net.Conn, error) {
+	f, sa, err := d.socket(dst, typ)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() // FileConn makes a copy
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -529,34 +537,5 @@ func (d nsDialer) dialTCP(ctx context.Context, dst netip.AddrPort) (*net.TCPConn
 	if cerr != nil {
 		return nil, cerr
 	}
-	c, err := net.FileConn(f)
-	if err != nil {
-		return nil, err
-	}
-	return c.(*net.TCPConn), nil
-}
-
-// dialUDP opens a UDP socket in the namespace connected to dst.
-func (d nsDialer) dialUDP(dst netip.AddrPort) (*net.UDPConn, error) {
-	f, sa, err := d.socket(dst, unix.SOCK_DGRAM)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cerr error
-	if err := rc.Control(func(fd uintptr) { cerr = unix.Connect(int(fd), sa) }); err != nil {
-		return nil, err
-	}
-	if cerr != nil {
-		return nil, cerr
-	}
-	c, err := net.FileConn(f)
-	if err != nil {
-		return nil, err
-	}
-	return c.(*net.UDPConn), nil
+	return net.FileConn(f)
 }
