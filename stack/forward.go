@@ -45,6 +45,8 @@ import (
 // from it; a flow that carried nothing for UDPIdleTimeout expires on the
 // wheel, and the number of flows is bounded.
 //
+// IPv6 flows need the stack to speak IPv6 (Config.Addr6). The stack keeps
+// one address per IP version: forwarding is how it answers for others.
 // Forwarding is not in flight recordings yet: Forward fails on a stack
 // that records (Config.Record).
 
@@ -77,7 +79,9 @@ const (
 // ForwardConfig configures forwarding (Stack.Forward).
 type ForwardConfig struct {
 	// TCP is called, on a goroutine of its own, with each new TCP flow to
-	// an address that is not the stack's; it must Accept or Reject it.
+	// an address that is not the stack's; it must Accept or Reject it (an
+	// undecided flow ends at PendingTimeout; with HandshakeFirst, an
+	// established one not taken stays until the stack closes).
 	// Nil: TCP is not forwarded (such SYNs get a RST).
 	TCP func(*TCPRequest)
 	// HandshakeFirst completes the client's handshake before the decision:
@@ -205,10 +209,10 @@ func (s *Stack) isLocal(a netip.Addr) bool {
 
 // forwards reports whether the IP layer takes a packet to dst, which is
 // not the stack's address, for forwarding: only with forwarding on, and
-// only to a unicast address (not a broadcast, multicast, unspecified,
-// loopback or class E one).
+// only to a unicast address that is not link-local (nor a broadcast,
+// multicast, unspecified, loopback or class E one).
 func (s *Stack) forwards(dst netip.Addr) bool {
-	if s.fwd == nil || dst.IsMulticast() || dst.IsUnspecified() || dst.IsLoopback() || dst == s.subnetBroadcast {
+	if s.fwd == nil || dst.IsMulticast() || dst.IsUnspecified() || dst.IsLoopback() || dst.IsLinkLocalUnicast() || dst == s.subnetBroadcast {
 		return false
 	}
 	if dst.Is4() {
@@ -384,6 +388,14 @@ func (f *forwarder) accept(r *TCPRequest) error {
 func (f *forwarder) reject(r *TCPRequest, how Reject) error {
 	switch r.state {
 	case reqDone:
+		if r.err == nil && !r.taken { // HandshakeFirst: established, not taken
+			r.taken = true
+			f.stats.TCPRejectedReset++
+			if res := <-r.res; res.c != nil {
+				res.c.abort()
+			}
+			return nil
+		}
 		if r.err != nil && r.err != errRejected {
 			return r.err
 		}

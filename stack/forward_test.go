@@ -439,8 +439,8 @@ func TestForwardLimits(t *testing.T) {
 }
 
 // TestForwardHandshakeFirst: the SYN-ACK goes at once, before the handler
-// decides; Accept then returns the established connection, and Reject of
-// another flow resets its half-open connection.
+// decides; Accept then returns the established connection, and Reject
+// resets a flow, half-open or established.
 func TestForwardHandshakeFirst(t *testing.T) {
 	b := newFwdBed(t, ForwardConfig{HandshakeFirst: true})
 	src, dst := netip.AddrPortFrom(addrA, 40000), netip.AddrPortFrom(farAddr, 22)
@@ -466,8 +466,24 @@ func TestForwardHandshakeFirst(t *testing.T) {
 	if _, to, rst := sentTCP(t, b.l.read(t)); to != src2 || rst.Flags&tcp.FlagRST == 0 {
 		t.Fatalf("Reject of a half-open flow: %v to %v", rst.Flags, to)
 	}
-	if st := b.m.Stats().Forward; st.TCPAccepted != 1 || st.TCPRejectedReset != 1 || st.Pending != 0 {
-		t.Fatalf("stats %+v", st)
+	// Established before the handler decides, then rejected: reset.
+	src3 := netip.AddrPortFrom(addrA, 40002)
+	b.inject(t, ipPacket(addrA, farAddr, protoTCP, synTo(t, src3, dst, 90)))
+	_, _, sa3 := sentTCP(t, b.l.read(t))
+	ack3 := tcp.Segment{SrcPort: 40002, DstPort: 22, Seq: seqnum.Value(91), Ack: sa3.Seq + 1, Flags: tcp.FlagACK, Window: 65535}
+	b.inject(t, ipPacket(addrA, farAddr, protoTCP, encodeSeg(t, addrA, farAddr, &ack3)))
+	r3 := b.request(t)
+	if err := r3.Reject(RejectDrop); err != nil {
+		t.Fatal(err)
+	}
+	if _, to, rst := sentTCP(t, b.l.read(t)); to != src3 || rst.Flags&tcp.FlagRST == 0 {
+		t.Fatalf("Reject of an established flow: %v to %v", rst.Flags, to)
+	}
+	if _, err := r3.Accept(); err == nil {
+		t.Fatal("Accept after Reject succeeded")
+	}
+	if st := b.m.Stats(); st.Forward.TCPAccepted != 2 || st.Forward.TCPRejectedReset != 2 || st.Forward.Pending != 0 || st.Connections != 1 {
+		t.Fatalf("stats %+v, connections %d", st.Forward, st.Connections)
 	}
 }
 
