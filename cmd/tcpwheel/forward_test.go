@@ -375,3 +375,72 @@ func TestForwardStops(t *testing.T) {
 		gone(a)
 	})
 }
+
+// TestForwardRefusals: the Linux client sees each destination as it is,
+// over IPv4 and IPv6: a closed port refuses (the relay's connect was
+// refused: the stack's RST, ECONNREFUSED), a black hole is unreachable
+// once the relay's dial times out (the stack's ICMP host unreachable or
+// ICMPv6 address unreachable: EHOSTUNREACH), and a server answers. With
+// -handshake-first the client connects at once, even to the closed port,
+// and then reads the reset.
+func TestForwardRefusals(t *testing.T) {
+	testbed.RequireRoot(t)
+	for _, first := range []bool{false, true} {
+		t.Run(fmt.Sprintf("handshake-first=%v", first), func(t *testing.T) {
+			args := []string{"-netns", tun.UniqueName("twfc"), "-server-netns", tun.UniqueName("twfs"),
+				"-tun", tun.UniqueName("twf"), "-server-tun", tun.UniqueName("twf"), "-dial-timeout", "500ms"}
+			if first {
+				args = append(args, "-handshake-first")
+			}
+			cfg, err := parseForwardFlags(args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fw, err := startForward(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fw.close()
+			var ln net.Listener
+			if err := fw.server.Do(func() (err error) { ln, err = net.Listen("tcp", ":7000"); return err }); err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go acceptLoop(ln, func(c net.Conn) { c.Write([]byte("hi")) })
+			client := nsDialer{do: fw.client.Do}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			// try connects to dst and reads what comes: the error of the
+			// connect or of the read.
+			try := func(dst string) (string, error) {
+				c, err := client.dialTCP(ctx, netip.MustParseAddrPort(dst))
+				if err != nil {
+					return "", err
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				b, err := io.ReadAll(c)
+				return string(b), err
+			}
+			for _, v := range []struct{ open, closed, hole string }{
+				{"198.19.1.7:7000", "198.19.1.7:7001", "198.19.0.7:7000"},
+				{"[2001:db8:1::7]:7000", "[2001:db8:1::7]:7001", "[2001:db8:0:1::7]:7000"},
+			} {
+				if got, err := try(v.open); err != nil || got != "hi" {
+					t.Errorf("%s: %q, %v", v.open, got, err)
+				}
+				if _, err := try(v.closed); !errors.Is(err, syscall.ECONNREFUSED) && !(first && errors.Is(err, syscall.ECONNRESET)) {
+					t.Errorf("%s (closed): %v, want ECONNREFUSED (ECONNRESET after the handshake)", v.closed, err)
+				}
+				if _, err := try(v.hole); !errors.Is(err, syscall.EHOSTUNREACH) && !(first && errors.Is(err, syscall.ECONNRESET)) {
+					t.Errorf("%s (black hole): %v, want EHOSTUNREACH (ECONNRESET after the handshake)", v.hole, err)
+				}
+			}
+			st := fw.s.Stats().Forward
+			if first && (st.TCPAccepted != 6 || fw.st.tcpRefused.Load() != 2 || fw.st.tcpUnreachable.Load() != 2) ||
+				!first && (st.TCPAccepted != 2 || st.TCPRejectedReset != 2 || st.TCPRejectedICMP != 2) {
+				t.Errorf("forwarder %+v, relay refused %d unreachable %d", st, fw.st.tcpRefused.Load(), fw.st.tcpUnreachable.Load())
+			}
+		})
+	}
+}
