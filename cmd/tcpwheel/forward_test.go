@@ -320,7 +320,8 @@ func nsExists(t *testing.T, ns string) bool {
 }
 
 // TestForwardStops: `tcpwheel forward` takes both its namespaces down on
-// SIGTERM, SIGINT and a closed stdout.
+// SIGTERM, SIGINT, a closed stdout and a panic in it; after SIGKILL, the
+// next run removes them.
 func TestForwardStops(t *testing.T) {
 	testbed.RequireRoot(t)
 	bin, err := os.Executable()
@@ -340,24 +341,30 @@ func TestForwardStops(t *testing.T) {
 			}
 		}
 	}
+	// start runs tcpwheel forward with a and waits for its ready line.
+	start := func(a []string) *exec.Cmd {
+		t.Helper()
+		cmd := exec.Command(bin, a...)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if !strings.Contains(line, "ready") {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no ready line: %q, %v", line, err)
+		}
+		go io.Copy(io.Discard, stdout)
+		return cmd
+	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			a := args()
-			cmd := exec.Command(bin, a...)
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line, err := bufio.NewReader(stdout).ReadString('\n')
-			if !strings.Contains(line, "ready") {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("no ready line: %q, %v", line, err)
-			}
-			go io.Copy(io.Discard, stdout)
+			cmd := start(a)
 			cmd.Process.Signal(sig)
 			if err := cmd.Wait(); err != nil {
 				t.Errorf("exit after %v: %v", sig, err)
@@ -365,6 +372,31 @@ func TestForwardStops(t *testing.T) {
 			gone(a)
 		})
 	}
+	t.Run("panic", func(t *testing.T) {
+		a := args()
+		cmd := exec.Command(bin, a...)
+		cmd.Env = append(os.Environ(), panicOnReady+"=1")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "panic on the ready line") {
+			t.Fatalf("want a panic: %v\n%s", err, out)
+		}
+		gone(a)
+	})
+	t.Run("SIGKILL, then the next run", func(t *testing.T) {
+		a := args()
+		cmd := start(a)
+		cmd.Process.Kill()
+		cmd.Wait()
+		if !nsExists(t, a[2]) || !nsExists(t, a[4]) {
+			t.Fatalf("namespaces gone after SIGKILL: nothing left to test")
+		}
+		next := args()
+		cmd = start(next) // its start removed the killed run's namespaces
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		gone(next)
+		gone(a)
+	})
 	t.Run("closed stdout", func(t *testing.T) {
 		a := args()
 		a[len(a)-1] = "3s"
