@@ -403,7 +403,9 @@ func (f *forwarder) reject(r *TCPRequest, how Reject) error {
 	case reqAccepted:
 		r.err = errRejected
 		f.stats.TCPRejectedReset++
-		f.tl.Abort(r.id) // its RST; dropped finishes r
+		if !f.tl.Abort(r.id) { // its RST; dropped finishes r
+			f.finish(r, nil, errRejected)
+		}
 		return nil
 	}
 	f.refuse(r, how)
