@@ -234,14 +234,18 @@ func TestForward(t *testing.T) {
 	}
 
 	// The black holes: 100 connections to addresses of the server
-	// namespace's TUN link, which nobody answers. Once all are pending at
+	// namespace's TUN link (half of them IPv6), which nobody answers. Once all are pending at
 	// the forwarder (their relays dialling), round B.
 	bhCtx, bhCancel := context.WithCancel(ctx)
 	defer bhCancel()
 	var bhWG sync.WaitGroup
 	for i := range fwdBlackHoles {
 		bhWG.Go(func() {
-			c, err := client.dialTCP(bhCtx, netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 19, 0, byte(10 + i)}), 80))
+			hole := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 19, 0, byte(10 + i)}), 80)
+			if i%2 == 1 {
+				hole = netip.AddrPortFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1, 15: byte(10 + i)}), 80)
+			}
+			c, err := client.dialTCP(bhCtx, hole)
 			if err == nil {
 				c.Close()
 				t.Errorf("black hole %d answered", i)
