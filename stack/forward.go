@@ -124,6 +124,7 @@ type ForwardStats struct {
 	TCPHandshakeFails uint64 // accepted flows whose handshake did not complete (the client reset it, the SYN-ACK retries ran out)
 	TCPClientResets   uint64 // undecided flows the client reset
 	DuplicateSYNs     uint64 // SYN retransmissions of an undecided flow (dropped: the decision answers them)
+	TimeWaitReused    uint64 // SYNs that replaced a forwarded connection in TIME-WAIT (RFC 6191): new flows
 	DropsPending      uint64 // SYNs dropped: MaxPending flows were pending
 	DropsPerSource    uint64 // SYNs dropped: MaxPendingPerSource flows of that source were pending
 	DropsUndecided    uint64 // other segments of an undecided flow, dropped
@@ -356,6 +357,18 @@ func (f *forwarder) segment(id tcp.ID, seg *tcp.Segment, raw []byte) bool {
 	}
 	go f.cfg.TCP(r)
 	return true
+}
+
+// timeWaitSYN takes a SYN that the demultiplexer found a forwarded
+// connection for: if the connection is in TIME-WAIT and the SYN may open a
+// new incarnation (RFC 6191, as a listener's ReuseTimeWait), the old one
+// closes and the SYN is a new flow's. It reports whether it took the SYN.
+func (f *forwarder) timeWaitSYN(c *Conn, id tcp.ID, seg *tcp.Segment, raw []byte) bool {
+	if f.s.isLocal(id.Local.Addr()) || !tcp.ReplaceTimeWait(c.ep, seg) {
+		return false
+	}
+	f.stats.TimeWaitReused++
+	return f.segment(id, seg, raw) // true: a SYN alone, to another address, with a TCP handler (c was a flow)
 }
 
 // sendSYNACK hands the request's latest SYN to the half-open table, which

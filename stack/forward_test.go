@@ -680,3 +680,48 @@ func fuzzForwardBody(t *testing.T, proto uint8, b []byte) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestForwardTimeWaitReuse: a forwarded connection that we closed first
+// waits in TIME-WAIT; a SYN on its 4-tuple whose sequence number is above
+// the old RCV.NXT is a new flow (RFC 6191, RFC 9293 3.6.1: the old
+// connection closes), one below it is the old connection's (answered with
+// its ACK).
+func TestForwardTimeWaitReuse(t *testing.T) {
+	b := newFwdBed(t, ForwardConfig{HandshakeFirst: true})
+	src, dst := netip.AddrPortFrom(addrA, 40000), netip.AddrPortFrom(farAddr, 80)
+	seg := func(seq, ack uint32, flags tcp.Flags) []byte {
+		s := tcp.Segment{SrcPort: 40000, DstPort: 80, Seq: seqnum.Value(seq), Ack: seqnum.Value(ack), Flags: flags, Window: 65535}
+		return ipPacket(addrA, farAddr, protoTCP, encodeSeg(t, addrA, farAddr, &s))
+	}
+	b.inject(t, ipPacket(addrA, farAddr, protoTCP, synTo(t, src, dst, 1000)))
+	_, _, sa := sentTCP(t, b.l.read(t))
+	iss := uint32(sa.Seq)
+	b.inject(t, seg(1001, iss+1, tcp.FlagACK))
+	c, err := b.request(t).Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close() // our FIN first
+	if _, _, fin := sentTCP(t, b.l.read(t)); fin.Flags&tcp.FlagFIN == 0 {
+		t.Fatalf("want our FIN, got %v", fin.Flags)
+	}
+	b.inject(t, seg(1001, iss+2, tcp.FlagACK|tcp.FlagFIN)) // ACK of our FIN, and the client's
+	b.l.read(t)                                            // our ACK of it: TIME-WAIT
+	if st := b.m.Stats(); st.Connections != 1 {
+		t.Fatalf("connections %d, want the one in TIME-WAIT", st.Connections)
+	}
+	b.inject(t, ipPacket(addrA, farAddr, protoTCP, synTo(t, src, dst, 500))) // below RCV.NXT: the old connection's
+	if _, _, ack := sentTCP(t, b.l.read(t)); ack.Flags != tcp.FlagACK || ack.Ack != seqnum.Value(1002) {
+		t.Fatalf("old SYN answered %v ack %v, want TIME-WAIT's ACK of 1002", ack.Flags, ack.Ack)
+	}
+	b.inject(t, ipPacket(addrA, farAddr, protoTCP, synTo(t, src, dst, 90000)))
+	if _, _, sa2 := sentTCP(t, b.l.read(t)); sa2.Flags != tcp.FlagSYN|tcp.FlagACK || sa2.Ack != seqnum.Value(90001) {
+		t.Fatalf("new SYN answered %v ack %v, want a SYN-ACK of 90001", sa2.Flags, sa2.Ack)
+	}
+	if r := b.request(t); r.Source() != src {
+		t.Fatalf("new request from %v", r.Source())
+	}
+	if st := b.m.Stats(); st.Forward.TimeWaitReused != 1 || st.Forward.TCPRequests != 2 || st.Connections != 0 {
+		t.Fatalf("stats %+v, connections %d", st.Forward, st.Connections)
+	}
+}

@@ -144,6 +144,9 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 		if l := s.listenerFor(seg.DstPort, dst); l != nil && seg.Flags&tcp.FlagSYN != 0 && l.tl.ReuseTimeWait(c.ep, &seg) {
 			return
 		}
+		if s.fwd != nil && seg.Flags&tcp.FlagSYN != 0 && s.fwd.timeWaitSYN(c, id, &seg, b) { // forward.go
+			return
+		}
 		c.ep.HandleSegment(&seg)
 		return
 	}

@@ -358,6 +358,21 @@ func (l *Listener) ReuseTimeWait(tw *Endpoint, seg *Segment) bool {
 	return true
 }
 
+// ReplaceTimeWait closes tw, an endpoint in TIME-WAIT, if seg is a SYN
+// that RFC 6191 lets open a new incarnation of tw's connection (the rule
+// of ReuseTimeWait), and reports whether it did: tw has gone to CLOSED,
+// its EventClosed delivered, and the caller handles seg as a new
+// connection's SYN (a stack's forwarder: a new flow, whose handshake its
+// own Listener makes). It returns false at once for anything else.
+func ReplaceTimeWait(tw *Endpoint, seg *Segment) bool {
+	if !tw.reusableBy(seg) {
+		return false
+	}
+	tw.enterClosed(nil)
+	tw.flush()
+	return true
+}
+
 // accepted is called by an endpoint whose handshake completed.
 func (l *Listener) accepted(e *Endpoint) {
 	delete(l.half, e.id)
