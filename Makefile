@@ -13,7 +13,7 @@ STATICCHECK_VERSION ?= 0.8.2
 TOOLBIN     ?= $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
 STATICCHECK ?= $(TOOLBIN)/staticcheck
 
-.PHONY: all build test lint vet fmt fmt-check staticcheck bench fuzz run deps packetdrill packetdrill-shim conformance conformance-reference
+.PHONY: all build test lint vet fmt fmt-check staticcheck bench fuzz run forward deps packetdrill packetdrill-shim conformance conformance-reference
 
 all: build
 
@@ -83,6 +83,11 @@ fuzz:
 # handler was installed) counts as a clean stop as well.
 run: build
 	@if [ -t 0 ]; then set -m; fi; ./bin/tcpwheel run $(ARGS) || [ $$? -eq 130 ]
+
+# `tcpwheel forward` (issue 16), the same way: two namespaces, the stack
+# forwarding every flow from the clients' to kernel sockets in the servers'.
+forward: build
+	@if [ -t 0 ]; then set -m; fi; ./bin/tcpwheel forward $(ARGS) || [ $$? -eq 130 ]
 
 # packetdrill conformance (issue 13). packetdrill is built out of tree from the
 # source snapshot in ../shared/packetdrill (PACKETDRILL_SRC), into build/; the
