@@ -56,8 +56,30 @@
 // syscall.ECONNREFUSED. Datagrams are not fragmented: a Write larger than
 // the MTU allows fails with EMSGSIZE.
 //
+// # Forwarding
+//
+// Stack.Forward makes the stack take TCP connections and UDP flows to any
+// address that arrives on the device, as tun2socks, sing-tun and Tailscale
+// do with gVisor's forwarders: each new flow goes to the application with
+// its original destination, a *TCPRequest to Accept (the *Conn's LocalAddr
+// is the original destination) or Reject, or a *UDPFlow (a net.Conn whose
+// writes are sent from it). The stack's own addresses keep their listeners
+// and sockets. See ForwardConfig for the bounds and timeouts.
+//
+//	s.Forward(stack.ForwardConfig{
+//		TCP: func(r *stack.TCPRequest) {
+//			up, err := net.Dial("tcp", r.Destination().String())
+//			if err != nil {
+//				r.Reject(stack.RejectUnreachable)
+//				return
+//			}
+//			c, err := r.Accept()
+//			// ... copy between c and up
+//		},
+//	})
+//
 // IPv4 input drops, and counts by reason in Stats.Drops, what is malformed, not
-// for our address, fragmented, or from a martian source (a broadcast address,
+// for our address (nor forwarded), fragmented, or from a martian source (a broadcast address,
 // the link's subnet broadcast given by Config.Prefix, multicast, class E, 0/8,
 // 127/8, or our own address; RFC 1122 3.2.1.3, as Linux). TCP's own drops are
 // counted in Stats.TCP and Stats.Listen.

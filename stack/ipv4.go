@@ -47,7 +47,7 @@ func (s *Stack) handlePacket(pkt []byte) {
 		return
 	}
 	src, dst := netip.AddrFrom4(ip.SourceAddress().As4()), netip.AddrFrom4(ip.DestinationAddress().As4())
-	if dst != s.cfg.Addr {
+	if dst != s.cfg.Addr && !s.forwards(dst) { // forward.go
 		d.NotForUs++
 		return
 	}
@@ -149,11 +149,17 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 		if l := s.listenerFor(seg.DstPort, dst); l != nil && seg.Flags&tcp.FlagSYN != 0 && l.tl.ReuseTimeWait(c.ep, &seg) {
 			return
 		}
+		if s.fwd != nil && seg.Flags&tcp.FlagSYN != 0 && s.fwd.timeWaitSYN(c, id, &seg, b) { // forward.go
+			return
+		}
 		c.ep.HandleSegment(&seg)
 		return
 	}
 	if l := s.listenerFor(seg.DstPort, dst); l != nil {
 		l.tl.HandleSegment(id, &seg)
+		return
+	}
+	if s.fwd != nil && s.fwd.segment(id, &seg, b) { // forward.go
 		return
 	}
 	d.NoListener++
@@ -168,6 +174,10 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 // and dropped.
 func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 	d := &s.counters.Drops
+	if !s.isLocal(dst) { // forwarded destinations (forward.go) are not pinged
+		d.NotForUs++
+		return
+	}
 	if len(b) < header.ICMPv4MinimumSize {
 		d.BadICMP++
 		return

@@ -177,7 +177,7 @@ func (s *Stack) handleIPv6(pkt []byte) {
 	}
 	pkt = pkt[:ipv6HeaderLen+plen] // drop link padding
 	src, dst := netip.AddrFrom16([16]byte(pkt[8:24])), netip.AddrFrom16([16]byte(pkt[24:40]))
-	if dst != s.cfg.Addr6 && !dst.IsMulticast() {
+	if dst != s.cfg.Addr6 && !dst.IsMulticast() && !s.forwards(dst) { // forward.go
 		d.NotForUs++
 		return
 	}
@@ -186,7 +186,7 @@ func (s *Stack) handleIPv6(pkt []byte) {
 		d.NeighborDiscovery++ // the kernel's router solicitations, DAD, MLD reports: no link layer here
 		return
 	}
-	if dst != s.cfg.Addr6 {
+	if dst != s.cfg.Addr6 && !s.forwards(dst) {
 		d.NotForUs++ // a multicast group: we join none
 		return
 	}
@@ -212,6 +212,10 @@ func (s *Stack) handleIPv6(pkt []byte) {
 	case protoUDP:
 		s.handleUDP(src, dst, hdr, payload)
 	case protoICMPv6:
+		if dst != s.cfg.Addr6 { // forwarded destinations (forward.go) are not pinged
+			d.NotForUs++
+			return
+		}
 		s.handleICMPv6(src, dst, payload)
 	default: // RFC 8200 4: an unrecognised Next Header, pointed at
 		d.UnknownProtocol++
@@ -424,7 +428,7 @@ func transportOf(pkt []byte) (src, dst netip.Addr, proto uint8, off, end int, ok
 
 // listenerFor is the listener on port that takes a segment to dst, if any.
 func (s *Stack) listenerFor(port uint16, dst netip.Addr) *Listener {
-	if l := s.listeners[port]; l != nil && takes(l.net, dst) {
+	if l := s.listeners[port]; l != nil && takes(l.net, dst) && s.isLocal(dst) {
 		return l
 	}
 	return nil

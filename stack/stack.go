@@ -144,6 +144,7 @@ type Stack struct {
 	reasm      reassembler  // IP reassembly (reasm.go)
 	bigbuf     []byte       // a packet larger than the MTU, sent in fragments (frag.go)
 	fragID6    uint32       // the identification of our next fragmented IPv6 datagram
+	fwd        *forwarder   // forwarding (forward.go), or nil
 
 	// The flight recorder (flight.go). Loop only.
 	rec       sink           // nil: not recording
@@ -469,6 +470,9 @@ func (s *Stack) closeLoop() {
 	for _, u := range s.udp {
 		u.forget()
 	}
+	if s.fwd != nil {
+		s.fwd.close()
+	}
 }
 
 // do runs f on the loop and waits for it. It reports net.ErrClosed if the stack
@@ -670,7 +674,9 @@ func (s *Stack) register(c *Conn) {
 		s.play.registered(c)
 	}
 	s.conns[c.id] = c
-	s.usePort(c.id.Local.Port())
+	if s.isLocal(c.id.Local.Addr()) { // not a forwarded flow's (forward.go)
+		s.usePort(c.id.Local.Port())
+	}
 }
 
 // forget removes a connection whose endpoint reached CLOSED.
@@ -679,7 +685,9 @@ func (s *Stack) forget(c *Conn) {
 		return
 	}
 	delete(s.conns, c.id)
-	s.releasePort(c.id.Local.Port())
+	if s.isLocal(c.id.Local.Addr()) {
+		s.releasePort(c.id.Local.Port())
+	}
 	addCounters(&s.closedTCP, c.ep.Info().Counters)
 	s.logClosed(c)
 }

@@ -112,6 +112,7 @@ type Stats struct {
 	Listen      tcp.ListenerStats // summed over the open listeners; their ResetsSent is also in TCP.ResetsSent
 	Wheel       WheelStats
 	Offload     OffloadStats // the link's offloads (offload.go)
+	Forward     ForwardStats // forwarded flows (forward.go), with forwarding on
 }
 
 // InputStats counts the batches in which packets reach TCP: a batch is what
@@ -182,6 +183,9 @@ func (s *Stack) Stats() Stats {
 		st.Listeners = len(s.listeners)
 		st.UDPSockets = len(s.udp)
 		st.Offload = s.offStats
+		if s.fwd != nil {
+			st.Forward = s.fwd.snapshot()
+		}
 		ws := s.wheel.Stats()
 		st.Wheel = WheelStats{
 			Pending: ws.Pending, Fired: ws.Fired, Stopped: ws.Stopped, Cascaded: ws.Cascaded,

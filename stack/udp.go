@@ -218,6 +218,10 @@ func (s *Stack) handleUDP(src, dst netip.Addr, ipHdr, b []byte) {
 		return
 	}
 	from := netip.AddrPortFrom(src, u.SourcePort())
+	if s.fwd != nil && !s.isLocal(dst) { // forward.go
+		s.fwd.datagram(from, netip.AddrPortFrom(dst, u.DestinationPort()), u.Payload())
+		return
+	}
 	if c := s.udp[u.DestinationPort()]; c != nil && (!c.remote.IsValid() && takes(c.net, dst) || c.remote == from) {
 		if !c.deliver(from, u.Payload()) {
 			d.UDPQueueFull++
@@ -251,23 +255,7 @@ func (u *UDPConn) deliver(from netip.AddrPort, p []byte) bool {
 // sendUDP sends a datagram from our port to dst, which the caller checked
 // (checkDest; at most maxUDPPayload bytes). It runs on the loop.
 func (s *Stack) sendUDP(port uint16, dst netip.AddrPort, p []byte) {
-	src, hl := s.localFor(dst.Addr()), ipHeaderLen(dst.Addr())
-	n := hl + udpHeaderLen + len(p)
-	if tooBig(n, dst.Addr()) {
-		s.counters.Drops.TooBig++
-		return
-	}
-	b := s.outBuf(n) // fragmented if larger than the MTU (frag.go)
-	u := header.UDP(b[hl:])
-	u.Encode(&header.UDPFields{SrcPort: port, DstPort: dst.Port(), Length: uint16(len(u))})
-	copy(u.Payload(), p)
-	sum := ^checksum.Checksum(u, pseudoHeader(protoUDP, src, dst.Addr(), len(u)))
-	if sum == 0 {
-		sum = 0xffff // zero means no checksum (RFC 768): send its other form
-	}
-	u.SetChecksum(sum)
-	s.counters.DatagramsOut++
-	s.writeIP(b, src, dst.Addr(), protoUDP)
+	s.sendUDPFrom(netip.AddrPortFrom(s.localFor(dst.Addr()), port), dst, p) // forward_udp.go
 }
 
 // maxUDPPayload is the largest datagram payload the stack sends to a, as

@@ -81,6 +81,11 @@ type ListenerConfig struct {
 	// completes once the application has accepted. (A SYN cookie's ACK is
 	// dropped likewise; the peer's next segment brings the cookie again.)
 	QueueFull func() bool
+	// Dropped, if set, is called with a half-open connection's ID when it
+	// ends without completing its handshake: reset by the peer, its SYN-ACK
+	// retries ran out, Abort, or Close. (A stack's forwarder learns so that
+	// the flow it was deciding about is gone.)
+	Dropped func(id ID)
 }
 
 // ListenerStats counts a listener's work. Every segment the listener drops
@@ -353,6 +358,21 @@ func (l *Listener) ReuseTimeWait(tw *Endpoint, seg *Segment) bool {
 	return true
 }
 
+// ReplaceTimeWait closes tw, an endpoint in TIME-WAIT, if seg is a SYN
+// that RFC 6191 lets open a new incarnation of tw's connection (the rule
+// of ReuseTimeWait), and reports whether it did: tw has gone to CLOSED,
+// its EventClosed delivered, and the caller handles seg as a new
+// connection's SYN (a stack's forwarder: a new flow, whose handshake its
+// own Listener makes). It returns false at once for anything else.
+func ReplaceTimeWait(tw *Endpoint, seg *Segment) bool {
+	if !tw.reusableBy(seg) {
+		return false
+	}
+	tw.enterClosed(nil)
+	tw.flush()
+	return true
+}
+
 // accepted is called by an endpoint whose handshake completed.
 func (l *Listener) accepted(e *Endpoint) {
 	delete(l.half, e.id)
@@ -377,7 +397,21 @@ func (l *Listener) dropHalfOpen(e *Endpoint) {
 		if e.err != nil {
 			l.stats.HalfOpenTimeouts++
 		}
+		if l.cfg.Dropped != nil {
+			l.cfg.Dropped(e.id)
+		}
 	}
+}
+
+// Abort resets the half-open connection id, if there is one (its RST goes
+// to the peer), and reports whether there was.
+func (l *Listener) Abort(id ID) bool {
+	e := l.half[id]
+	if e == nil {
+		return false
+	}
+	e.Abort()
+	return true
 }
 
 // Close stops the listener: half-open connections are reset, and later

@@ -1,6 +1,7 @@
 // Command tcpwheel runs the tcpwheel userspace TCP/IP stack and its tools.
 //
 //	tcpwheel run      bring the stack up on a TUN device in its own network namespace
+//	tcpwheel forward  relay every TCP and UDP flow from a client namespace to kernel sockets in a server namespace
 //	tcpwheel compare  run the same scenarios on tcpwheel, gVisor and gVisor on the wheel
 //	tcpwheel replay   replay a pcap against the stack on a manual clock and compare
 //	tcpwheel version  print the version
@@ -47,6 +48,7 @@ func usage(w io.Writer) {
 
 commands:
   run       bring the stack up on a TUN device in its own network namespace
+  forward   relay every TCP and UDP flow a client namespace sends, to any address, to kernel sockets in a server namespace
   compare   run the same loss and timer scenarios on tcpwheel, gVisor and gVisor on the wheel
   replay    replay a pcap against the stack on a manual clock and compare
   version   print the version
@@ -65,6 +67,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return cmdVersion(args[1:], stdout, stderr)
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
+	case "forward":
+		return cmdForward(args[1:], stdout, stderr)
 	case "compare":
 		return cmdCompare(args[1:], stdout, stderr)
 	case "replay":

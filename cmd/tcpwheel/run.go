@@ -153,6 +153,18 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if os.Geteuid() != 0 {
 		return errors.New("run: needs root (a TUN device and a network namespace): try 'sudo make run'")
 	}
+	ctx, stop := namespaceCommand(cfg.duration)
+	defer stop()
+	if cfg.verbose {
+		cfg.logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return serve(ctx, cfg, stdout)
+}
+
+// namespaceCommand prepares a command that makes namespaces (run,
+// forward) and returns its context, which ends on SIGINT, SIGTERM or after
+// duration (if positive): the command then takes its namespaces down.
+func namespaceCommand(duration time.Duration) (context.Context, context.CancelFunc) {
 	// The namespaces of earlier runs that were killed before they could
 	// clean up; a failure here never stops this run.
 	netns.RemoveLeftovers()
@@ -161,16 +173,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	// EPIPE instead, and the deferred cleanup runs.
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if cfg.duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.duration)
-		defer cancel()
+	if duration <= 0 {
+		return ctx, stop
 	}
-	if cfg.verbose {
-		cfg.logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return serve(ctx, cfg, stdout)
+	ctx, cancel := context.WithTimeout(ctx, duration)
+	return ctx, func() { cancel(); stop() }
 }
 
 // serve brings everything up, runs until ctx ends, and takes everything down

@@ -390,18 +390,7 @@ func TestRunStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(asTcpwheel, "1")
-	exists := func(ns string) bool {
-		list, err := exec.Command("ip", "netns", "list").Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range strings.Split(string(list), "\n") {
-			if f := strings.Fields(l); len(f) > 0 && f[0] == ns {
-				return true
-			}
-		}
-		return false
-	}
+	exists := func(ns string) bool { return nsExists(t, ns) }
 	fresh := func() string {
 		ns := tun.UniqueName("twrun")
 		t.Cleanup(func() { exec.Command("ip", "netns", "delete", ns).Run() })
