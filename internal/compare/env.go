@@ -176,17 +176,18 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 	if recordPath != "" {
 		res.Pcap = recordPath
 	}
+	backlog := listenBacklog(cfg, c)
 	switch stackName {
 	case stackKernel:
 		e.stack = &kernelStack{bed: e.bed}
 	case stackGVisorGSO:
-		e.stack, err = newGVisorGSO(e.bed)
+		e.stack, err = newGVisorGSO(e.bed, backlog)
 	default:
 		kernel := e.bed.KernelAddr
 		if c.v6 {
 			kernel = e.bed.KernelAddr6
 		}
-		e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.StackAddr6, kernel, cfg.PcapDir, recordPath)
+		e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.StackAddr6, kernel, cfg.PcapDir, recordPath, backlog)
 	}
 	if err != nil {
 		return nil, err

@@ -196,6 +196,27 @@ var metricOrder = []metricInfo{
 	{"syn_cookies_sent", "SYN cookies sent"},
 	{"syn_cookies_valid", "connections from SYN cookies"},
 	{"listen_backlog_drops", "SYNs dropped at a full backlog"},
+	{"burst_connect_p50_ms", "burst: connect p50 (ms)"},
+	{"burst_connect_p99_ms", "burst: connect p99 (ms)"},
+	{"burst_connect_max_ms", "burst: connect max (ms)"},
+	{"burst_within_1s_pct", "burst: connects within 1 s (%)"},
+	{"burst_errors", "burst: connections failed (connect, echo)"},
+	{"burst_errors_timeout", "  of which timed out (15 s)"},
+	{"burst_concurrent", "burst: connections open at once"},
+	{"burst_total_ms", "burst: time, first connect to last echo (ms)"},
+	{"burst_retx_pct", "burst: retransmissions, % of segments sent (stack + kernel)"},
+	{"stack_retx_pct", "burst: stack's retransmissions, % of its segments (its counters)"},
+	{"stack_retx", "burst: stack's retransmitted segments"},
+	{"stack_segs_out", "burst: stack's segments sent"},
+	{"kernel_retx_pct", "burst: kernel side's retransmissions, % of its segments (nstat)"},
+	{"kernel_retx", "burst: kernel side's retransmitted segments"},
+	{"kernel_segs_out", "burst: kernel side's segments sent"},
+	{"accept_queue_drops", "handshake ACKs dropped at a full accept queue"},
+	{"stack_drops", "packets and segments the stack dropped (all reasons)"},
+	{"timer_late_p99_ms", "wheel timer lateness p99 (ms)"},
+	{"timer_late_max_ms", "wheel timer lateness max (ms)"},
+	{"input_full_batches", "input batches of the maximum size (64)"},
+	{"deferred_expiries", "turns that held back expiry for waiting input"},
 	{"flood_syns_sent", "spoofed SYNs sent"},
 	{"flood_send_errors", "spoofed SYNs the kernel refused (ENOBUFS)"},
 	{"flood_rate_per_s", "flood rate achieved (SYNs/s)"},
@@ -280,6 +301,7 @@ type reportConfig struct {
 	FloodSYNs    int       `json:"flood_syns"`
 	FloodRate    int       `json:"flood_rate"`
 	FloodConns   int       `json:"flood_conns"`
+	BurstConns   int       `json:"burst_conns"`
 	HTTPBytes    int64     `json:"http_bytes"`
 	HTTPStreams  int       `json:"http_streams"`
 	WrkConns     int       `json:"wrk_conns"`
@@ -298,7 +320,8 @@ func reportConfigOf(cfg Config) reportConfig {
 		BulkBytes: cfg.BulkSize, BulkLoss: cfg.BulkLoss, Conns: cfg.Conns,
 		HoldMS: ms(cfg.Hold), RunTimeoutMS: ms(cfg.RunTimeout),
 		FloodSYNs: cfg.FloodSYNs, FloodRate: cfg.FloodRate, FloodConns: cfg.FloodConns,
-		HTTPBytes: cfg.HTTPSize, HTTPStreams: cfg.HTTPStreams, WrkConns: cfg.WrkConns, WrkTimeMS: ms(cfg.WrkTime),
+		BurstConns: cfg.BurstConns,
+		HTTPBytes:  cfg.HTTPSize, HTTPStreams: cfg.HTTPStreams, WrkConns: cfg.WrkConns, WrkTimeMS: ms(cfg.WrkTime),
 		ABRequests: cfg.ABRequests, ABConns: cfg.ABConns,
 		Load: cfg.Load, CPUs: runtime.NumCPU(),
 	}
@@ -523,6 +546,7 @@ func (rep *report) judge(stacks []string) []goal {
 		return mine.Median, st == stackGVisor || mine.Median < base.Median, true
 	})
 	rep.floodGoals(add)
+	rep.burstGoal(add)
 	rep.recorderGoal(add)
 	rep.ipv6Goal(add)
 	rep.clientGoals(add)
