@@ -44,10 +44,11 @@ const (
 	burstChildEnv = "TCPWHEEL_COMPARE_BURST_CHILD"
 	burstClient   = "client"
 	burstServer   = "server"
-	// burstPerChild is the most connections one child holds, one
-	// descriptor each.
-	burstPerChild = 10000
 )
+
+// burstPerChild is the most connections one child holds, one descriptor
+// each (a variable for the smoke test).
+var burstPerChild = 10000
 
 // errBurstTimeout is wrapped by the error of a connection that took more
 // than burstLimit to connect, or then to echo.
@@ -151,7 +152,7 @@ func formatBurstResult(i int, r connResult) string {
 	kind, msg := "ok", "-"
 	if r.err != nil {
 		kind, msg = "error", strconv.Quote(r.err.Error())
-		if errors.Is(r.err, os.ErrDeadlineExceeded) {
+		if errors.Is(r.err, os.ErrDeadlineExceeded) || errors.Is(r.err, errBurstTimeout) {
 			kind = "timeout"
 		}
 	}
@@ -205,7 +206,7 @@ func runBurstClient(args []string, in io.Reader, out io.Writer) int {
 	target, err1 := netip.ParseAddrPort(args[0])
 	first, err2 := strconv.Atoi(args[1])
 	n, err3 := strconv.Atoi(args[2])
-	if err := errors.Join(err1, err2, err3); err != nil || !target.Addr().Is4() || n < 1 || n > burstPerChild {
+	if err := errors.Join(err1, err2, err3); err != nil || !target.Addr().Is4() || n < 1 || n > MaxBurstConns {
 		return fail(fmt.Errorf("args %q: %v", args, err))
 	}
 	files := make([]*os.File, 0, n)

@@ -83,6 +83,11 @@ type Config struct {
 	FloodRate  int           // -flood-rate: their rate per second, 1 to testbed.MaxFloodRate
 	FloodConns int           // -flood-conns: legitimate connects during the flood, 1 to 1000
 	BurstConns int           // -burst-conns: burst's concurrent connections, 1 to MaxBurstConns
+	// BurstQueue (-burst-queue) is the TUN's txqueuelen in burst (the
+	// kernel's queue of packets for the stack): 0 means
+	// burstPacketsPerConn per connection, at least netns.DefaultTxQueueLen;
+	// else 1 to netns.MaxTxQueueLen.
+	BurstQueue int
 	// Load (-load) is how many CPU-bound processes run beside each run, to
 	// keep every core busy: 0 (none) to MaxLoad.
 	Load int

@@ -144,6 +144,7 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 		},
 	}
 	bcfg.IPv6 = c.v6
+	bcfg.TxQueueLen = burstTxQueueLen(cfg, c)
 	_, stackAddr, err := bcfg.Addrs()
 	if err != nil {
 		return nil, err

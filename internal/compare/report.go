@@ -203,10 +203,14 @@ var metricOrder = []metricInfo{
 	{"burst_errors", "burst: connections failed (connect, echo)"},
 	{"burst_errors_timeout", "  of which timed out (15 s)"},
 	{"burst_concurrent", "burst: connections open at once"},
+	{"burst_tun_queue", "burst: the TUN's queue (txqueuelen, packets)"},
 	{"burst_total_ms", "burst: time, first connect to last echo (ms)"},
 	{"burst_retx_pct", "burst: retransmissions, % of segments sent (stack + kernel)"},
 	{"stack_retx_pct", "burst: stack's retransmissions, % of its segments (its counters)"},
 	{"stack_retx", "burst: stack's retransmitted segments"},
+	{"stack_synack_retx", "  of which SYN-ACKs (tcpwheel)"},
+	{"stack_rto_events", "  RTO expiries (tcpwheel)"},
+	{"stack_tlp_probes", "  tail-loss probes (tcpwheel)"},
 	{"stack_segs_out", "burst: stack's segments sent"},
 	{"kernel_retx_pct", "burst: kernel side's retransmissions, % of its segments (nstat)"},
 	{"kernel_retx", "burst: kernel side's retransmitted segments"},
@@ -302,6 +306,7 @@ type reportConfig struct {
 	FloodRate    int       `json:"flood_rate"`
 	FloodConns   int       `json:"flood_conns"`
 	BurstConns   int       `json:"burst_conns"`
+	BurstQueue   int       `json:"burst_queue,omitempty"`
 	HTTPBytes    int64     `json:"http_bytes"`
 	HTTPStreams  int       `json:"http_streams"`
 	WrkConns     int       `json:"wrk_conns"`
@@ -320,8 +325,8 @@ func reportConfigOf(cfg Config) reportConfig {
 		BulkBytes: cfg.BulkSize, BulkLoss: cfg.BulkLoss, Conns: cfg.Conns,
 		HoldMS: ms(cfg.Hold), RunTimeoutMS: ms(cfg.RunTimeout),
 		FloodSYNs: cfg.FloodSYNs, FloodRate: cfg.FloodRate, FloodConns: cfg.FloodConns,
-		BurstConns: cfg.BurstConns,
-		HTTPBytes:  cfg.HTTPSize, HTTPStreams: cfg.HTTPStreams, WrkConns: cfg.WrkConns, WrkTimeMS: ms(cfg.WrkTime),
+		BurstConns: cfg.BurstConns, BurstQueue: cfg.BurstQueue,
+		HTTPBytes: cfg.HTTPSize, HTTPStreams: cfg.HTTPStreams, WrkConns: cfg.WrkConns, WrkTimeMS: ms(cfg.WrkTime),
 		ABRequests: cfg.ABRequests, ABConns: cfg.ABConns,
 		Load: cfg.Load, CPUs: runtime.NumCPU(),
 	}

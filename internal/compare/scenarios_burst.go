@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/tun/netns"
 )
 
 // Burst parameters.
@@ -40,6 +41,9 @@ func (c *Config) checkBurst() error {
 	if c.BurstConns < 1 || c.BurstConns > MaxBurstConns {
 		return fmt.Errorf("-burst-conns %d: want 1 to %d", c.BurstConns, MaxBurstConns)
 	}
+	if c.BurstQueue < 0 || c.BurstQueue > netns.MaxTxQueueLen {
+		return fmt.Errorf("-burst-queue %d: want 0 (%d packets per connection) or 1 to %d", c.BurstQueue, burstPacketsPerConn, netns.MaxTxQueueLen)
+	}
 	if slices.Contains(c.Scenarios, "burst") && c.RunTimeout < 2*burstLimit+10*time.Second {
 		return fmt.Errorf("-run-timeout %v: burst needs at least %v (a connect, then its echo, may take %v each)",
 			c.RunTimeout, 2*burstLimit+10*time.Second, burstLimit)
@@ -59,6 +63,25 @@ func listenBacklog(cfg Config, c compareCase) int {
 		return max(cfg.BurstConns, tcp.DefaultBacklog)
 	}
 	return 0
+}
+
+// burstPacketsPerConn is what the TUN's queue holds per connection of a
+// burst by default (Config.BurstQueue): the kernel's SYN, its ACK, its
+// message and its FIN may all wait there at once when the stack falls
+// behind, and with the default of netns (10,000 for every connection) a
+// burst of 20,000 lost tens of thousands of them, each a SYN resent after
+// 1 s or a segment after an RTO.
+const burstPacketsPerConn = 4
+
+// burstTxQueueLen is the TUN's txqueuelen in case c (0: netns's default).
+func burstTxQueueLen(cfg Config, c compareCase) int {
+	switch {
+	case c.scenario != "burst":
+		return 0
+	case cfg.BurstQueue > 0:
+		return cfg.BurstQueue
+	}
+	return max(burstPacketsPerConn*cfg.BurstConns, netns.DefaultTxQueueLen)
 }
 
 // connResult is one connection of a burst.
@@ -165,6 +188,7 @@ func scenarioBurst(e *runEnv) error {
 	}
 
 	m := e.res.Metrics
+	m["burst_tun_queue"] = float64(burstTxQueueLen(e.cfg, e.c))
 	firstErr := burstMetrics(m, rs, start)
 	recordBurstCounters(m, sc0, sc1, k0, k1)
 	if m["burst_errors"] == float64(n) {
@@ -266,6 +290,9 @@ func (t *tcpwheelStack) burstCounts() (uint64, uint64, map[string]float64) {
 		"accept_queue_drops":   float64(st.Listen.DropsAcceptQueue),
 		"syn_cookies_sent":     float64(st.Listen.SynCookiesSent),
 		"stack_drops":          float64(drops),
+		"stack_synack_retx":    float64(st.TCP.SYNRetransmits),
+		"stack_rto_events":     float64(st.TCP.RTOEvents),
+		"stack_tlp_probes":     float64(st.TCP.TLPProbes),
 		"input_full_batches":   float64(st.Input.Full),
 		"deferred_expiries":    float64(st.Wheel.DeferredExpiries),
 		"timer_late_p99_ms":    float64(st.Wheel.LateP99) / 1e6,
