@@ -33,7 +33,8 @@ import (
 // A client (burstClient ADDR:PORT FIRST COUNT) makes COUNT non-blocking
 // sockets, says "ready", waits for "go", then connects them all at once,
 // each sending its message and reading the echo (burstConn); it prints a
-// line per connection ("r INDEX CONNECT_NS END_UNIX_NS KIND MESSAGE", KIND
+// line per connection ("r INDEX CONNECT_NS ISSUED_UNIX_NS END_UNIX_NS KIND
+// MESSAGE", KIND
 // ok, timeout or error) and "done", keeps every connection open until its
 // input ends, then closes them and exits.
 //
@@ -156,39 +157,49 @@ func formatBurstResult(i int, r connResult) string {
 			kind = "timeout"
 		}
 	}
-	var end int64
+	var issued, end int64
+	if !r.issued.IsZero() {
+		issued = r.issued.UnixNano()
+	}
 	if !r.end.IsZero() {
 		end = r.end.UnixNano()
 	}
-	return fmt.Sprintf("r %d %d %d %s %s\n", i, r.connect.Nanoseconds(), end, kind, msg)
+	return fmt.Sprintf("r %d %d %d %d %s %s\n", i, r.connect.Nanoseconds(), issued, end, kind, msg)
 }
 
 // parseBurstResult reads formatBurstResult's line.
 func parseBurstResult(line string) (int, connResult, error) {
-	f := strings.SplitN(strings.TrimSuffix(line, "\n"), " ", 6)
-	if len(f) != 6 || f[0] != "r" {
+	f := strings.SplitN(strings.TrimSuffix(line, "\n"), " ", 7)
+	if len(f) != 7 || f[0] != "r" {
 		return 0, connResult{}, errors.New("not a result line")
 	}
 	i, err1 := strconv.Atoi(f[1])
 	c, err2 := strconv.ParseInt(f[2], 10, 64)
-	end, err3 := strconv.ParseInt(f[3], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	issued, err3 := strconv.ParseInt(f[3], 10, 64)
+	end, err4 := strconv.ParseInt(f[4], 10, 64)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return 0, connResult{}, err
 	}
-	r := connResult{connect: time.Duration(c), end: time.Unix(0, end)}
-	switch f[4] {
+	r := connResult{connect: time.Duration(c)}
+	if issued != 0 {
+		r.issued = time.Unix(0, issued)
+	}
+	if end != 0 {
+		r.end = time.Unix(0, end)
+	}
+	switch kind, msg := f[5], f[6]; kind {
 	case "ok":
 	case "timeout", "error":
-		msg, err := strconv.Unquote(f[5])
+		text, err := strconv.Unquote(msg)
 		if err != nil {
 			return 0, connResult{}, err
 		}
-		r.err = errors.New(msg)
-		if f[4] == "timeout" {
-			r.err = fmt.Errorf("%w: %s", errBurstTimeout, msg)
+		r.err = errors.New(text)
+		if kind == "timeout" {
+			r.err = fmt.Errorf("%w: %s", errBurstTimeout, text)
 		}
 	default:
-		return 0, connResult{}, fmt.Errorf("unknown kind %q", f[4])
+		return 0, connResult{}, fmt.Errorf("unknown kind %q", kind)
 	}
 	return i, r, nil
 }
@@ -264,7 +275,7 @@ func burstConn(f *os.File, sa unix.Sockaddr, i int) connResult {
 	f.SetDeadline(t0.Add(burstLimit))
 	var cerr error
 	if err := rc.Control(func(fd uintptr) { cerr = unix.Connect(int(fd), sa) }); err != nil {
-		return connResult{err: err}
+		return connResult{issued: t0, err: err}
 	}
 	if cerr == unix.EINPROGRESS {
 		// As package net does: wait until writable, then SO_ERROR, then
@@ -292,9 +303,9 @@ func burstConn(f *os.File, sa unix.Sockaddr, i int) connResult {
 		}
 	}
 	if cerr != nil {
-		return connResult{err: fmt.Errorf("connection %d: connect: %w", i, cerr)}
+		return connResult{issued: t0, err: fmt.Errorf("connection %d: connect: %w", i, cerr)}
 	}
-	r := connResult{connect: time.Since(t0)}
+	r := connResult{issued: t0, connect: time.Since(t0)}
 	f.SetDeadline(time.Now().Add(burstLimit))
 	msg := fmt.Appendf(nil, burstMsgFormat, i%100000)
 	if _, err := f.Write(msg); err != nil {

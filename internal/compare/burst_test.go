@@ -89,14 +89,15 @@ func TestBurstMetrics(t *testing.T) {
 	start := time.Unix(1000, 0)
 	var rs []connResult
 	for i := range 98 {
-		rs = append(rs, connResult{connect: time.Duration(i+1) * time.Millisecond, end: start.Add(time.Duration(i+1) * 10 * time.Millisecond)})
+		rs = append(rs, connResult{connect: time.Duration(i+1) * time.Millisecond, issued: start.Add(time.Duration(i) * time.Millisecond),
+			end: start.Add(time.Duration(i+1) * 10 * time.Millisecond)})
 	}
 	rs = append(rs, connResult{connect: 1200 * time.Millisecond, end: start.Add(1500 * time.Millisecond)})
-	rs = append(rs, connResult{err: fmt.Errorf("%w: connection 99: read: i/o timeout", errBurstTimeout)})
+	rs = append(rs, connResult{issued: start.Add(120 * time.Millisecond), err: fmt.Errorf("%w: connection 99: read: i/o timeout", errBurstTimeout)})
 	// Through a client's lines, as the parent reads them.
 	for i, r := range rs {
 		j, back, err := parseBurstResult(formatBurstResult(i, r))
-		if err != nil || j != i || back.connect != r.connect || !back.end.Equal(r.end) && !r.end.IsZero() || (back.err == nil) != (r.err == nil) {
+		if err != nil || j != i || back.connect != r.connect || !back.end.Equal(r.end) || !back.issued.Equal(r.issued) || (back.err == nil) != (r.err == nil) {
 			t.Fatalf("result %d: read back %d %+v %v, want %+v", i, j, back, err, r)
 		}
 		rs[i] = back
@@ -107,7 +108,7 @@ func TestBurstMetrics(t *testing.T) {
 	}
 	for k, want := range map[string]float64{
 		"burst_errors": 1, "burst_errors_timeout": 1, "burst_concurrent": 99, "burst_within_1s_pct": 98,
-		"burst_connect_p50_ms": 50, "burst_connect_p99_ms": 1200, "burst_connect_max_ms": 1200, "burst_total_ms": 1500,
+		"burst_connect_p50_ms": 50, "burst_connect_p99_ms": 1200, "burst_connect_max_ms": 1200, "burst_total_ms": 1500, "burst_issued_ms": 120,
 	} {
 		if m[k] != want {
 			t.Errorf("%s = %v, want %v", k, m[k], want)

@@ -87,6 +87,7 @@ func burstTxQueueLen(cfg Config, c compareCase) int {
 // connResult is one connection of a burst.
 type connResult struct {
 	connect time.Duration // from connect(2) to connected
+	issued  time.Time     // when connect(2) was called
 	end     time.Time     // when its echo was read
 	err     error
 }
@@ -155,6 +156,7 @@ func scenarioBurst(e *runEnv) error {
 	}
 
 	sc0, k0 := e.burstCounters()
+	cpu0 := cpuTime()
 	start := time.Now()
 	for _, c := range clients {
 		if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
@@ -177,6 +179,7 @@ func scenarioBurst(e *runEnv) error {
 		}
 	}
 	// Every connection that did not fail is open here: n at once.
+	cpu := cpuTime() - cpu0
 	sc1, k1 := e.burstCounters()
 	for _, c := range clients {
 		c.stdin.Close() // the client closes its connections and exits
@@ -189,6 +192,9 @@ func scenarioBurst(e *runEnv) error {
 
 	m := e.res.Metrics
 	m["burst_tun_queue"] = float64(burstTxQueueLen(e.cfg, e.c))
+	if _, ok := e.stack.(*kernelStack); !ok { // its server is child processes
+		m["cpu_ms"] = ms(cpu) // the stack and its echo server, over the burst
+	}
 	firstErr := burstMetrics(m, rs, start)
 	recordBurstCounters(m, sc0, sc1, k0, k1)
 	if m["burst_errors"] == float64(n) {
@@ -203,8 +209,11 @@ func burstMetrics(m map[string]float64, rs []connResult, start time.Time) error 
 	var connects []float64
 	var firstErr error
 	errs, within, timeouts := 0, 0, 0
-	var last time.Duration
+	var last, issued time.Duration
 	for _, r := range rs {
+		if !r.issued.IsZero() {
+			issued = max(issued, r.issued.Sub(start))
+		}
 		if r.err != nil {
 			errs++
 			if errors.Is(r.err, errBurstTimeout) {
@@ -226,6 +235,7 @@ func burstMetrics(m map[string]float64, rs []connResult, start time.Time) error 
 	m["burst_errors_timeout"] = float64(timeouts)
 	m["burst_concurrent"] = float64(len(rs) - errs)
 	m["burst_within_1s_pct"] = 100 * float64(within) / float64(len(rs))
+	m["burst_issued_ms"] = ms(issued)
 	if len(connects) > 0 {
 		m["burst_connect_p50_ms"] = quantile(connects, 0.5)
 		m["burst_connect_p99_ms"] = quantile(connects, 0.99)
@@ -338,6 +348,14 @@ func (e *runEnv) burstCounters() (burstSnapshot, map[string]uint64) {
 	return s, k
 }
 
+// burstKernelKinds are the kinds of the kernel side's retransmissions
+// (nstat), by metric; TcpExt.TCPSynRetrans is every run's kernel_syn_retrans.
+var burstKernelKinds = []struct{ metric, counter string }{
+	{"kernel_rto", "TcpExt.TCPTimeouts"},              // RTO expiries (SYNs' included)
+	{"kernel_tlp", "TcpExt.TCPLossProbes"},            // tail-loss probes
+	{"kernel_spurious_rto", "TcpExt.TCPSpuriousRTOs"}, // RTOs found spurious (F-RTO)
+}
+
 // recordBurstCounters records the counters' growth over the burst: each
 // side's retransmissions over its segments sent, and both sides' together
 // (the goal's figure). The kernel stack has no counters of its own: the
@@ -362,6 +380,9 @@ func recordBurstCounters(m map[string]float64, s0, s1 burstSnapshot, k0, k1 map[
 	if k0 != nil && k1 != nil {
 		ks, kr := float64(k1["Tcp.OutSegs"]-k0["Tcp.OutSegs"]), float64(k1["Tcp.RetransSegs"]-k0["Tcp.RetransSegs"])
 		m["kernel_segs_out"], m["kernel_retx"] = ks, kr
+		for _, c := range burstKernelKinds {
+			m[c.metric] = float64(k1[c.counter] - k0[c.counter])
+		}
 		if ks > 0 {
 			m["kernel_retx_pct"] = 100 * kr / ks
 		}
