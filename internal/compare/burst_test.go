@@ -117,15 +117,29 @@ func TestBurstMetrics(t *testing.T) {
 	m = map[string]float64{}
 	s0 := burstSnapshot{sent: 100, retrans: 1, ok: true, more: map[string]float64{"accept_queue_drops": 5, "timer_late_p99_ms": 1}}
 	s1 := burstSnapshot{sent: 1100, retrans: 11, ok: true, more: map[string]float64{"accept_queue_drops": 7, "timer_late_p99_ms": 3}}
-	k0 := map[string]uint64{"Tcp.OutSegs": 10, "Tcp.RetransSegs": 0}
-	k1 := map[string]uint64{"Tcp.OutSegs": 1010, "Tcp.RetransSegs": 30}
+	k0 := map[string]uint64{"Tcp.OutSegs": 10, "Tcp.RetransSegs": 0, burstTUNDrops: 4}
+	k1 := map[string]uint64{"Tcp.OutSegs": 1010, "Tcp.RetransSegs": 30, burstTUNDrops: 9}
 	recordBurstCounters(m, s0, s1, k0, k1)
 	for k, want := range map[string]float64{
-		"stack_retx_pct": 1, "kernel_retx_pct": 3, "burst_retx_pct": 2, "accept_queue_drops": 2, "timer_late_p99_ms": 3,
+		"stack_retx_pct": 1, "kernel_retx_pct": 3, "burst_retx_pct": 2, "burst_tun_drops": 5, "accept_queue_drops": 2, "timer_late_p99_ms": 3,
 	} {
 		if m[k] != want {
 			t.Errorf("%s = %v, want %v", k, m[k], want)
 		}
+	}
+}
+
+// TestTUNDrops: the TUN drops of /proc/net/dev are every link's tx_dropped
+// but the loopback's.
+func TestTUNDrops(t *testing.T) {
+	dev := `Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:     100       1    0    7    0     0          0         0      100       1    0    9    0     0       0          0
+twc123:    8442   66984    0    0    0     0          0         0  4911498   70721    0 86252    0     0       0          0
+twc456:       0       0    0    0    0     0          0         0        0       0    0   100    0     0       0          0
+`
+	if got := tunDrops([]byte(dev)); got != 86352 {
+		t.Errorf("tunDrops = %d, want 86352", got)
 	}
 }
 

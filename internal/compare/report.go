@@ -204,6 +204,7 @@ var metricOrder = []metricInfo{
 	{"burst_errors_timeout", "  of which timed out (15 s)"},
 	{"burst_concurrent", "burst: connections open at once"},
 	{"burst_issued_ms", "burst: the clients' last connect(2) called, after the start (ms)"},
+	{"burst_tun_drops", "burst: kernel packets dropped at the TUN queue (any TUN: gvisor-gso's too)"},
 	{"burst_tun_queue", "burst: the TUN's queue (txqueuelen, packets)"},
 	{"burst_total_ms", "burst: time, first connect to last echo (ms)"},
 	{"burst_retx_pct", "burst: retransmissions, % of segments sent (stack + kernel)"},

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
@@ -343,9 +344,41 @@ func (e *runEnv) burstCounters() (burstSnapshot, map[string]uint64) {
 	}
 	k, err := e.bed.KernelCounters()
 	if err != nil {
-		k = nil
+		return s, nil
+	}
+	// Every TUN of the namespace: gvisor-gso's is its own, not the bed's.
+	err = e.bed.Do(func() error {
+		data, err := os.ReadFile("/proc/thread-self/net/dev")
+		if err == nil {
+			k[burstTUNDrops] = tunDrops(data)
+		}
+		return err
+	})
+	if err != nil {
+		return s, nil
 	}
 	return s, k
+}
+
+// burstTUNDrops is the key of tunDrops in burstCounters' kernel counters.
+const burstTUNDrops = "burst.tun_tx_dropped"
+
+// tunDrops sums the tx_dropped of every link of /proc/net/dev but the
+// loopback: the packets the kernel dropped at a TUN's queue, towards the
+// stack.
+func tunDrops(data []byte) uint64 {
+	var n uint64
+	for _, line := range strings.Split(string(data), "\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		f := strings.Fields(rest)
+		if !ok || strings.TrimSpace(name) == "lo" || len(f) < 12 {
+			continue
+		}
+		if v, err := strconv.ParseUint(f[11], 10, 64); err == nil {
+			n += v
+		}
+	}
+	return n
 }
 
 // burstKernelKinds are the kinds of the kernel side's retransmissions
@@ -380,6 +413,7 @@ func recordBurstCounters(m map[string]float64, s0, s1 burstSnapshot, k0, k1 map[
 	if k0 != nil && k1 != nil {
 		ks, kr := float64(k1["Tcp.OutSegs"]-k0["Tcp.OutSegs"]), float64(k1["Tcp.RetransSegs"]-k0["Tcp.RetransSegs"])
 		m["kernel_segs_out"], m["kernel_retx"] = ks, kr
+		m["burst_tun_drops"] = float64(k1[burstTUNDrops] - k0[burstTUNDrops])
 		for _, c := range burstKernelKinds {
 			m[c.metric] = float64(k1[c.counter] - k0[c.counter])
 		}
