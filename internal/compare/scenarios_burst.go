@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
@@ -292,11 +293,15 @@ var burstGauges = []string{"timer_late_p99_ms", "timer_late_max_ms"}
 
 func (t *tcpwheelStack) burstCounts() (uint64, uint64, map[string]float64) {
 	st := t.s.Stats()
+	more := map[string]float64{}
 	var drops uint64
 	for _, d := range st.DropCounts() {
 		drops += d.N
+		if d.N > 0 {
+			more["stack_drops."+d.Name] = float64(d.N) // by reason: which drops grow in a burst
+		}
 	}
-	return st.SegmentsOut, st.TCP.SegsRetransmitted, map[string]float64{
+	maps.Copy(more, map[string]float64{
 		"listen_backlog_drops": float64(st.Listen.DropsBacklog),
 		"accept_queue_drops":   float64(st.Listen.DropsAcceptQueue),
 		"syn_cookies_sent":     float64(st.Listen.SynCookiesSent),
@@ -308,7 +313,8 @@ func (t *tcpwheelStack) burstCounts() (uint64, uint64, map[string]float64) {
 		"deferred_expiries":    float64(st.Wheel.DeferredExpiries),
 		"timer_late_p99_ms":    float64(st.Wheel.LateP99) / 1e6,
 		"timer_late_max_ms":    float64(st.Wheel.LateMax) / 1e6,
-	}
+	})
+	return st.SegmentsOut, st.TCP.SegsRetransmitted, more
 }
 
 func (g *gvisorStack) burstCounts() (uint64, uint64, map[string]float64) {
@@ -403,10 +409,13 @@ func recordBurstCounters(m map[string]float64, s0, s1 burstSnapshot, k0, k1 map[
 		}
 		sent, retrans = ss, sr
 		for k, v := range s1.more {
-			if slices.Contains(burstGauges, k) {
+			switch {
+			case slices.Contains(burstGauges, k):
 				m[k] = v
-			} else {
+			case v > s0.more[k]:
 				m[k] = v - s0.more[k]
+			case !strings.HasPrefix(k, "stack_drops."): // a reason that did not grow: no row
+				m[k] = 0
 			}
 		}
 	}
