@@ -196,7 +196,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 			err = fmt.Errorf("run: cleaning up: %w", cerr)
 		}
 	}()
-	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Addr6: bed.StackAddr6, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog}
+	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Addr6: bed.StackAddr6, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog, InputQueue: cfg.txqueue}
 	scfg.Logger = cfg.logger
 	if cfg.rt {
 		scfg.RealTime = rtPriority

@@ -144,7 +144,8 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 		},
 	}
 	bcfg.IPv6 = c.v6
-	bcfg.TxQueueLen = burstTxQueueLen(cfg, c)
+	lim := runLimits(cfg, c)
+	bcfg.TxQueueLen = lim.inputQueue
 	_, stackAddr, err := bcfg.Addrs()
 	if err != nil {
 		return nil, err
@@ -177,18 +178,17 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 	if recordPath != "" {
 		res.Pcap = recordPath
 	}
-	backlog := listenBacklog(cfg, c)
 	switch stackName {
 	case stackKernel:
 		e.stack = &kernelStack{bed: e.bed}
 	case stackGVisorGSO:
-		e.stack, err = newGVisorGSO(e.bed, backlog)
+		e.stack, err = newGVisorGSO(e.bed, lim.backlog)
 	default:
 		kernel := e.bed.KernelAddr
 		if c.v6 {
 			kernel = e.bed.KernelAddr6
 		}
-		e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.StackAddr6, kernel, cfg.PcapDir, recordPath, backlog)
+		e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.StackAddr6, kernel, cfg.PcapDir, recordPath, lim)
 	}
 	if err != nil {
 		return nil, err

@@ -75,6 +75,17 @@ func listenBacklog(cfg Config, c compareCase) int {
 // 1 s or a segment after an RTO.
 const burstPacketsPerConn = 4
 
+// limits are what a case changes of the stacks and the link: every
+// listener's backlog, and the TUN's queue (its txqueuelen, which tcpwheel's
+// stacks are told as stack.Config.InputQueue); zero fields leave the
+// defaults.
+type limits struct{ backlog, inputQueue int }
+
+// runLimits are the limits of case c.
+func runLimits(cfg Config, c compareCase) limits {
+	return limits{backlog: listenBacklog(cfg, c), inputQueue: burstTxQueueLen(cfg, c)}
+}
+
 // burstTxQueueLen is the TUN's txqueuelen in case c (0: netns's default).
 func burstTxQueueLen(cfg Config, c compareCase) int {
 	switch {

@@ -58,12 +58,13 @@ type stackUnderTest interface {
 // (of either family: an IPv6 kernel address makes its Listen IPv6 too). tcpwheel-rec records into
 // a temporary file in dir ("": the system's), removed when it closes. With
 // recordPath, a tcpwheel stack writes a flight recording there, kept
-// (compare -pcap). backlog > 0 is every listener's backlog (see
-// listenBacklog), else the stack's default.
-func newStackUnderTest(name string, dev tun.Device, addr, addr6, kernel netip.Addr, dir, recordPath string, backlog int) (stackUnderTest, error) {
+// (compare -pcap). lim's non-zero fields replace the stacks' defaults (see
+// runLimits).
+func newStackUnderTest(name string, dev tun.Device, addr, addr6, kernel netip.Addr, dir, recordPath string, lim limits) (stackUnderTest, error) {
+	backlog := lim.backlog
 	switch name {
 	case stackTcpwheel, stackTcpwheelRT, stackTcpwheelRec:
-		cfg := stack.Config{Device: dev, Addr: addr, Addr6: addr6, Backlog: backlog}
+		cfg := stack.Config{Device: dev, Addr: addr, Addr6: addr6, Backlog: backlog, InputQueue: lim.inputQueue}
 		t := &tcpwheelStack{kernel: kernel}
 		switch name {
 		case stackTcpwheelRT:
