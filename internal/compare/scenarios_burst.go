@@ -70,7 +70,7 @@ func listenBacklog(cfg Config, c compareCase) int {
 // burstPacketsPerConn is what the TUN's queue holds per connection of a
 // burst by default (Config.BurstQueue): the kernel's SYN, its ACK, its
 // message and its FIN may all wait there at once when the stack falls
-// behind, and with the default of netns (10,000 for every connection) a
+// behind, and with netns's default (10,000, whatever the burst) a
 // burst of 20,000 lost tens of thousands of them, each a SYN resent after
 // 1 s or a segment after an RTO.
 const burstPacketsPerConn = 4
