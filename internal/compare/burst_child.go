@@ -234,7 +234,7 @@ func runBurstClient(args []string, in io.Reader, out io.Writer) int {
 	if line, err := r.ReadString('\n'); err != nil || line != "go\n" {
 		return fail(fmt.Errorf("read %q, want go: %v", line, err))
 	}
-	sa := &unix.SockaddrInet4{Port: int(target.Port()), Addr: target.Addr().As4()}
+	sa := unix.SockaddrInet4{Port: int(target.Port()), Addr: target.Addr().As4()}
 	rs := make([]connResult, n)
 	var wg sync.WaitGroup
 	for i, f := range files {
@@ -265,8 +265,9 @@ func closeFiles(fs []*os.File) {
 }
 
 // burstConn is one client: a non-blocking connect to sa, then its message,
-// echoed, each within burstLimit. It leaves f open.
-func burstConn(f *os.File, sa unix.Sockaddr, i int) connResult {
+// echoed, each within burstLimit. It leaves f open. sa is a copy of its own:
+// connect(2) writes its raw form into it.
+func burstConn(f *os.File, sa unix.SockaddrInet4, i int) connResult {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return connResult{err: err}
@@ -274,7 +275,7 @@ func burstConn(f *os.File, sa unix.Sockaddr, i int) connResult {
 	t0 := time.Now()
 	f.SetDeadline(t0.Add(burstLimit))
 	var cerr error
-	if err := rc.Control(func(fd uintptr) { cerr = unix.Connect(int(fd), sa) }); err != nil {
+	if err := rc.Control(func(fd uintptr) { cerr = unix.Connect(int(fd), &sa) }); err != nil {
 		return connResult{issued: t0, err: err}
 	}
 	if cerr == unix.EINPROGRESS {
