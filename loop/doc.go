@@ -64,9 +64,11 @@
 // its bound); while one does and timers are due, the turn skips step 3 and the
 // next turn, right away, runs the posted functions and the next batch. The
 // expiry waits for the input to drain, or for MaxDeferredTurns turns in a row
-// (16384 packets for package stack, more than its TUN's queue holds), after
-// which it runs whatever is still waiting: a flood delays the timers by that
-// many batches at most and cannot starve them. On a lossless link, 200
+// (16384 packets for package stack, more than its TUN's default queue holds;
+// SetDeferredTurns sets another bound for a deeper queue, as
+// stack.Config.InputQueue does), after which it runs whatever is still
+// waiting: a flood delays the timers by that many batches at most and cannot
+// starve them. On a lossless link, 200
 // clients' echo of 64 KB each (integration's TestConcurrentConnections) went
 // from 1,436-3,845 spurious retransmissions out of ~18,000 segments to 0-1.
 //

@@ -62,6 +62,7 @@ type Loop struct {
 	closing  bool     // guarded by mu: Close was called; Post fails from now on
 
 	spin     atomic.Int64  // SetSpin's window, ns
+	maxHeld  atomic.Int64  // SetDeferredTurns's bound on held
 	wakeups  atomic.Uint64 // blocking waits ended by an event (timer, wake-up, readable fd)
 	loops    atomic.Uint64 // loop iterations, sleeping or not: tests check that nothing spins
 	deferred atomic.Uint64 // turns whose expiry waited for the rest of the input (held)
@@ -82,6 +83,7 @@ func New(w *timer.Wheel) (*Loop, error) {
 func newLoop(w *timer.Wheel, shared *Shared) (*Loop, error) {
 	l := &Loop{w: w, clock: w.Clock(), shared: shared, done: make(chan struct{})}
 	l.spin.Store(int64(DefaultSpin))
+	l.maxHeld.Store(MaxDeferredTurns)
 	if err := l.p.open(); err != nil {
 		return nil, err
 	}
@@ -275,7 +277,7 @@ func (l *Loop) turn() (closing bool) {
 		}
 		l.w.MoveNow(l.clock.Now())
 	}
-	if more := l.p.runReady(); more && due && l.held < MaxDeferredTurns {
+	if more := l.p.runReady(); more && due && int64(l.held) < l.maxHeld.Load() {
 		// Input that arrived before the timers came due may still wait
 		// behind this batch: take it first, next turn (right away: a due
 		// timer keeps the loop from sleeping).
@@ -294,8 +296,29 @@ func (l *Loop) turn() (closing bool) {
 // timers by at most this many batches of it, and cannot starve them. Package
 // stack reads 64 packets per batch, so 256 turns cover 16384 packets, more
 // than its TUN's kernel queue holds (10000): every packet waiting when a timer
-// came due is handled before it fires.
+// came due is handled before it fires. It is the default: SetDeferredTurns
+// sets another bound for a device whose queue holds more.
 const MaxDeferredTurns = 256
+
+// MaxDeferredTurnsLimit bounds SetDeferredTurns: 65536 turns, 4 Mi packets of
+// package stack's batches.
+const MaxDeferredTurnsLimit = 1 << 16
+
+// SetDeferredTurns sets how many turns in a row the loop may hold back the
+// expiry of due timers while watched descriptors still hold input (the
+// default is MaxDeferredTurns): enough batches to cover what the device's
+// queue holds, so that every packet waiting when a timer came due is handled
+// before it fires, at the price of delaying the timers by that many batches
+// under a flood that never drains. n outside [1, MaxDeferredTurnsLimit] is
+// timer.ErrConfig. It may be called from any goroutine and takes effect at
+// the next turn.
+func (l *Loop) SetDeferredTurns(n int) error {
+	if n < 1 || n > MaxDeferredTurnsLimit {
+		return fmt.Errorf("%w: deferred turns %d outside [1, %d]", timer.ErrConfig, n, MaxDeferredTurnsLimit)
+	}
+	l.maxHeld.Store(int64(n))
+	return nil
+}
 
 // expire is EXPIRY_PROCESSING.
 func (l *Loop) expire() {

@@ -459,36 +459,52 @@ func TestLoopDefersExpiryWhileInputRemains(t *testing.T) {
 
 // TestLoopDeferredExpiryIsBounded: input that never drains (a callback that
 // always reports more, on a descriptor that stays readable) holds a due timer
-// back for MaxDeferredTurns turns, no more: a flood cannot starve the timers.
+// back for MaxDeferredTurns turns, no more: a flood cannot starve the timers;
+// SetDeferredTurns moves the bound, and refuses one outside its range.
 func TestLoopDeferredExpiryIsBounded(t *testing.T) {
-	l, w, _ := newTestLoop(t, timer.DefaultTick)
-	p := testPipe(t)
-	if _, err := unix.Write(p[1], []byte{1}); err != nil { // readable for good
-		t.Fatal(err)
-	}
-	calls := 0 // the loop's alone
-	fired := make(chan int, 1)
-	var e timer.Entry
-	e.Init(func() { fired <- calls })
-	watch := func() bool {
-		calls++
-		return true
-	}
-	postWait(t, l, func() {
-		calls = 0
-		if err := w.StartAt(&e, 0); err != nil {
-			t.Error(err)
+	for _, turns := range []int{0, 1000} { // 0: the default
+		l, w, _ := newTestLoop(t, timer.DefaultTick)
+		want := MaxDeferredTurns
+		if turns > 0 {
+			if err := l.SetDeferredTurns(turns); err != nil {
+				t.Fatal(err)
+			}
+			want = turns
 		}
-		if err := l.Watch(p[0], watch); err != nil {
-			t.Error(err)
+		p := testPipe(t)
+		if _, err := unix.Write(p[1], []byte{1}); err != nil { // readable for good
+			t.Fatal(err)
 		}
-	})
-	// The turn that finds it due and the MaxDeferredTurns that hold it back
-	// each call the callback; the last of them also fires the timer.
-	if got := recvWithin(t, fired); got != MaxDeferredTurns+1 {
-		t.Errorf("the timer fired after %d batches of endless input; want %d (MaxDeferredTurns+1)", got, MaxDeferredTurns+1)
+		calls := 0 // the loop's alone
+		fired := make(chan int, 1)
+		var e timer.Entry
+		e.Init(func() { fired <- calls })
+		watch := func() bool {
+			calls++
+			return true
+		}
+		postWait(t, l, func() {
+			calls = 0
+			if err := w.StartAt(&e, 0); err != nil {
+				t.Error(err)
+			}
+			if err := l.Watch(p[0], watch); err != nil {
+				t.Error(err)
+			}
+		})
+		// The turn that finds it due and the turns that hold it back each
+		// call the callback; the last of them also fires the timer.
+		if got := recvWithin(t, fired); got != want+1 {
+			t.Errorf("bound %d: the timer fired after %d batches of endless input; want %d", want, got, want+1)
+		}
+		if err := l.Unwatch(p[0]); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := l.Unwatch(p[0]); err != nil {
-		t.Fatal(err)
+	l, _, _ := newTestLoop(t, timer.DefaultTick)
+	for _, n := range []int{0, -1, MaxDeferredTurnsLimit + 1} {
+		if err := l.SetDeferredTurns(n); !errors.Is(err, timer.ErrConfig) {
+			t.Errorf("SetDeferredTurns(%d) = %v, want timer.ErrConfig", n, err)
+		}
 	}
 }

@@ -48,6 +48,16 @@ type Config struct {
 	Backlog int
 	// TTL of the packets sent. Zero means 64.
 	TTL uint8
+	// InputQueue is how many packets the device may hold for the stack (a
+	// TUN's txqueuelen): the loop holds back the expiry of due timers while
+	// that many wait behind its batches (loop.Loop.SetDeferredTurns: one
+	// turn per batch of 64, at least loop.MaxDeferredTurns), so that an ACK
+	// still in the queue when its timer came due stops the timer. Zero means
+	// loop.MaxDeferredTurns batches (16384 packets, more than netns's default
+	// queue of 10000); at most loop.MaxDeferredTurnsLimit batches. A bigger
+	// queue with the default let a burst of 20,000 connections' timers fire
+	// while their ACKs still waited (1-2% of the segments resent in vain).
+	InputQueue int
 	// RealTime, if not zero, is the SCHED_FIFO priority (loop.MinRealTime to
 	// loop.MaxRealTime) of the loop's thread (Loop.SetRealTime): on a busy
 	// machine its timers and packets then wait for no normally scheduled
@@ -201,6 +211,12 @@ func New(cfg Config) (*Stack, error) {
 			return nil, fmt.Errorf("stack: %w", err)
 		}
 	}
+	if turns := (cfg.InputQueue + maxReadBatch - 1) / maxReadBatch; turns > loop.MaxDeferredTurns {
+		if err := l.SetDeferredTurns(turns); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("%w: InputQueue %d: %w", ErrConfig, cfg.InputQueue, err)
+		}
+	}
 	s.run = l
 	if s.recw != nil {
 		if err := l.SetExpireHook(s.onExpire); err != nil {
@@ -264,6 +280,9 @@ func newStack(cfg Config) (*Stack, error) {
 	}
 	if cfg.Backlog <= 0 {
 		cfg.Backlog = tcp.DefaultBacklog
+	}
+	if cfg.InputQueue < 0 || cfg.InputQueue > loop.MaxDeferredTurnsLimit*maxReadBatch {
+		return nil, fmt.Errorf("%w: InputQueue %d outside [0, %d]", ErrConfig, cfg.InputQueue, loop.MaxDeferredTurnsLimit*maxReadBatch)
 	}
 	w, err := timer.New(timer.Config{Tick: cfg.Tick, Clock: cfg.Clock})
 	if err != nil {
@@ -350,7 +369,8 @@ func (s *Stack) stopPolling() {
 // stopped at maxReadBatch, with packets possibly left in the device: the loop
 // then holds back the expiry of the timers due until they are read (the ACKs
 // that make them moot may be among them), for at most loop.MaxDeferredTurns
-// batches, more packets than the TUN's queue holds.
+// batches, more packets than the TUN's default queue holds, or enough for
+// Config.InputQueue.
 func (s *Stack) readReady() (more bool) {
 	if s.poll == nil {
 		return false

@@ -90,6 +90,9 @@ func TestCompareBadInputExit2(t *testing.T) {
 		{"compare", "-stacks", "tcpwheel,nope"},
 		{"compare", "-scenarios", "nope"},
 		{"compare", "-runs", "0"},
+		{"compare", "-burst-conns", "0"},
+		{"compare", "-burst-conns", "10000000"},
+		{"compare", "-burst-conns", "many"},
 		{"compare", "-json", "/proc/no/such/file.json"},
 	} {
 		var out, errOut bytes.Buffer

@@ -46,6 +46,7 @@ type runConfig struct {
 	verbose  bool
 	logger   *slog.Logger // with verbose: to standard error (cmdRun)
 	backlog  int
+	txqueue  int  // the TUN's txqueuelen: the kernel's queue of packets for the stack
 	plain    bool // -no-offload
 }
 
@@ -80,6 +81,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.BoolVar(&cfg.payload, "pcap-payload", false, "record packets whole in -pcap's recording (default: TCP and UDP headers and lengths only, as tcpdump -s; replay is exact either way)")
 	fs.StringVar(&cfg.pcap, "pcap", "", "write a flight recording (pcapng: every packet the stack handles and sends, and what `tcpwheel replay` needs to run it again exactly) to this file")
 	fs.BoolVar(&cfg.verbose, "v", false, "log to standard error: connections that end in an error, and every dropped packet with its reason")
+	fs.IntVar(&cfg.txqueue, "txqueuelen", netns.DefaultTxQueueLen, "the TUN's transmit queue, the packets the kernel holds for the stack while its loop is busy (a burst beyond it is dropped there)")
 	fs.IntVar(&cfg.backlog, "backlog", defaultRunBacklog, "each listener's limit of half-open connections, and of connections waiting for accept")
 	fs.BoolVar(&cfg.plain, "no-offload", false, "open the TUN without offloads (virtio-net headers, TSO and checksum offload): one packet of at most the MTU per read and write")
 	fs.BoolVar(&cfg.rt, "rt", false, "run the stack's loop thread at real-time priority (SCHED_FIFO "+strconv.Itoa(rtPriority)+"); fails where not permitted")
@@ -131,6 +133,8 @@ func (cfg *runConfig) parse(fs *flag.FlagSet, addr, peer string) error {
 		return fmt.Errorf("-stats %v is negative", cfg.stats)
 	case cfg.backlog < 1:
 		return fmt.Errorf("-backlog %d is not positive", cfg.backlog)
+	case cfg.txqueue < 1 || cfg.txqueue > netns.MaxTxQueueLen:
+		return fmt.Errorf("-txqueuelen %d: want 1 to %d", cfg.txqueue, netns.MaxTxQueueLen)
 	}
 	return cfg.checkPaths()
 }
@@ -187,7 +191,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 	// kernel 2001:db8::1/64, the stack 2001:db8::2 (testbed.Config.Addrs6).
 	ipv6 := cfg.mtu == 0 || cfg.mtu >= 1280
 	bed, err := testbed.New(testbed.Config{
-		Namespace: cfg.netns, Link: cfg.link, Peer: cfg.peer, Stack: cfg.addr, MTU: cfg.mtu, IPv6: ipv6,
+		Namespace: cfg.netns, Link: cfg.link, Peer: cfg.peer, Stack: cfg.addr, MTU: cfg.mtu, IPv6: ipv6, TxQueueLen: cfg.txqueue,
 		Impair:  impair.Config{Seed: cfg.seed, EgressLoss: cfg.loss, IngressLoss: cfg.loss},
 		Offload: !cfg.plain,
 	})
@@ -199,7 +203,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 			err = fmt.Errorf("run: cleaning up: %w", cerr)
 		}
 	}()
-	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Addr6: bed.StackAddr6, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog}
+	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Addr6: bed.StackAddr6, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog, InputQueue: cfg.txqueue}
 	scfg.Logger = cfg.logger
 	if cfg.rt {
 		scfg.RealTime = rtPriority

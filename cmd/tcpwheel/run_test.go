@@ -53,6 +53,9 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"-netns", "a/b"}, false},
 		{[]string{"-mtu", "20"}, false},
 		{[]string{"-duration", "-1s"}, false},
+		{[]string{"-txqueuelen", "80000"}, true},
+		{[]string{"-txqueuelen", "0"}, false},
+		{[]string{"-txqueuelen", "10000000"}, false},
 		{[]string{"-bogus"}, false},
 		{[]string{"extra"}, false},
 	} {

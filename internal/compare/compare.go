@@ -82,6 +82,12 @@ type Config struct {
 	FloodSYNs  int           // -flood-syns: spoofed SYNs of synflood, 1 to testbed.MaxFloodSYNs
 	FloodRate  int           // -flood-rate: their rate per second, 1 to testbed.MaxFloodRate
 	FloodConns int           // -flood-conns: legitimate connects during the flood, 1 to 1000
+	BurstConns int           // -burst-conns: burst's concurrent connections, 1 to MaxBurstConns
+	// BurstQueue (-burst-queue) is the TUN's txqueuelen in burst (the
+	// kernel's queue of packets for the stack): 0 means
+	// burstPacketsPerConn per connection, at least netns.DefaultTxQueueLen;
+	// else 1 to netns.MaxTxQueueLen.
+	BurstQueue int
 	// Load (-load) is how many CPU-bound processes run beside each run, to
 	// keep every core busy: 0 (none) to MaxLoad.
 	Load int
@@ -128,6 +134,7 @@ func DefaultConfig() Config {
 		FloodSYNs:    20000,
 		FloodRate:    20000,
 		FloodConns:   100,
+		BurstConns:   20000,
 		UDPDatagrams: 20000,
 		HTTPSize:     200e6,
 		HTTPStreams:  8,
@@ -174,6 +181,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.checkFlood(); err != nil {
+		return err
+	}
+	if err := c.checkBurst(); err != nil {
 		return err
 	}
 	if err := c.checkClients(); err != nil {

@@ -144,6 +144,8 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 		},
 	}
 	bcfg.IPv6 = c.v6
+	lim := runLimits(cfg, c)
+	bcfg.TxQueueLen = lim.inputQueue
 	_, stackAddr, err := bcfg.Addrs()
 	if err != nil {
 		return nil, err
@@ -180,13 +182,13 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 	case stackKernel:
 		e.stack = &kernelStack{bed: e.bed}
 	case stackGVisorGSO:
-		e.stack, err = newGVisorGSO(e.bed)
+		e.stack, err = newGVisorGSO(e.bed, lim.backlog)
 	default:
 		kernel := e.bed.KernelAddr
 		if c.v6 {
 			kernel = e.bed.KernelAddr6
 		}
-		e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.StackAddr6, kernel, cfg.PcapDir, recordPath)
+		e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.StackAddr6, kernel, cfg.PcapDir, recordPath, lim)
 	}
 	if err != nil {
 		return nil, err

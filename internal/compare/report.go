@@ -196,6 +196,36 @@ var metricOrder = []metricInfo{
 	{"syn_cookies_sent", "SYN cookies sent"},
 	{"syn_cookies_valid", "connections from SYN cookies"},
 	{"listen_backlog_drops", "SYNs dropped at a full backlog"},
+	{"burst_connect_p50_ms", "burst: connect p50 (ms)"},
+	{"burst_connect_p99_ms", "burst: connect p99 (ms)"},
+	{"burst_connect_max_ms", "burst: connect max (ms)"},
+	{"burst_within_1s_pct", "burst: connects within 1 s (%)"},
+	{"burst_errors", "burst: connections failed (connect, echo)"},
+	{"burst_errors_timeout", "  of which timed out (15 s)"},
+	{"burst_concurrent", "burst: connections open at once"},
+	{"burst_issued_ms", "burst: the clients' last connect(2) called, after the start (ms)"},
+	{"burst_tun_drops", "burst: kernel packets dropped at the TUN queue (any TUN: gvisor-gso's too)"},
+	{"burst_tun_queue", "burst: the TUN's queue (txqueuelen, packets)"},
+	{"burst_total_ms", "burst: time, first connect to last echo (ms)"},
+	{"burst_retx_pct", "burst: retransmissions, % of segments sent (stack + kernel)"},
+	{"stack_retx_pct", "burst: stack's retransmissions, % of its segments (its counters)"},
+	{"stack_retx", "burst: stack's retransmitted segments"},
+	{"stack_synack_retx", "  of which SYN-ACKs (tcpwheel)"},
+	{"stack_rto_events", "  RTO expiries (tcpwheel)"},
+	{"stack_tlp_probes", "  tail-loss probes (tcpwheel)"},
+	{"stack_segs_out", "burst: stack's segments sent"},
+	{"kernel_retx_pct", "burst: kernel side's retransmissions, % of its segments (nstat)"},
+	{"kernel_retx", "burst: kernel side's retransmitted segments"},
+	{"kernel_rto", "  RTO expiries (kernel side)"},
+	{"kernel_tlp", "  tail-loss probes (kernel side)"},
+	{"kernel_spurious_rto", "  RTOs found spurious (kernel side)"},
+	{"kernel_segs_out", "burst: kernel side's segments sent"},
+	{"accept_queue_drops", "handshake ACKs dropped at a full accept queue"},
+	{"stack_drops", "packets and segments the stack dropped (all reasons)"},
+	{"timer_late_p99_ms", "wheel timer lateness p99 (ms)"},
+	{"timer_late_max_ms", "wheel timer lateness max (ms)"},
+	{"input_full_batches", "input batches of the maximum size (64)"},
+	{"deferred_expiries", "turns that held back expiry for waiting input"},
 	{"flood_syns_sent", "spoofed SYNs sent"},
 	{"flood_send_errors", "spoofed SYNs the kernel refused (ENOBUFS)"},
 	{"flood_rate_per_s", "flood rate achieved (SYNs/s)"},
@@ -280,6 +310,8 @@ type reportConfig struct {
 	FloodSYNs    int       `json:"flood_syns"`
 	FloodRate    int       `json:"flood_rate"`
 	FloodConns   int       `json:"flood_conns"`
+	BurstConns   int       `json:"burst_conns"`
+	BurstQueue   int       `json:"burst_queue,omitempty"`
 	HTTPBytes    int64     `json:"http_bytes"`
 	HTTPStreams  int       `json:"http_streams"`
 	WrkConns     int       `json:"wrk_conns"`
@@ -298,6 +330,7 @@ func reportConfigOf(cfg Config) reportConfig {
 		BulkBytes: cfg.BulkSize, BulkLoss: cfg.BulkLoss, Conns: cfg.Conns,
 		HoldMS: ms(cfg.Hold), RunTimeoutMS: ms(cfg.RunTimeout),
 		FloodSYNs: cfg.FloodSYNs, FloodRate: cfg.FloodRate, FloodConns: cfg.FloodConns,
+		BurstConns: cfg.BurstConns, BurstQueue: cfg.BurstQueue,
 		HTTPBytes: cfg.HTTPSize, HTTPStreams: cfg.HTTPStreams, WrkConns: cfg.WrkConns, WrkTimeMS: ms(cfg.WrkTime),
 		ABRequests: cfg.ABRequests, ABConns: cfg.ABConns,
 		Load: cfg.Load, CPUs: runtime.NumCPU(),
@@ -523,6 +556,7 @@ func (rep *report) judge(stacks []string) []goal {
 		return mine.Median, st == stackGVisor || mine.Median < base.Median, true
 	})
 	rep.floodGoals(add)
+	rep.burstGoal(add)
 	rep.recorderGoal(add)
 	rep.ipv6Goal(add)
 	rep.clientGoals(add)

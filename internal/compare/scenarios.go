@@ -49,6 +49,7 @@ var scenarios = [...]scenario{
 	{name: "zero-window", help: "zero-window probe timing against a receiver that stops reading", run: scenarioZeroWindow},
 	{name: "many-conns", help: "-conns idle connections with keepalive: CPU and memory per connection", run: scenarioManyConns, unwatched: true},
 	{name: "synflood", help: "-flood-syns spoofed SYNs at -flood-rate/s while -flood-conns clients connect", run: scenarioSYNFlood, unwatched: true},
+	{name: "burst", help: "-burst-conns kernel clients connect to the stack's echo at once, each echoes a message, all open until the last is done: connect p50/p99/max, failures, retransmissions", run: scenarioBurst, unwatched: true, clients: true},
 	{name: "http-down", help: "curl downloads -http-size from the stack's HTTP server: MB/s, CPU per GB", run: scenarioHTTPDown, unwatched: true, clients: true},
 	{name: "http-up", help: "curl uploads -http-size to it (PUT): MB/s, CPU per GB", run: scenarioHTTPUp, unwatched: true, clients: true},
 	{name: "http-par", help: "curl downloads -http-size in -http-streams parallel transfers: aggregate MB/s, CPU per GB", run: scenarioHTTPPar, unwatched: true, clients: true},

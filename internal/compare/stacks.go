@@ -58,11 +58,13 @@ type stackUnderTest interface {
 // (of either family: an IPv6 kernel address makes its Listen IPv6 too). tcpwheel-rec records into
 // a temporary file in dir ("": the system's), removed when it closes. With
 // recordPath, a tcpwheel stack writes a flight recording there, kept
-// (compare -pcap).
-func newStackUnderTest(name string, dev tun.Device, addr, addr6, kernel netip.Addr, dir, recordPath string) (stackUnderTest, error) {
+// (compare -pcap). lim's non-zero fields replace the stacks' defaults (see
+// runLimits).
+func newStackUnderTest(name string, dev tun.Device, addr, addr6, kernel netip.Addr, dir, recordPath string, lim limits) (stackUnderTest, error) {
+	backlog := lim.backlog
 	switch name {
 	case stackTcpwheel, stackTcpwheelRT, stackTcpwheelRec:
-		cfg := stack.Config{Device: dev, Addr: addr, Addr6: addr6}
+		cfg := stack.Config{Device: dev, Addr: addr, Addr6: addr6, Backlog: backlog, InputQueue: lim.inputQueue}
 		t := &tcpwheelStack{kernel: kernel}
 		switch name {
 		case stackTcpwheelRT:
@@ -92,7 +94,7 @@ func newStackUnderTest(name string, dev tun.Device, addr, addr6, kernel netip.Ad
 		t.s = s
 		return t, nil
 	case stackGVisor:
-		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: addr, Addr6: addr6})
+		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: addr, Addr6: addr6, ListenBacklog: backlog})
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +105,7 @@ func newStackUnderTest(name string, dev tun.Device, addr, addr6, kernel netip.Ad
 			dev.Close()
 			return nil, err
 		}
-		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: addr, Addr6: addr6, Clock: clock})
+		s, err := gvisor.New(gvisor.Config{Device: dev, Addr: addr, Addr6: addr6, Clock: clock, ListenBacklog: backlog})
 		if err != nil {
 			clock.Close()
 			return nil, err

@@ -64,7 +64,9 @@ func (k *kernelStack) Close() error      { return nil }
 // internal/baseline/gvisor/gso.go), which takes the kernel's address from the
 // bed's TUN; with the TCP tuning of gVisor's throughput users (gvisor.Config.Tuned:
 // receive-buffer auto-tuning, larger buffers).
-func newGVisorGSO(bed *testbed.Bed) (stackUnderTest, error) {
+//
+// backlog > 0 is its listeners' backlog (gvisor.Config.ListenBacklog).
+func newGVisorGSO(bed *testbed.Bed, backlog int) (stackUnderTest, error) {
 	var vt *gvisor.VnetTUN
 	mtu := tun.DefaultMTU
 	if err := bed.Do(func() (err error) {
@@ -77,7 +79,7 @@ func newGVisorGSO(bed *testbed.Bed) (stackUnderTest, error) {
 		vt.Close()
 		return nil, err
 	}
-	s, err := gvisor.New(gvisor.Config{VnetTUN: vt, Addr: bed.StackAddr, Tuned: true})
+	s, err := gvisor.New(gvisor.Config{VnetTUN: vt, Addr: bed.StackAddr, Tuned: true, ListenBacklog: backlog})
 	if err != nil {
 		vt.Close() // New closes it on some failures only; a second Close is harmless
 		return nil, err

@@ -53,6 +53,11 @@ type Config struct {
 	// MTU of the link; 0 means tun.DefaultMTU.
 	MTU int
 
+	// TxQueueLen is the link's txqueuelen, the kernel's queue of packets
+	// for the stack (netns.NamespaceConfig.TxQueueLen); 0 means
+	// netns.DefaultTxQueueLen.
+	TxQueueLen int
+
 	// Impair configures the impairment layer on the TUN device.
 	Impair impair.Config
 
@@ -133,7 +138,7 @@ func New(cfg Config) (_ *Bed, err error) {
 		peer6, b.StackAddr6 = cfg.Addrs6()
 		b.KernelAddr6 = peer6.Addr()
 	}
-	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, PeerAddr6: peer6, MTU: cfg.MTU, Offload: cfg.Offload}); err != nil {
+	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, PeerAddr6: peer6, MTU: cfg.MTU, TxQueueLen: cfg.TxQueueLen, Offload: cfg.Offload}); err != nil {
 		return nil, err
 	}
 	b.Dev = b.Att.Dev

@@ -55,7 +55,8 @@ const (
 	tunedSndBufMax = 6 << 20
 )
 
-// listenBacklog is the backlog of every listener: Linux's default somaxconn.
+// listenBacklog is the default backlog of every listener (Config.ListenBacklog):
+// Linux's default somaxconn.
 const listenBacklog = 4096
 
 // ErrConfig is wrapped by New for an invalid Config.
@@ -105,6 +106,10 @@ type Config struct {
 	DisableSACK bool
 	// MinRTO is the lower bound of the RTO; zero means gVisor's 200 ms.
 	MinRTO time.Duration
+	// ListenBacklog is every listener's backlog (its accept queue; gVisor
+	// answers with SYN cookies once as many handshakes are pending); zero
+	// means 4096, Linux's default somaxconn.
+	ListenBacklog int
 }
 
 // stackLink is a link endpoint of this package.
@@ -495,7 +500,11 @@ func (s *Stack) Listen(network, address string) (net.Listener, error) {
 		ep.Close()
 		return fail(tcpipErr(terr))
 	}
-	if terr := ep.Listen(listenBacklog); terr != nil {
+	backlog := s.cfg.ListenBacklog
+	if backlog <= 0 {
+		backlog = listenBacklog
+	}
+	if terr := ep.Listen(backlog); terr != nil {
 		ep.Close()
 		return fail(tcpipErr(terr))
 	}
