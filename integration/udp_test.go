@@ -130,7 +130,13 @@ func TestUDPWithKernel(t *testing.T) {
 // the test ends.
 func (e *env) udpEcho(t *testing.T, port int) {
 	t.Helper()
-	srv, err := e.Stack.ListenUDP("udp", ":"+strconv.Itoa(port))
+	e.udpEchoAt(t, ":"+strconv.Itoa(port))
+}
+
+// udpEchoAt is udpEcho on a local address of the stack ("addr:port").
+func (e *env) udpEchoAt(t *testing.T, address string) {
+	t.Helper()
+	srv, err := e.Stack.ListenUDP("udp", address)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func (s *Stack) note(k record.Kind, id tcp.ID, n int64) {
 func (s *Stack) recordHeader(wall time.Time) record.Header {
 	d := func(v time.Duration) record.Duration { return record.Duration(v) }
 	return record.Header{
-		Addr: s.cfg.Addr, Addr6: s.cfg.Addr6, Prefix: s.cfg.Prefix, MTU: s.dev.MTU(), Tick: d(s.wheel.Tick()),
+		Addr: s.cfg.Addr, Addr6: s.cfg.Addr6, MoreAddrs: s.cfg.MoreAddrs, Prefix: s.cfg.Prefix, MTU: s.dev.MTU(), Tick: d(s.wheel.Tick()),
 		TTL: s.cfg.TTL, Backlog: s.cfg.Backlog, Origin: d(s.wheel.Now()), Wall: wall, Payload: s.cfg.RecordPayload,
 		TCP: tcpRecord(s.cfg.TCP),
 	}
@@ -71,7 +71,7 @@ func configFromHeader(h *record.Header) Config {
 	d := func(v record.Duration) time.Duration { return time.Duration(v) }
 	return Config{
 		RecordPayload: h.Payload,
-		Addr:          h.Addr, Addr6: h.Addr6, Prefix: h.Prefix, Tick: d(h.Tick), TTL: h.TTL, Backlog: h.Backlog,
+		Addr:          h.Addr, Addr6: h.Addr6, MoreAddrs: h.MoreAddrs, Prefix: h.Prefix, Tick: d(h.Tick), TTL: h.TTL, Backlog: h.Backlog,
 		TCP: tcpFromRecord(h.TCP),
 	}
 }

@@ -203,11 +203,6 @@ func (s *Stack) Forward(cfg ForwardConfig) error {
 	return ferr
 }
 
-// isLocal reports whether a is one of the stack's own addresses.
-func (s *Stack) isLocal(a netip.Addr) bool {
-	return a == s.cfg.Addr || (a == s.cfg.Addr6 && a.IsValid())
-}
-
 // forwards reports whether the IP layer takes a packet to dst, which is
 // not the stack's address, for forwarding: only with forwarding on, and
 // only to a unicast address that is not link-local (nor a broadcast,

@@ -116,7 +116,7 @@ func (s *Stack) portUnreachable6(hdr, udp []byte) {
 // extension headers).
 func (s *Stack) udpRefused6(quote []byte) bool {
 	if len(quote) < ipv6HeaderLen+udpHeaderLen || quote[0]>>4 != 6 || quote[6] != protoUDP ||
-		netip.AddrFrom16([16]byte(quote[8:24])) != s.cfg.Addr6 {
+		!s.isLocal(netip.AddrFrom16([16]byte(quote[8:24]))) {
 		return false
 	}
 	u := header.UDP(quote[ipv6HeaderLen:])

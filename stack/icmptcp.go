@@ -83,11 +83,11 @@ func (s *Stack) tcpICMP4(m []byte) bool {
 		return false
 	}
 	hl := int(q[0]&0x0f) * 4
-	if q[0]>>4 != 4 || hl < ipv4HeaderLen || len(q) < hl+8 || netip.AddrFrom4([4]byte(q[12:16])) != s.cfg.Addr {
+	if q[0]>>4 != 4 || hl < ipv4HeaderLen || len(q) < hl+8 || !s.isLocal(netip.AddrFrom4([4]byte(q[12:16]))) {
 		s.counters.Drops.ICMPBadQuote++
 		return true
 	}
-	c, seq := s.quotedConn(netip.AddrFrom4([4]byte(q[16:20])), q[hl:])
+	c, seq := s.quotedConn(netip.AddrFrom4([4]byte(q[12:16])), netip.AddrFrom4([4]byte(q[16:20])), q[hl:])
 	if c == nil {
 		return true
 	}
@@ -119,11 +119,11 @@ func (s *Stack) tcpICMP6(m []byte) bool {
 	if len(q) < ipv6HeaderLen || q[6] != protoTCP {
 		return false
 	}
-	if q[0]>>4 != 6 || len(q) < ipv6HeaderLen+8 || netip.AddrFrom16([16]byte(q[8:24])) != s.cfg.Addr6 {
+	if q[0]>>4 != 6 || len(q) < ipv6HeaderLen+8 || !s.isLocal(netip.AddrFrom16([16]byte(q[8:24]))) {
 		s.counters.Drops.ICMPBadQuote++
 		return true
 	}
-	c, seq := s.quotedConn(netip.AddrFrom16([16]byte(q[24:40])), q[ipv6HeaderLen:])
+	c, seq := s.quotedConn(netip.AddrFrom16([16]byte(q[8:24])), netip.AddrFrom16([16]byte(q[24:40])), q[ipv6HeaderLen:])
 	if c == nil {
 		return true
 	}
@@ -146,9 +146,9 @@ func (s *Stack) tcpICMP6(m []byte) bool {
 // quotedConn finds the connection whose segment to remote a quote's TCP
 // header (at least its first 8 bytes: ports and sequence number) is (a
 // listener's half-open one too), or counts a drop.
-func (s *Stack) quotedConn(remote netip.Addr, th []byte) (*tcp.Endpoint, seqnum.Value) {
+func (s *Stack) quotedConn(local, remote netip.Addr, th []byte) (*tcp.Endpoint, seqnum.Value) {
 	sport, dport := binary.BigEndian.Uint16(th), binary.BigEndian.Uint16(th[2:])
-	id := tcp.ID{Local: netip.AddrPortFrom(s.localFor(remote), sport), Remote: netip.AddrPortFrom(remote, dport)}
+	id := tcp.ID{Local: netip.AddrPortFrom(local, sport), Remote: netip.AddrPortFrom(remote, dport)}
 	seq := seqnum.Value(binary.BigEndian.Uint32(th[4:]))
 	if c := s.conns[id]; c != nil {
 		return c.ep, seq

@@ -47,7 +47,7 @@ func (s *Stack) handlePacket(pkt []byte) {
 		return
 	}
 	src, dst := netip.AddrFrom4(ip.SourceAddress().As4()), netip.AddrFrom4(ip.DestinationAddress().As4())
-	if dst != s.cfg.Addr && !s.forwards(dst) { // forward.go
+	if !s.isLocal(dst) && !s.forwards(dst) { // forward.go
 		d.NotForUs++
 		return
 	}
@@ -106,7 +106,7 @@ func (s *Stack) martianSource(src netip.Addr) *uint64 {
 		return &d.MartianZeroNet
 	case b[0] == 127:
 		return &d.MartianLoopback
-	case src == s.cfg.Addr:
+	case s.isLocal(src):
 		return &d.MartianLand
 	}
 	return nil

@@ -177,7 +177,7 @@ func (s *Stack) handleIPv6(pkt []byte) {
 	}
 	pkt = pkt[:ipv6HeaderLen+plen] // drop link padding
 	src, dst := netip.AddrFrom16([16]byte(pkt[8:24])), netip.AddrFrom16([16]byte(pkt[24:40]))
-	if dst != s.cfg.Addr6 && !dst.IsMulticast() && !s.forwards(dst) { // forward.go
+	if !s.isLocal(dst) && !dst.IsMulticast() && !s.forwards(dst) { // forward.go
 		d.NotForUs++
 		return
 	}
@@ -186,7 +186,7 @@ func (s *Stack) handleIPv6(pkt []byte) {
 		d.NeighborDiscovery++ // the kernel's router solicitations, DAD, MLD reports: no link layer here
 		return
 	}
-	if dst != s.cfg.Addr6 && !s.forwards(dst) {
+	if !s.isLocal(dst) && !s.forwards(dst) {
 		d.NotForUs++ // a multicast group: we join none
 		return
 	}
@@ -212,7 +212,7 @@ func (s *Stack) handleIPv6(pkt []byte) {
 	case protoUDP:
 		s.handleUDP(src, dst, hdr, payload)
 	case protoICMPv6:
-		if dst != s.cfg.Addr6 { // forwarded destinations (forward.go) are not pinged
+		if !s.isLocal(dst) { // forwarded destinations (forward.go) are not pinged
 			d.NotForUs++
 			return
 		}
@@ -238,7 +238,7 @@ func (s *Stack) martianSource6(src netip.Addr) *uint64 {
 		return &d.MartianLoopback
 	case src.Is4In6():
 		return &d.MartianV4Mapped
-	case src == s.cfg.Addr6:
+	case s.isLocal(src):
 		return &d.MartianLand
 	}
 	return nil
@@ -428,25 +428,31 @@ func transportOf(pkt []byte) (src, dst netip.Addr, proto uint8, off, end int, ok
 
 // listenerFor is the listener on port that takes a segment to dst, if any.
 func (s *Stack) listenerFor(port uint16, dst netip.Addr) *Listener {
-	if l := s.listeners[port]; l != nil && takes(l.net, dst) && s.isLocal(dst) {
+	if l := s.listeners[port]; l != nil && takes(l.net, dst) && s.isLocal(dst) && (!l.bound.IsValid() || l.bound == dst) {
 		return l
 	}
 	return nil
 }
 
 // listenData is a Listen event's Data: the SYN-cookie key, and after it
-// the IP version of a listener that takes one only.
-func listenData(key []byte, n uint8) []byte {
+// the IP version of a listener that takes one only, and after that, on a
+// stack with Config.MoreAddrs, the address it is bound to, if any.
+func (s *Stack) listenData(key []byte, n uint8, bound netip.Addr) []byte {
 	if n == netBoth {
 		return key
 	}
-	return append(key[:len(key):len(key)], n)
+	d := append(key[:len(key):len(key)], n)
+	if s.more != nil && bound.IsValid() {
+		d = append(d, bound.AsSlice()...)
+	}
+	return d
 }
 
 // splitListenData undoes listenData.
-func splitListenData(data []byte) (key []byte, n uint8) {
-	if len(data) == tcp.CookieKeySize+1 {
-		return data[:tcp.CookieKeySize], data[tcp.CookieKeySize]
+func splitListenData(data []byte) (key []byte, n uint8, bound netip.Addr) {
+	if len(data) <= tcp.CookieKeySize {
+		return data, netBoth, bound
 	}
-	return data, netBoth
+	bound, _ = netip.AddrFromSlice(data[tcp.CookieKeySize+1:])
+	return data[:tcp.CookieKeySize], data[tcp.CookieKeySize], bound
 }

@@ -84,8 +84,16 @@ func udp6Packet(src, dst netip.AddrPort, payload []byte) []byte {
 // manual6 is a manual stack on addrB and addr6B, MTU 1500, and its link.
 func manual6(t *testing.T) (*Manual, link) {
 	t.Helper()
+	return manualOn(t, Config{Addr: addrB, Addr6: addr6B})
+}
+
+// manualOn is a manual stack of cfg on a pipe of MTU 1500, its clock at 0,
+// and its link.
+func manualOn(t *testing.T, cfg Config) (*Manual, link) {
+	t.Helper()
 	dev, peer := tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500})
-	m, err := NewManual(Config{Device: dev, Addr: addrB, Addr6: addr6B, Clock: timer.NewManualClock(0)})
+	cfg.Device, cfg.Clock = dev, timer.NewManualClock(0)
+	m, err := NewManual(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,8 @@ type Listener struct {
 	s       *Stack
 	tl      *tcp.Listener // loop only
 	port    uint16
-	net     uint8 // the IP versions it takes: netBoth, net4 or net6 (ipv6.go)
+	net     uint8      // the IP versions it takes: netBoth, net4 or net6 (ipv6.go)
+	bound   netip.Addr // the one address it takes, or the zero Addr: any of the stack's
 	addr    *net.TCPAddr
 	acceptq chan *Conn
 
@@ -26,11 +27,12 @@ type Listener struct {
 
 var _ net.Listener = (*Listener)(nil)
 
-// Listen announces on the stack's address. network must be "tcp" (IPv4 and
+// Listen announces on the stack's addresses. network must be "tcp" (IPv4 and
 // IPv6, if the stack has an IPv6 address), "tcp4" or "tcp6", as in package
-// net; address is ":port" or "addr:port" with one of the stack's own
-// addresses (which restricts it to that address's IP version), or port 0
-// for an ephemeral port. The net.Listener is always a *Listener: use ListenTCP for
+// net; address is ":port" (every address of the stack of those versions),
+// or "addr:port" with one of the stack's own addresses (which restricts it
+// to that address), or port 0 for an ephemeral port. A port has one
+// listener, bound or not. The net.Listener is always a *Listener: use ListenTCP for
 // the concrete type, whose AcceptTCP returns *Conn.
 func (s *Stack) Listen(network, address string) (net.Listener, error) {
 	l, err := s.ListenTCP(network, address)
@@ -45,12 +47,12 @@ func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 	fail := func(err error) error {
 		return &net.OpError{Op: "listen", Net: network, Err: err}
 	}
-	n, port, err := s.listenAddr(network, "tcp", address)
+	n, port, bound, err := s.listenAddr(network, "tcp", address)
 	if err != nil {
 		return nil, fail(err)
 	}
 	l := s.newListener()
-	l.net = n
+	l.net, l.bound = n, bound
 	var lerr error
 	if s.do(func() {
 		p := uint16(port)
@@ -78,37 +80,41 @@ func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 // listenAddr parses what ListenTCP and ListenUDP are asked to open: the IP
 // version of network (proto, proto4 or proto6) as address narrows it, and
 // the port of address.
-func (s *Stack) listenAddr(network, proto, address string) (uint8, uint16, error) {
+func (s *Stack) listenAddr(network, proto, address string) (uint8, uint16, netip.Addr, error) {
 	n, ok := netOf(network, proto)
 	if !ok {
-		return 0, 0, net.UnknownNetworkError(network)
+		return 0, 0, netip.Addr{}, net.UnknownNetworkError(network)
 	}
-	port, err := s.localPort(address)
+	port, bound, err := s.localPort(address)
 	if err == nil {
 		n, err = s.localNet(n, address)
 	}
-	return n, port, err
+	return n, port, bound, err
 }
 
 // localPort parses a local address to listen on: ":port", or "addr:port" with
-// the stack's own address or an unspecified one; port 0 asks for an ephemeral
-// port.
-func (s *Stack) localPort(address string) (uint16, error) {
+// one of the stack's own addresses (returned as bound: the listener or
+// socket takes only what comes to it) or an unspecified one; port 0 asks
+// for an ephemeral port.
+func (s *Stack) localPort(address string) (port uint16, bound netip.Addr, err error) {
 	host, portStr, err := net.SplitHostPort(address)
 	if err != nil {
-		return 0, err
+		return 0, bound, err
 	}
 	if host != "" {
 		a, err := netip.ParseAddr(host)
-		if err != nil || (a != s.cfg.Addr && a != s.cfg.Addr6 && !a.IsUnspecified()) {
-			return 0, fmt.Errorf("address %s is not the stack's (%v)", host, s.cfg.Addr)
+		if err != nil || (!s.isLocal(a.Unmap()) && !a.IsUnspecified()) {
+			return 0, bound, fmt.Errorf("address %s is not the stack's (%v)", host, s.cfg.Addr)
+		}
+		if !a.IsUnspecified() {
+			bound = a.Unmap()
 		}
 	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
+	p, err := strconv.ParseUint(portStr, 10, 16)
 	if err != nil {
-		return 0, fmt.Errorf("bad port %q", portStr)
+		return 0, bound, fmt.Errorf("bad port %q", portStr)
 	}
-	return uint16(port), nil
+	return uint16(p), bound, nil
 }
 
 // accept runs on the loop when a handshake completes: it registers the
@@ -183,10 +189,13 @@ func (s *Stack) listen(l *Listener, p uint16, key []byte) error {
 	if err != nil {
 		return err
 	}
-	s.notePort(record.Listen, p, listenData(key, l.net))
+	s.notePort(record.Listen, p, s.listenData(key, l.net, l.bound))
 	l.tl, l.port = tl, p
 	local := s.cfg.Addr
-	if l.net == net6 {
+	switch {
+	case l.bound.IsValid():
+		local = l.bound
+	case l.net == net6:
 		local = s.cfg.Addr6
 	}
 	l.addr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, p))

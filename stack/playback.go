@@ -163,8 +163,8 @@ func (p *Playback) run(e *record.Event) {
 		case record.Listen:
 			p.at(e.T)
 			l := s.newListener()
-			key, n := splitListenData(e.Data)
-			l.net = n
+			key, n, bound := splitListenData(e.Data)
+			l.net, l.bound = n, bound
 			if err := s.listen(l, e.Port, key); err != nil {
 				p.diverge(e, "listen on port %d: %v", e.Port, err)
 			}
@@ -245,6 +245,20 @@ func (p *Playback) run(e *record.Event) {
 			}
 			if err := s.udpOpen(s.newUDPConn(), port, remote); err != nil {
 				p.diverge(e, "open UDP port %d: %v", port, err)
+			}
+		case record.UDPBind:
+			p.at(e.T)
+			u := s.newUDPConn()
+			a, ok := netip.AddrFromSlice(e.Data)
+			if u.bound = a; !ok || !s.isLocal(a) {
+				p.diverge(e, "open UDP port %d on %v, not an address of the stack", e.Port, a)
+			} else if u.net = net4; a.Is6() {
+				u.net = net6
+			}
+			if ok && s.isLocal(a) {
+				if err := s.udpOpen(u, e.Port, netip.AddrPort{}); err != nil {
+					p.diverge(e, "open UDP port %d: %v", e.Port, err)
+				}
 			}
 		case record.UDPOpenNet:
 			p.at(e.T)

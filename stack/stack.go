@@ -30,6 +30,14 @@ type Config struct {
 	// speaks IPv4 only. It needs a device MTU of at least 1280 (RFC 8200
 	// 5); TCP's MSS over IPv6 is the MTU less 60 (tcp.Config.MSS6).
 	Addr6 netip.Addr
+	// MoreAddrs are further addresses of the stack, IPv4 or IPv6 (an IPv6
+	// one needs Addr6), as secondary addresses on a Linux interface: the
+	// stack answers pings to them, its listeners and UDP sockets on ":port"
+	// take connections and datagrams to any of its addresses (a connection
+	// keeps the address it was made to), and a listener or socket bound to
+	// one of them takes only what comes to it and sends from it. Dials go
+	// from Addr or Addr6. Optional.
+	MoreAddrs []netip.Addr
 	// Prefix is the link's IPv4 prefix, containing Addr (e.g. 198.18.0.0/24).
 	// Optional: with it, packets from the prefix's broadcast address are
 	// dropped as martians (see Drops.MartianBroadcast), as Linux does.
@@ -148,13 +156,14 @@ type Stack struct {
 	rng        *rand.Rand
 	counters   Counters
 	inputStats InputStats
-	closedTCP  tcp.Counters // counters of endpoints that are gone
-	input      string       // the input path, for Stats: inputDirect, inputReader or inputManual
-	icmpLimit  icmpLimiter  // the ICMP errors' rate limit (icmplimit.go)
-	reasm      reassembler  // IP reassembly (reasm.go)
-	bigbuf     []byte       // a packet larger than the MTU, sent in fragments (frag.go)
-	fragID6    uint32       // the identification of our next fragmented IPv6 datagram
-	fwd        *forwarder   // forwarding (forward.go), or nil
+	closedTCP  tcp.Counters            // counters of endpoints that are gone
+	input      string                  // the input path, for Stats: inputDirect, inputReader or inputManual
+	icmpLimit  icmpLimiter             // the ICMP errors' rate limit (icmplimit.go)
+	reasm      reassembler             // IP reassembly (reasm.go)
+	bigbuf     []byte                  // a packet larger than the MTU, sent in fragments (frag.go)
+	fragID6    uint32                  // the identification of our next fragmented IPv6 datagram
+	fwd        *forwarder              // forwarding (forward.go), or nil
+	more       map[netip.Addr]struct{} // Config.MoreAddrs (addrs.go), or nil
 
 	// The flight recorder (flight.go). Loop only.
 	rec       sink           // nil: not recording
@@ -266,6 +275,10 @@ func newStack(cfg Config) (*Stack, error) {
 			return nil, err
 		}
 	}
+	more, err := checkMoreAddrs(cfg, mtu)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.TCP.MSS == 0 {
 		cfg.TCP.MSS = mtu - ipv4HeaderLen - tcp.HeaderMinSize
 		if cfg.TCP.MSS6 == 0 && mtu >= ipv6MinMTU {
@@ -291,6 +304,7 @@ func newStack(cfg Config) (*Stack, error) {
 	s := &Stack{
 		cfg:             cfg,
 		subnetBroadcast: directedBroadcast(cfg.Prefix),
+		more:            more,
 		dev:             cfg.Device,
 		wheel:           w,
 		done:            make(chan struct{}),

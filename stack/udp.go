@@ -48,6 +48,7 @@ type UDPConn struct {
 	s      *Stack
 	port   uint16
 	net    uint8          // the IP versions it takes: netBoth, net4 or net6 (ipv6.go)
+	bound  netip.Addr     // the one address of the stack it takes, or the zero Addr: any
 	remote netip.AddrPort // connected: the only peer; else the zero AddrPort
 	laddr  *net.UDPAddr
 	raddr  net.Addr // a *net.UDPAddr when connected, else nil
@@ -76,19 +77,22 @@ func (s *Stack) newUDPConn() *UDPConn {
 	return u
 }
 
-// ListenUDP opens an unconnected UDP socket on the stack's address. network
-// must be "udp" (IPv4 and IPv6), "udp4" or "udp6"; address is ":port" or
-// "addr:port" with one of the stack's own addresses (which restricts it to
-// that address's IP version), or port 0 for an ephemeral port.
+// ListenUDP opens an unconnected UDP socket on the stack's addresses.
+// network must be "udp" (IPv4 and IPv6), "udp4" or "udp6"; address is
+// ":port" (every address of those versions; it sends from the stack's
+// Addr or Addr6, as a Linux socket on INADDR_ANY sends from its route's
+// source) or "addr:port" with one of the stack's own addresses (which
+// restricts it to that address, and it sends from it), or port 0 for an
+// ephemeral port. A port has one socket, bound or not.
 func (s *Stack) ListenUDP(network, address string) (*UDPConn, error) {
 	fail := func(err error) error {
 		return &net.OpError{Op: "listen", Net: network, Err: err}
 	}
-	n, port, err := s.listenAddr(network, "udp", address)
+	n, port, bound, err := s.listenAddr(network, "udp", address)
 	if err != nil {
 		return nil, fail(err)
 	}
-	u, err := s.openUDP(port, n, netip.AddrPort{})
+	u, err := s.openUDP(port, n, bound, netip.AddrPort{})
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -128,7 +132,7 @@ func (s *Stack) DialUDP(network, address string) (*UDPConn, error) {
 		}
 		return nil, fail(net.UDPAddrFromAddrPort(ap), err)
 	}
-	u, err := s.openUDP(0, n, ap)
+	u, err := s.openUDP(0, n, netip.Addr{}, ap)
 	if err != nil {
 		return nil, fail(net.UDPAddrFromAddrPort(ap), err)
 	}
@@ -136,10 +140,11 @@ func (s *Stack) DialUDP(network, address string) (*UDPConn, error) {
 }
 
 // openUDP opens a socket on port (0: an ephemeral one) for the IP versions
-// n, connected to remote if it is valid.
-func (s *Stack) openUDP(port uint16, n uint8, remote netip.AddrPort) (*UDPConn, error) {
+// n, bound to the stack's address bound if it is valid, connected to remote
+// if it is valid.
+func (s *Stack) openUDP(port uint16, n uint8, bound netip.Addr, remote netip.AddrPort) (*UDPConn, error) {
 	u := s.newUDPConn()
-	u.net = n
+	u.net, u.bound = n, bound
 	var oerr error
 	if s.do(func() {
 		p := port
@@ -174,6 +179,12 @@ func (s *Stack) udpOpen(u *UDPConn, p uint16, remote netip.AddrPort) error {
 	}
 	local := netip.AddrPortFrom(s.cfg.Addr, p)
 	switch {
+	case u.bound.IsValid():
+		local = netip.AddrPortFrom(u.bound, p)
+		if s.rec != nil {
+			s.hasSendAt = false
+			s.rec.Event(&record.Event{Kind: record.UDPBind, T: s.wheel.Now(), Port: p, Data: u.bound.AsSlice()})
+		}
 	case remote.IsValid():
 		local = netip.AddrPortFrom(s.localFor(remote.Addr()), p)
 		s.note(record.UDPDial, tcp.ID{Local: local, Remote: remote}, 0)
@@ -222,7 +233,7 @@ func (s *Stack) handleUDP(src, dst netip.Addr, ipHdr, b []byte) {
 		s.fwd.datagram(from, netip.AddrPortFrom(dst, u.DestinationPort()), u.Payload())
 		return
 	}
-	if c := s.udp[u.DestinationPort()]; c != nil && (!c.remote.IsValid() && takes(c.net, dst) || c.remote == from) {
+	if c := s.udp[u.DestinationPort()]; c != nil && (!c.remote.IsValid() && takes(c.net, dst) || c.remote == from) && (!c.bound.IsValid() || c.bound == dst) {
 		if !c.deliver(from, u.Payload()) {
 			d.UDPQueueFull++
 			return
@@ -250,12 +261,6 @@ func (u *UDPConn) deliver(from netip.AddrPort, p []byte) bool {
 		wake(u.readable) // a reader that found it empty; take wakes the next
 	}
 	return true
-}
-
-// sendUDP sends a datagram from our port to dst, which the caller checked
-// (checkDest; at most maxUDPPayload bytes). It runs on the loop.
-func (s *Stack) sendUDP(port uint16, dst netip.AddrPort, p []byte) {
-	s.sendUDPFrom(netip.AddrPortFrom(s.localFor(dst.Addr()), port), dst, p) // forward_udp.go
 }
 
 // maxUDPPayload is the largest datagram payload the stack sends to a, as
@@ -314,7 +319,7 @@ func (s *Stack) udpRefused(quote []byte) bool {
 	ip := header.IPv4(quote)
 	hl := int(ip.HeaderLength())
 	if hl < ipv4HeaderLen || len(quote) < hl+udpHeaderLen || ip.Protocol() != protoUDP ||
-		ip.SourceAddress().As4() != s.cfg.Addr.As4() {
+		!s.isLocal(netip.AddrFrom4(ip.SourceAddress().As4())) {
 		return false
 	}
 	u := header.UDP(quote[hl:])
@@ -527,9 +532,9 @@ func (u *UDPConn) sendLoop(to netip.AddrPort, p []byte) error {
 	s := u.s
 	if s.rec != nil {
 		s.hasSendAt = false
-		s.rec.Event(&record.Event{Kind: record.UDPSend, T: s.wheel.Now(), Local: netip.AddrPortFrom(s.localFor(to.Addr()), u.port), Remote: to, Data: p})
+		s.rec.Event(&record.Event{Kind: record.UDPSend, T: s.wheel.Now(), Local: u.source(to.Addr()), Remote: to, Data: p})
 	}
-	s.sendUDP(u.port, to, p)
+	s.sendUDPFrom(u.source(to.Addr()), to, p) // forward_udp.go
 	return nil
 }
 

@@ -54,8 +54,7 @@ func (u *UDPConn) sendDirect(to netip.AddrPort, p []byte) error {
 		return net.ErrClosed
 	default:
 	}
-	src := netip.AddrPortFrom(u.s.localFor(to.Addr()), u.port)
-	return u.s.writeUDP(src, to, uint16(u.ipID.Add(1)), p)
+	return u.s.writeUDP(u.source(to.Addr()), to, uint16(u.ipID.Add(1)), p)
 }
 
 // onePacket reports whether a datagram of n payload bytes to a fits one

@@ -79,6 +79,9 @@ const (
 	// for one IP version only, N (4 or 6: "udp4", "udp6"), at T; UDPOpen's
 	// takes both.
 	UDPOpenNet
+	// UDPBind: the application opened an unconnected UDP socket on Port
+	// bound to one of the stack's addresses, Data (4 or 16 bytes), at T.
+	UDPBind
 	numKinds
 )
 
@@ -89,7 +92,7 @@ var kindNames = [numKinds]string{
 	Close: "close", CloseWrite: "closewrite", Abort: "abort",
 	KeepAlive: "keepalive", StackClose: "stack-close", Captured: "captured",
 	UDPOpen: "udp-open", UDPDial: "udp-dial", UDPSend: "udp-send", UDPClose: "udp-close",
-	UDPOpenNet: "udp-open-net",
+	UDPOpenNet: "udp-open-net", UDPBind: "udp-bind",
 }
 
 func (k Kind) String() string {
@@ -141,6 +144,9 @@ func (e *Event) String() string {
 		s += fmt.Sprintf(" port=%d", e.Port)
 	case UDPOpenNet:
 		s += fmt.Sprintf(" port=%d ipv%d", e.Port, e.N)
+	case UDPBind:
+		a, _ := netip.AddrFromSlice(e.Data)
+		s += fmt.Sprintf(" %v", netip.AddrPortFrom(a, e.Port))
 	case UDPDial:
 		s += fmt.Sprintf(" %v->%v", e.Local, e.Remote)
 	case UDPSend:
@@ -195,6 +201,7 @@ var layout = [numKinds]uint8{
 	UDPSend:     fT | fConn | fData,
 	UDPClose:    fT | fPort,
 	UDPOpenNet:  fT | fPort | fN,
+	UDPBind:     fT | fPort | fData,
 }
 
 // appendEvent encodes a custom-block event.

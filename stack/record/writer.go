@@ -49,15 +49,17 @@ const (
 // and where its clock stood. It is the recording's first custom block, in
 // JSON.
 type Header struct {
-	Recorder string       `json:"recorder"` // "tcpwheel"
-	Format   int          `json:"format"`
-	Addr     netip.Addr   `json:"addr"`
-	Addr6    netip.Addr   `json:"addr6,omitzero"` // the stack's IPv6 address, if it had one
-	Prefix   netip.Prefix `json:"prefix,omitzero"`
-	MTU      int          `json:"mtu"`
-	Tick     Duration     `json:"tick"`
-	TTL      uint8        `json:"ttl"`
-	Backlog  int          `json:"backlog"`
+	Recorder string     `json:"recorder"` // "tcpwheel"
+	Format   int        `json:"format"`
+	Addr     netip.Addr `json:"addr"`
+	Addr6    netip.Addr `json:"addr6,omitzero"` // the stack's IPv6 address, if it had one
+	// MoreAddrs are the stack's further addresses (stack.Config.MoreAddrs).
+	MoreAddrs []netip.Addr `json:"more_addrs,omitempty"`
+	Prefix    netip.Prefix `json:"prefix,omitzero"`
+	MTU       int          `json:"mtu"`
+	Tick      Duration     `json:"tick"`
+	TTL       uint8        `json:"ttl"`
+	Backlog   int          `json:"backlog"`
 	// Origin is the wheel's origin on the stack's clock: its Now when the
 	// stack started. Wall is the wall clock then; packets' timestamps are
 	// Wall plus their T less Origin.
