@@ -119,6 +119,10 @@ func TestMoreAddrsUDPAndEcho(t *testing.T) {
 	if got := l.read(t); got[9] != protoICMP || netip.AddrFrom4([4]byte(got[12:16])) != addrB {
 		t.Fatalf("port unreachable: % x, want ICMP from %v", got[:ipv4HeaderLen], addrB)
 	}
+	m.Inject(udpPacket(peer, netip.AddrPortFrom(addrC, 10), []byte("to C on 10")))
+	if got := l.read(t); got[9] != protoICMP || got[ipv4HeaderLen] != 3 || netip.AddrFrom4([4]byte(got[12:16])) != addrC {
+		t.Fatalf("datagram to %v:10, a closed port: sent % x, want a port unreachable from it", addrC, got[:ipv4HeaderLen+1])
+	}
 	buf := make([]byte, 64)
 	for _, tc := range []struct {
 		u    *UDPConn

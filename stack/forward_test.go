@@ -725,3 +725,41 @@ func TestForwardTimeWaitReuse(t *testing.T) {
 		t.Fatalf("stats %+v, connections %d", st.Forward, st.Connections)
 	}
 }
+
+// TestForwardUDPUnreachable: a flow's Unreachable sends the client an ICMP
+// port unreachable from the original destination, quoting the client's
+// last datagram (its IP header and UDP header: what the client's kernel
+// matches its socket by), over IPv4 and IPv6.
+func TestForwardUDPUnreachable(t *testing.T) {
+	b := newFwdBed(t, ForwardConfig{})
+	for _, v := range []struct{ src, dst netip.AddrPort }{
+		{netip.AddrPortFrom(addrA, 5353), netip.AddrPortFrom(farAddr, 53)},
+		{netip.AddrPortFrom(addr6A, 5353), netip.AddrPortFrom(farAddr6, 53)},
+	} {
+		var pkt []byte
+		if v.src.Addr().Is4() {
+			pkt = udpPacket(v.src, v.dst, []byte("query to a closed port"))
+		} else {
+			pkt = udp6Packet(v.src, v.dst, []byte("query to a closed port"))
+		}
+		b.inject(t, pkt)
+		f := b.flow(t)
+		if err := f.Unreachable(); err != nil {
+			t.Fatal(err)
+		}
+		got := b.l.read(t)
+		hl, proto, typ, code := ipv4HeaderLen, protoICMP, byte(3), byte(3) // destination unreachable, port
+		if v.src.Addr().Is6() {
+			hl, proto, typ, code = ipv6HeaderLen, protoICMPv6, 1, 4
+		}
+		s, d, p, off, _, ok := transportOf(got)
+		if !ok || p != proto || s != v.dst.Addr() || d != v.src.Addr() || got[off] != typ || got[off+1] != code {
+			t.Fatalf("%v: sent % x, want a port unreachable from %v to %v", v.dst, got, v.dst.Addr(), v.src.Addr())
+		}
+		quote := got[off+8:]
+		if want := pkt[:hl+udpHeaderLen]; len(quote) < len(want) || !bytes.Equal(quote[:len(want)], want) {
+			t.Fatalf("%v: quote % x, want the datagram's headers % x", v.dst, quote, want)
+		}
+		f.Close()
+	}
+}

@@ -34,6 +34,8 @@ type UDPFlow struct {
 	entry      timer.Entry   // the idle timer; loop only
 	last       time.Duration // loop only: when it last carried a datagram
 	gone       bool          // loop only: out of the table
+	quote      []byte        // loop only: the IP header and start of the client's last datagram
+	hdrLen     int           // loop only: the IP header's length in quote
 	mu         sync.Mutex
 	q          [][]byte // guarded by mu: the client's datagrams, oldest first
 	endErr     error    // guarded by mu: why it ended, once it did
@@ -46,7 +48,8 @@ var _ net.Conn = (*UDPFlow)(nil)
 
 // datagram takes a UDP datagram to an address that is not the stack's: to
 // its flow, or a new flow's first.
-func (f *forwarder) datagram(src, dst netip.AddrPort, p []byte) {
+func (f *forwarder) datagram(src, dst netip.AddrPort, ipHdr, udp []byte) {
+	p := udp[udpHeaderLen:]
 	if f.cfg.UDP == nil {
 		f.s.counters.Drops.UDPNoPort++
 		return
@@ -67,6 +70,8 @@ func (f *forwarder) datagram(src, dst netip.AddrPort, p []byte) {
 		go f.cfg.UDP(fl)
 	}
 	fl.last = f.s.wheel.Now()
+	fl.quote = append(append(fl.quote[:0], ipHdr...), udp[:min(len(udp), udpQuoteLen)]...)
+	fl.hdrLen = len(ipHdr)
 	fl.mu.Lock()
 	if len(fl.q) >= udpQueueLen {
 		fl.mu.Unlock()
@@ -77,6 +82,30 @@ func (f *forwarder) datagram(src, dst netip.AddrPort, p []byte) {
 	fl.mu.Unlock()
 	wake(fl.readable)
 	f.stats.UDPIn++
+}
+
+// udpQuoteLen is how much of a client's last datagram a flow keeps for
+// Unreachable's quote: its UDP header and the start of its payload (RFC
+// 792 asks for 8 bytes; RFC 4443's "as much as fits" is not needed by a
+// host to find its socket).
+const udpQuoteLen = 64
+
+// Unreachable sends the client an ICMP port unreachable (ICMPv6: port
+// unreachable) from the original destination, quoting its last datagram,
+// as the destination's host would for a closed port: a relay calls it when
+// its own socket to the destination was refused, so that the client's
+// connected socket gets ECONNREFUSED. The flow goes on. It is rate-limited
+// as the stack's own port unreachables are.
+func (fl *UDPFlow) Unreachable() error {
+	s := fl.f.s
+	if s.do(func() {
+		if len(fl.quote) > 0 {
+			s.sendPortUnreachable(fl.key.src.Addr(), fl.key.dst.Addr(), fl.quote[:fl.hdrLen], fl.quote[fl.hdrLen:])
+		}
+	}) != nil {
+		return net.ErrClosed
+	}
+	return nil
 }
 
 // idle is the flow's idle timer: it ends the flow if nothing went either

@@ -230,7 +230,7 @@ func (s *Stack) handleUDP(src, dst netip.Addr, ipHdr, b []byte) {
 	}
 	from := netip.AddrPortFrom(src, u.SourcePort())
 	if s.fwd != nil && !s.isLocal(dst) { // forward.go
-		s.fwd.datagram(from, netip.AddrPortFrom(dst, u.DestinationPort()), u.Payload())
+		s.fwd.datagram(from, netip.AddrPortFrom(dst, u.DestinationPort()), ipHdr, b)
 		return
 	}
 	if c := s.udp[u.DestinationPort()]; c != nil && (!c.remote.IsValid() && takes(c.net, dst) || c.remote == from) && (!c.bound.IsValid() || c.bound == dst) {
@@ -279,9 +279,16 @@ func (s *Stack) maxUDPPayload(a netip.Addr) int {
 // multicast destination or a martian source (RFC 1122 3.2.2), and at most
 // as often as the ICMP rate limit (icmpLimiter) lets it.
 func (s *Stack) portUnreachable(src, dst netip.Addr, ipHdr, udp []byte) {
-	if dst != s.localFor(dst) || s.martianSource(src) != nil {
+	if !s.isLocal(dst) || s.martianSource(src) != nil {
 		return // for another address (a broadcast, a multicast group), or from no one
 	}
+	s.sendPortUnreachable(src, dst, ipHdr, udp)
+}
+
+// sendPortUnreachable sends src the ICMP port unreachable for the datagram
+// udp (ipHdr its IP header) that src sent to dst, from dst, as the
+// rate limit allows.
+func (s *Stack) sendPortUnreachable(src, dst netip.Addr, ipHdr, udp []byte) {
 	if dst.Is6() {
 		s.portUnreachable6(ipHdr, udp) // icmp6.go
 		return

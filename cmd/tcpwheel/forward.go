@@ -199,7 +199,7 @@ func (fw *forwarder) enter() bool {
 // relayStats counts the relay's work.
 type relayStats struct {
 	tcpRelayed, tcpRefused, tcpUnreachable, tcpFailed atomic.Uint64
-	udpRelayed, udpFailed                             atomic.Uint64
+	udpRelayed, udpFailed, udpUnreachable             atomic.Uint64
 	blackHoled                                        atomic.Uint64 // packets sent to the black hole
 	bytesUp, bytesDown                                atomic.Uint64
 }
@@ -419,7 +419,13 @@ func (fw *forwarder) relayUDP(f *stack.UDPFlow) {
 				if errors.Is(err, net.ErrClosed) {
 					return
 				}
-				continue // an ICMP error from the destination: the flow goes on
+				if errors.Is(err, syscall.ECONNREFUSED) {
+					// The destination's port unreachable: passed on to
+					// the client, whose connected socket then fails too.
+					fw.st.udpUnreachable.Add(1)
+					f.Unreachable()
+				}
+				continue // the flow goes on (the kernel's ICMP errors are per datagram)
 			}
 			if _, err := f.Write(buf[:n]); err != nil {
 				return
@@ -440,10 +446,10 @@ func (fw *forwarder) relayUDP(f *stack.UDPFlow) {
 func (fw *forwarder) statsLine() string {
 	st := fw.s.Stats()
 	f := st.Forward
-	return fmt.Sprintf("tcp requests %d accepted %d pending %d refused %d unreachable %d failed %d | timeouts %d drops pending %d per-source %d | udp flows %d active %d expired %d in %d out %d drops %d | bytes up %d down %d | black-holed packets %d | conns %d",
+	return fmt.Sprintf("tcp requests %d accepted %d pending %d refused %d unreachable %d failed %d | timeouts %d drops pending %d per-source %d | udp flows %d active %d expired %d in %d out %d drops %d refused %d | bytes up %d down %d | black-holed packets %d | conns %d",
 		f.TCPRequests, f.TCPAccepted, f.Pending, fw.st.tcpRefused.Load(), fw.st.tcpUnreachable.Load(), fw.st.tcpFailed.Load(),
 		f.TCPTimeouts, f.DropsPending, f.DropsPerSource,
-		f.UDPFlows, f.UDPActive, f.UDPExpired, f.UDPIn, f.UDPOut, f.DropsUDPFlows+f.DropsUDPQueue,
+		f.UDPFlows, f.UDPActive, f.UDPExpired, f.UDPIn, f.UDPOut, f.DropsUDPFlows+f.DropsUDPQueue, fw.st.udpUnreachable.Load(),
 		fw.st.bytesUp.Load(), fw.st.bytesDown.Load(), fw.st.blackHoled.Load(), st.Connections)
 }
 
