@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -152,6 +153,7 @@ type forwarder struct {
 	perSource map[netip.Addr]int
 	flows     map[flowKey]*UDPFlow
 	stats     ForwardStats
+	outDirect atomic.Uint64 // UDPOut of UDPFlow.Write's direct path (forward_udp.go)
 }
 
 // Forward turns forwarding on (see above). It fails if forwarding is on
@@ -518,6 +520,7 @@ func (f *forwarder) close() {
 // snapshot is Stats.Forward.
 func (f *forwarder) snapshot() ForwardStats {
 	st := f.stats
+	st.UDPOut += f.outDirect.Load()
 	st.Pending = len(f.pending)
 	st.UDPActive = len(f.flows)
 	st.Listen = f.tl.Stats()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"sync/atomic"
@@ -761,5 +762,40 @@ func TestForwardUDPUnreachable(t *testing.T) {
 			t.Fatalf("%v: quote % x, want the datagram's headers % x", v.dst, quote, want)
 		}
 		f.Close()
+	}
+}
+
+// TestForwardUDPDirectWrite: on a stack whose UDP sends take the direct
+// path (a live stack: forced on here), a flow's Write goes to the device
+// from the caller, is counted, and keeps the flow from idling out: the idle
+// timer re-arms from the last datagram either way.
+func TestForwardUDPDirectWrite(t *testing.T) {
+	const idle = 30 * time.Second
+	b := newFwdBed(t, ForwardConfig{UDPIdleTimeout: idle})
+	b.m.udpDirect, b.m.mtu = true, 1500
+	src, dst := netip.AddrPortFrom(addrA, 5353), netip.AddrPortFrom(farAddr, 53)
+	b.inject(t, udpPacket(src, dst, []byte("query")))
+	f := b.flow(t)
+	b.m.AdvanceTo(20 * time.Second)
+	if _, err := f.Write([]byte("answer")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.l.read(t), udpPacket(dst, src, []byte("answer")); !bytes.Equal(got[ipv4HeaderLen:], want[ipv4HeaderLen:]) || !bytes.Equal(got[12:20], want[12:20]) {
+		t.Fatalf("reply\n% x\nwant\n% x", got, want)
+	}
+	b.m.AdvanceTo(idle) // idle since the query, not since the answer
+	if st := b.m.Stats().Forward; st.UDPExpired != 0 || st.UDPOut != 1 || st.UDPActive != 1 {
+		t.Fatalf("at %v: %+v; want the flow alive, 1 datagram out", idle, st)
+	}
+	b.m.AdvanceTo(20*time.Second + idle - time.Millisecond)
+	if st := b.m.Stats().Forward; st.UDPExpired != 0 {
+		t.Fatalf("expired before the answer's idle time ran out")
+	}
+	b.m.AdvanceTo(20*time.Second + idle)
+	if st := b.m.Stats().Forward; st.UDPExpired != 1 || st.UDPActive != 0 {
+		t.Fatalf("at %v: %+v; want the flow expired", 20*time.Second+idle, st)
+	}
+	if _, err := f.Write([]byte("late")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("write after the flow ended: %v, want net.ErrClosed", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,6 +35,9 @@ type UDPFlow struct {
 	entry      timer.Entry   // the idle timer; loop only
 	last       time.Duration // loop only: when it last carried a datagram
 	gone       bool          // loop only: out of the table
+	ended      atomic.Bool   // gone, for Write's direct path
+	lastOut    atomic.Int64  // when Write's direct path last sent, on the wheel's clock
+	ipID       atomic.Uint32 // the IPv4 ID of the direct path's datagrams
 	quote      []byte        // loop only: the IP header and start of the client's last datagram
 	hdrLen     int           // loop only: the IP header's length in quote
 	mu         sync.Mutex
@@ -114,7 +118,8 @@ func (fl *UDPFlow) Unreachable() error {
 // operation).
 func (fl *UDPFlow) idle() {
 	f := fl.f
-	if due := fl.last + f.cfg.UDPIdleTimeout; due > f.s.wheel.Now() {
+	last := max(fl.last, time.Duration(fl.lastOut.Load()))
+	if due := last + f.cfg.UDPIdleTimeout; due > f.s.wheel.Now() {
 		f.s.wheel.StartAt(&fl.entry, due)
 		return
 	}
@@ -129,6 +134,7 @@ func (fl *UDPFlow) end(err error) {
 		return
 	}
 	fl.gone = true
+	fl.ended.Store(true)
 	fl.entry.Stop()
 	if fl.f.flows[fl.key] == fl {
 		delete(fl.f.flows, fl.key)
@@ -202,7 +208,18 @@ func (fl *UDPFlow) Write(p []byte) (int, error) {
 		return 0, fl.opErr("write", syscall.EMSGSIZE)
 	}
 	var err error
-	if s.do(func() {
+	if s.udpDirect && s.onePacket(fl.key.src.Addr(), len(p)) {
+		// UDP's direct path (udpsend.go): no trip to the loop. The idle
+		// timer reads when this was (lastOut) on the clock the wheel
+		// follows, and Stats adds the count (outDirect).
+		if fl.ended.Load() {
+			err = net.ErrClosed
+		} else {
+			fl.lastOut.Store(int64(s.wheel.Clock().Now()))
+			fl.f.outDirect.Add(1)
+			err = s.writeUDP(fl.key.dst, fl.key.src, uint16(fl.ipID.Add(1)), p)
+		}
+	} else if s.do(func() {
 		if fl.gone {
 			err = net.ErrClosed
 			return

@@ -62,8 +62,13 @@ func BenchmarkUDPEchoPingPong(b *testing.B) {
 // flight (compare's udp-echo burst), one op per datagram echoed. A datagram
 // lost (none should be: 64 fit every queue) fails the benchmark.
 func BenchmarkUDPEchoWindow(b *testing.B) {
+	benchEchoWindow(b, udpBenchClient(b))
+}
+
+// benchEchoWindow sends b.N datagrams of 1000 bytes on c, up to 64 ahead
+// of their echoes, and waits for every echo.
+func benchEchoWindow(b *testing.B, c net.Conn) {
 	const window = 64
-	c := udpBenchClient(b)
 	credit := make(chan struct{}, window)
 	echoed := make(chan error, 1)
 	n := b.N
