@@ -10,8 +10,9 @@ import (
 )
 
 // The expected packets were written by gVisor's tcpip/header from the same
-// fields (and checked in Wireshark); cmd/tcpwheel's header_gvisor_test.go
-// compares the two packages on random fields as well.
+// fields; cmd/tcpwheel/internal/baseline/gvisor/header_gvisor_test.go compares
+// the two packages on random fields as well (only the tool's module may import
+// gVisor).
 const (
 	wantV4TCP  = "450000311234400040069c6bc6120001c61200029c400050deadbeef010203046012ffff89e30000020405b468656c6c6f"
 	wantV6UDP  = "610abcde000b114020010db800000000000000000000000120010db800000000000000000000000214e90035000bcae2616263"
