@@ -19,7 +19,7 @@ STATICCHECK ?= $(TOOLBIN)/staticcheck
 # the root module's packages only, so every target names both.
 PKGS := ./... ./cmd/tcpwheel/...
 
-.PHONY: all build test lint vet fmt fmt-check staticcheck bench fuzz run deps packetdrill packetdrill-shim conformance conformance-reference
+.PHONY: all build test lint vet fmt fmt-check staticcheck bench fuzz run deps run-deps packetdrill packetdrill-shim conformance conformance-reference
 
 all: build
 
@@ -28,9 +28,14 @@ build:
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/tcpwheel ./cmd/tcpwheel
 
-# Installs what the tests need (tcpdump, iproute2, ...) when missing.
+# Installs what the tests need (tcpdump, iproute2, ...) when missing;
+# run-deps what `make run` and the commands it suggests need (CA certificates
+# for the module proxy, curl, ping, nc, dig). Debian packages, as root.
 deps:
 	@scripts/deps.sh
+
+run-deps:
+	@scripts/deps.sh run
 
 fmt:
 	$(GOFMT) -w $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
@@ -89,7 +94,7 @@ fuzz:
 # shell as well (make would report "Interrupt" and die of the signal). tcpwheel
 # exits 0 after a SIGINT or SIGTERM it handled; 130 (a SIGINT before its
 # handler was installed) counts as a clean stop as well.
-run: build
+run: run-deps build
 	@if [ -t 0 ]; then set -m; fi; ./bin/tcpwheel run $(ARGS) || [ $$? -eq 130 ]
 
 # packetdrill conformance (issue 13). packetdrill is built out of tree from the
