@@ -13,18 +13,29 @@ STATICCHECK_VERSION ?= 0.8.2
 TOOLBIN     ?= $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
 STATICCHECK ?= $(TOOLBIN)/staticcheck
 
-.PHONY: all build test lint vet fmt fmt-check staticcheck bench fuzz run forward deps packetdrill packetdrill-shim conformance conformance-reference
+# Two modules, one workspace (go.work): the library at the root, and the
+# tcpwheel tool in cmd/tcpwheel (its own module: it holds the gVisor baseline,
+# so that the library does not depend on gVisor). In workspace mode ./... means
+# the root module's packages only, so every target names both.
+PKGS := ./... ./cmd/tcpwheel/...
+
+.PHONY: all build test lint vet fmt fmt-check staticcheck bench fuzz run forward deps run-deps packetdrill packetdrill-shim conformance conformance-reference
 
 all: build
 
 # Compiles every package and writes the CLI to ./bin/tcpwheel.
 build:
-	$(GO) build ./...
+	$(GO) build $(PKGS)
 	$(GO) build -o bin/tcpwheel ./cmd/tcpwheel
 
-# Installs what the tests need (tcpdump, iproute2, ...) when missing.
+# Installs what the tests need (tcpdump, iproute2, ...) when missing;
+# run-deps what `make run` and the commands it suggests need (CA certificates
+# for the module proxy, curl, ping, nc, dig). Debian packages, as root.
 deps:
 	@scripts/deps.sh
+
+run-deps:
+	@scripts/deps.sh run
 
 fmt:
 	$(GOFMT) -w $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
@@ -34,13 +45,13 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(PKGS)
 
 staticcheck:
 	@$(STATICCHECK) -version 2>/dev/null | grep -qF '($(STATICCHECK_VERSION))' || { \
 		echo "installing staticcheck $(STATICCHECK_VERSION) into $(TOOLBIN)"; \
 		GOBIN=$(TOOLBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@v$(STATICCHECK_VERSION); }
-	$(STATICCHECK) ./...
+	$(STATICCHECK) $(PKGS)
 
 # gofmt check, go vet and staticcheck: each must print nothing.
 lint: fmt-check vet staticcheck
@@ -48,19 +59,21 @@ lint: fmt-check vet staticcheck
 # The README's test command. Integration tests need root and /dev/net/tun; with
 # CI=true they fail instead of skipping when those are missing.
 test: deps lint
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
-# Benchmarks: the wheel against time.AfterFunc, time.Timer.Reset and gVisor's clock
-# (timer/), and the event loop's firing lateness (loop/), in one run so the ratios
-# are comparable.
+# Benchmarks: the wheel against time.AfterFunc, time.Timer.Reset (timer/) and
+# gVisor's clock (cmd/tcpwheel/internal/tcpipclock/: the library does not import
+# gVisor), and the event loop's firing lateness (loop/), in one run so the
+# ratios are comparable.
 bench:
-	$(GO) test -run '^$$' -bench 'StartStop|Advance|Expire|Lateness' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./timer/ ./loop/
+	$(GO) test -run '^$$' -bench 'StartStop|Advance|Expire|Lateness' -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./timer/ ./cmd/tcpwheel/internal/tcpipclock/ ./loop/
 
 # Longer fuzzing sessions, FUZZTIME each: the wheel against its reference
 # model, the virtio-net header parser and the segmentation of offload frames,
 # the stack's input path (IPv4, TCP, UDP, ICMP) with arbitrary packets,
 # run's DNS responder with arbitrary queries, the flight recordings' reader
-# on corrupt files, and their replay on recordings edited event by event.
+# on corrupt files, their replay on recordings edited event by event, and the
+# checksum, IPv4 header and sequence-number packages that stand in for gVisor's.
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzWheel$$' -fuzztime $(FUZZTIME) ./timer/
@@ -72,7 +85,10 @@ fuzz:
 	# coverage a little flaky: minimising an input then took the whole time.
 	$(GO) test -run '^$$' -fuzz '^FuzzForward$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./stack/
 	$(GO) test -run '^$$' -fuzz '^FuzzRespond$$' -fuzztime $(FUZZTIME) ./internal/dnsrv/
-	$(GO) test -run '^$$' -fuzz '^FuzzVnetPayload$$' -fuzztime $(FUZZTIME) ./internal/baseline/gvisor/
+	$(GO) test -run '^$$' -fuzz '^FuzzVnetPayload$$' -fuzztime $(FUZZTIME) ./cmd/tcpwheel/internal/baseline/gvisor/
+	$(GO) test -run '^$$' -fuzz '^FuzzChecksum$$' -fuzztime $(FUZZTIME) ./internal/tcpip/checksum/
+	$(GO) test -run '^$$' -fuzz '^FuzzIPv4$$' -fuzztime $(FUZZTIME) ./internal/tcpip/header/
+	$(GO) test -run '^$$' -fuzz '^FuzzSeqnum$$' -fuzztime $(FUZZTIME) ./tcp/seqnum/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./stack/record/
 	$(GO) test -run '^$$' -fuzz '^FuzzReplayEdits$$' -fuzztime $(FUZZTIME) ./stack/replay/
 
@@ -82,12 +98,12 @@ fuzz:
 # shell as well (make would report "Interrupt" and die of the signal). tcpwheel
 # exits 0 after a SIGINT or SIGTERM it handled; 130 (a SIGINT before its
 # handler was installed) counts as a clean stop as well.
-run: build
+run: run-deps build
 	@if [ -t 0 ]; then set -m; fi; ./bin/tcpwheel run $(ARGS) || [ $$? -eq 130 ]
 
 # `tcpwheel forward` (issue 16), the same way: two namespaces, the stack
 # forwarding every flow from the clients' to kernel sockets in the servers'.
-forward: build
+forward: run-deps build
 	@if [ -t 0 ]; then set -m; fi; ./bin/tcpwheel forward $(ARGS) || [ $$? -eq 130 ]
 
 # packetdrill conformance (issue 13). packetdrill is built out of tree from the

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tun/impair"

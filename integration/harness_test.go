@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 	vnetns "github.com/vishvananda/netns"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/stack"

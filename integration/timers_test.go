@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/tcp"

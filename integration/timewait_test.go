@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tun/impair"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // TestTimeWaitReuse: the stack closes first, as an HTTP/1.0 server does, and

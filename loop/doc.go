@@ -17,8 +17,8 @@
 //     use it.
 //   - [Runner] is what both implement: the wheel, Post, Watch, Unwatch, Close.
 //   - [Shared] is a goroutine-safe front of a wheel, run by a Loop of its own:
-//     any goroutine may start and stop its timers. The gVisor clock adapter
-//     (loop/tcpipclock) is built on it.
+//     any goroutine may start and stop its timers. The tool's gVisor clock
+//     adapter (cmd/tcpwheel/internal/tcpipclock) is built on it.
 //
 // # Order of work: input before expiry
 //

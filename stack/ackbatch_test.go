@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // ackBatchSetup connects a (client) to b (server) on manual stacks, has the

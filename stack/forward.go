@@ -11,11 +11,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/tcpip"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/timer"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // Forwarding: the stack takes TCP connections and UDP flows to ANY

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
 )
 
 // Fragmenting on output: a UDP datagram or an ICMP echo reply larger than

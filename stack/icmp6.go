@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"net/netip"
 
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 )
 
 // ICMPv6 (RFC 4443): echo requests are answered; a port unreachable that

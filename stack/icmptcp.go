@@ -6,9 +6,9 @@ import (
 	"net/netip"
 	"syscall"
 
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 	"github.com/tcpwheel/tcpwheel/tcp"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // ICMP errors about our TCP connections (RFC 1122 4.2.3.9, RFC 5927): a

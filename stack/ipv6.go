@@ -8,9 +8,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tcpwheel/tcpwheel/internal/tcpip"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 	"github.com/tcpwheel/tcpwheel/tcp"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // IPv6 (RFC 8200) beside IPv4: the stack has one IPv6 address

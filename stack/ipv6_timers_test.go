@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
 // timedSegment is a segment the stack sent, at the instant it sent it,

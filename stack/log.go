@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"net/netip"
 
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 	"github.com/tcpwheel/tcpwheel/tcp"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // setLogger installs l (nil: discard) and notes whether it wants the

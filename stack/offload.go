@@ -5,9 +5,9 @@ import (
 	"errors"
 	"net/netip"
 
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tun"
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 )
 
 // Link offloads, on a device that is a tun.Offloader (a TUN opened with

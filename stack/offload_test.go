@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 )
 
 // frameDev is a tun.Offloader that keeps every frame written to it (a

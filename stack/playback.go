@@ -11,9 +11,9 @@ import (
 	"github.com/tcpwheel/tcpwheel/loop"
 	"github.com/tcpwheel/tcpwheel/stack/record"
 	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
 // Playback runs a flight recording (Config.Record, package stack/record)

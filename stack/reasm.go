@@ -6,9 +6,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 	"github.com/tcpwheel/tcpwheel/timer"
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // IP reassembly: IPv4 (RFC 791, RFC 815's hole list, as a sorted list of

@@ -12,8 +12,8 @@ import (
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 )
 
 // bigEcho is an ICMP echo request from src to dst with n bytes of data,

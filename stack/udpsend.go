@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 )
 
 // UDP's direct send path. A datagram changes nothing the loop owns (no

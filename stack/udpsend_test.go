@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
 // loopStack is a stack on a real loop over a pipe to peer, which the test

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"github.com/tcpwheel/tcpwheel/timer"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
 // BenchmarkTransfer moves 1 MiB from a dialled endpoint to an accepted one

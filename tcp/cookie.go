@@ -8,7 +8,7 @@ import (
 	"hash"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // SYN cookies (RFC 4987 3.6), as Linux makes them (net/ipv4/syncookies.c):

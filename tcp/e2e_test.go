@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"github.com/tcpwheel/tcpwheel/timer"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
 // A back-to-back pair: two endpoints on one wheel, a link between them with a

@@ -4,8 +4,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"github.com/tcpwheel/tcpwheel/timer"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
 // Endpoint is one TCP connection. It is not safe for concurrent use: it belongs

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"github.com/tcpwheel/tcpwheel/timer"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
 // The test harness: an endpoint on a manual clock and a wheel, a fake peer that

@@ -1,7 +1,7 @@
 package tcp
 
 import (
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // ICMP errors about a connection (RFC 1122 4.2.3.9, RFC 5927, RFC 5461),

@@ -3,7 +3,7 @@ package tcp
 import (
 	"testing"
 
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // TestSlowStartAfterWindowUpdate: with Config.SlowStartAfterIdle, data that

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // The listener under load and under attack: TIME-WAIT reuse (RFC 6191), SYN

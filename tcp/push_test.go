@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 func linuxPushConfig() Config {

@@ -3,7 +3,7 @@ package tcp
 import (
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // RACK-TLP (RFC 8985): time-based loss detection and tail-loss probes. The

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // RACK-TLP (RFC 8985) at exact instants, on the manual clock.

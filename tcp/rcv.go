@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // maxOOO bounds the out-of-order queue: segments beyond it are dropped (and

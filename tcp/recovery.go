@@ -1,6 +1,6 @@
 package tcp
 
-import "gvisor.dev/gvisor/pkg/tcpip/seqnum"
+import "github.com/tcpwheel/tcpwheel/tcp/seqnum"
 
 // fastRecovery is the state of fast retransmit and fast recovery (RFC 5681
 // 3.2, RFC 6582 NewReno; with SACK, RFC 6675): the duplicate ACKs counted, and

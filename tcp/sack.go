@@ -3,7 +3,7 @@ package tcp
 import (
 	"sort"
 
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // scoreboard is the SACK scoreboard (RFC 2018, RFC 6675 3): what the peer's

@@ -7,8 +7,8 @@ import (
 	"net/netip"
 	"strings"
 
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // Wire format constants (RFC 9293 3.1, RFC 7323, RFC 2018).

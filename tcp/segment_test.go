@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 func TestSegmentRoundTrip(t *testing.T) {

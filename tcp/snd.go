@@ -5,8 +5,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"github.com/tcpwheel/tcpwheel/timer"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
 // txSeg is a sent, unacknowledged segment. It embeds its retransmission timer:

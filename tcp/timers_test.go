@@ -2,7 +2,7 @@ package tcp
 
 import (
 	"errors"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"testing"
 	"time"
 )

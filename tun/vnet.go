@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
 )
 
 // VnetHdrLen is the size of struct virtio_net_hdr (linux/virtio_net.h), the

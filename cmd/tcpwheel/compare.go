@@ -15,7 +15,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/tcpwheel/tcpwheel/internal/compare"
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/compare"
 	"github.com/tcpwheel/tcpwheel/tun/netns"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"golang.org/x/sys/unix"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
 var (

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // compare matches the stack's recorded packets with the replayed ones, in

@@ -11,9 +11,9 @@ import (
 
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
 )
 
 // DefaultTolerance is how far, beyond one tick, a replayed segment's instant

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // side is what Validate knows of one end of the connection.

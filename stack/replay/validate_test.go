@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
-	"gvisor.dev/gvisor/pkg/tcpip/seqnum"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // TestValidateFindsEachViolation builds captures by hand, each breaking one

@@ -6,7 +6,7 @@ import (
 	"io"
 
 	"github.com/google/gopacket/pcapgo"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/impair"

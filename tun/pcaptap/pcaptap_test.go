@@ -17,9 +17,9 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
-	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/pcaptap"

@@ -6,7 +6,7 @@ import (
 	"bytes"
 	"testing"
 
-	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 
 	"github.com/tcpwheel/tcpwheel/tun/pcaptap"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/tcpwheel/tcpwheel/internal/compare/segwatch"
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/compare/segwatch"
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
 )
 

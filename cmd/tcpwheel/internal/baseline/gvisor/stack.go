@@ -15,7 +15,7 @@
 // inbound ones.
 //
 // Config.Clock chooses gVisor's clock: nil means tcpip.NewStdClock (Go runtime
-// timers); a loop/tcpipclock.Clock runs gVisor's timers on tcpwheel's wheel.
+// timers); a tcpipclock.Clock (cmd/tcpwheel/internal/tcpipclock) runs gVisor's timers on tcpwheel's wheel.
 //
 // It uses nothing of package stack: it lives under internal/baseline, beside
 // the comparison (package compare) that is its only user. gVisor reads the

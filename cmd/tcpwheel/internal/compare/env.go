@@ -16,7 +16,7 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 
-	"github.com/tcpwheel/tcpwheel/internal/compare/segwatch"
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/compare/segwatch"
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/impair"

@@ -7,8 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 
-	"github.com/tcpwheel/tcpwheel/internal/baseline/gvisor"
-	"github.com/tcpwheel/tcpwheel/internal/compare/segwatch"
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/baseline/gvisor"
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/compare/segwatch"
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/tun"
 )

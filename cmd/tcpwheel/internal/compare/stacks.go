@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/tcpwheel/tcpwheel/internal/baseline/gvisor"
-	"github.com/tcpwheel/tcpwheel/internal/compare/segwatch"
-	"github.com/tcpwheel/tcpwheel/loop/tcpipclock"
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/baseline/gvisor"
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/compare/segwatch"
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/tcpipclock"
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tcpwheel/tcpwheel/internal/compare/segwatch"
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/compare/segwatch"
 )
 
 // probes returns the probe events of the run, in order.

@@ -14,7 +14,7 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 
-	"github.com/tcpwheel/tcpwheel/loop/tcpipclock"
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/tcpipclock"
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
