@@ -23,6 +23,12 @@ import (
 // packets each way (seeded).
 func recordedPair(t *testing.T, loss float64, payload bool) (a, b *Stack, ra, rb *bytes.Buffer) {
 	t.Helper()
+	return recordedPairQ(t, loss, payload, 0)
+}
+
+// recordedPairQ is recordedPair with each stack's Config.WriteQueue wq.
+func recordedPairQ(t *testing.T, loss float64, payload bool, wq int) (a, b *Stack, ra, rb *bytes.Buffer) {
+	t.Helper()
 	da, db := tuntest.Pipe(1500)
 	if loss > 0 {
 		d, err := impair.Wrap(da, impair.Config{Seed: 7, EgressLoss: loss, IngressLoss: loss})
@@ -33,10 +39,10 @@ func recordedPair(t *testing.T, loss float64, payload bool) (a, b *Stack, ra, rb
 	}
 	ra, rb = new(bytes.Buffer), new(bytes.Buffer)
 	var err error
-	if a, err = New(Config{Device: da, Addr: addrA, Record: ra, RecordPayload: payload}); err != nil {
+	if a, err = New(Config{Device: da, Addr: addrA, Record: ra, RecordPayload: payload, WriteQueue: wq}); err != nil {
 		t.Fatal(err)
 	}
-	if b, err = New(Config{Device: db, Addr: addrB, Record: rb, RecordPayload: payload}); err != nil {
+	if b, err = New(Config{Device: db, Addr: addrB, Record: rb, RecordPayload: payload, WriteQueue: wq}); err != nil {
 		t.Fatal(err)
 	}
 	return a, b, ra, rb

@@ -222,10 +222,16 @@ func (s *Stack) writeIPv4(pkt []byte, src, dst netip.Addr, proto uint8) {
 	s.writePacket(pkt)
 }
 
-// writePacket writes a whole packet to the device: after the frame of TCP
-// segments that waits (offload.go), if one does.
+// writePacket writes a whole packet to the device, or queues it for the
+// device writer (writer.go): after the frame of TCP segments that waits
+// (offload.go), if one does.
 func (s *Stack) writePacket(pkt []byte) {
 	s.flushFrame()
+	if s.writing() { // writer.go
+		s.wr.queuePacket(pkt)
+		s.counters.PacketsOut++
+		return
+	}
 	if err := s.devWrite(pkt); err != nil { // udpsend.go
 		s.counters.DeviceErrors++
 		s.counters.Drops.DeviceWrite++

@@ -275,7 +275,9 @@ func (s *Stack) flushFrame() {
 	h.Put(frame)
 	segs := uint64(g.segs)
 	g.n, g.segs = 0, 0
-	if err := s.devWriteFrame(frame); err != nil {
+	if s.writing() && (segs == 1 || !s.wr.inline()) {
+		s.wr.queueFrame(&g.buf, len(frame), segs, v6) // writer.go: counted as written
+	} else if err := s.devWriteFrame(frame); err != nil {
 		s.counters.DeviceErrors++
 		s.counters.Drops.DeviceWrite += segs
 		return

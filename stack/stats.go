@@ -113,6 +113,7 @@ type Stats struct {
 	Wheel       WheelStats
 	Offload     OffloadStats // the link's offloads (offload.go)
 	Forward     ForwardStats // forwarded flows (forward.go), with forwarding on
+	Writer      WriterStats  // the device writer (writer.go, Config.WriteQueue)
 }
 
 // InputStats counts the batches in which packets reach TCP: a batch is what
@@ -183,6 +184,10 @@ func (s *Stack) Stats() Stats {
 		st.Listeners = len(s.listeners)
 		st.UDPSockets = len(s.udp)
 		st.Offload = s.offStats
+		if s.wr != nil {
+			st.Writer = s.wr.stats
+			s.wr.addTo(&st.Counters, &st.Offload) // writer.go
+		}
 		if s.fwd != nil {
 			st.Forward = s.fwd.snapshot()
 		}

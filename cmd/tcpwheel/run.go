@@ -48,6 +48,7 @@ type runConfig struct {
 	backlog  int
 	txqueue  int  // the TUN's txqueuelen: the kernel's queue of packets for the stack
 	plain    bool // -no-offload
+	wqueue   int  // stack.Config.WriteQueue: the device writer's slots (0: none)
 }
 
 // defaultRunBacklog is run's listener backlog (stack.Config.Backlog: half-open
@@ -81,6 +82,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.BoolVar(&cfg.payload, "pcap-payload", false, "record packets whole in -pcap's recording (default: TCP and UDP headers and lengths only, as tcpdump -s; replay is exact either way)")
 	fs.StringVar(&cfg.pcap, "pcap", "", "write a flight recording (pcapng: every packet the stack handles and sends, and what `tcpwheel replay` needs to run it again exactly) to this file")
 	fs.BoolVar(&cfg.verbose, "v", false, "log to standard error: connections that end in an error, and every dropped packet with its reason")
+	fs.IntVar(&cfg.wqueue, "write-queue", 0, "packets the stack's loop may queue for a writer goroutine, which writes them to the TUN on its own thread (0: the loop writes them itself)")
 	fs.IntVar(&cfg.txqueue, "txqueuelen", netns.DefaultTxQueueLen, "the TUN's transmit queue, the packets the kernel holds for the stack while its loop is busy (a burst beyond it is dropped there)")
 	fs.IntVar(&cfg.backlog, "backlog", defaultRunBacklog, "each listener's limit of half-open connections, and of connections waiting for accept")
 	fs.BoolVar(&cfg.plain, "no-offload", false, "open the TUN without offloads (virtio-net headers, TSO and checksum offload): one packet of at most the MTU per read and write")
@@ -135,6 +137,8 @@ func (cfg *runConfig) parse(fs *flag.FlagSet, addr, peer string) error {
 		return fmt.Errorf("-backlog %d is not positive", cfg.backlog)
 	case cfg.txqueue < 1 || cfg.txqueue > netns.MaxTxQueueLen:
 		return fmt.Errorf("-txqueuelen %d: want 1 to %d", cfg.txqueue, netns.MaxTxQueueLen)
+	case cfg.wqueue < 0 || cfg.wqueue > stack.MaxWriteQueue:
+		return fmt.Errorf("-write-queue %d: want 0 to %d", cfg.wqueue, stack.MaxWriteQueue)
 	}
 	return cfg.checkPaths()
 }
@@ -203,7 +207,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 			err = fmt.Errorf("run: cleaning up: %w", cerr)
 		}
 	}()
-	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Addr6: bed.StackAddr6, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog, InputQueue: cfg.txqueue}
+	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Addr6: bed.StackAddr6, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog, InputQueue: cfg.txqueue, WriteQueue: cfg.wqueue}
 	scfg.Logger = cfg.logger
 	if cfg.rt {
 		scfg.RealTime = rtPriority
@@ -333,6 +337,9 @@ func statsReport(s *stack.Stack) string {
 	}
 	fmt.Fprintf(&b, "\n  frames in %d, larger than the MTU %d, largest %d\n  frames out %d, gso %d of %d segments, largest %d; over IPv6 %d, gso %d\n",
 		o.FramesIn, o.LargeFramesIn, o.MaxFrameIn, o.FramesOut, o.GSOFramesOut, o.GSOSegmentsOut, o.MaxFrameOut, o.FramesOut6, o.GSOFramesOut6)
+	if w := st.Writer; w.Queue > 0 {
+		fmt.Fprintf(&b, "\ndevice writer: %d slots, queued %d, most taken %d, the loop waited %d times (%v)\n", w.Queue, w.Queued, w.MaxDepth, w.Waits, w.WaitTime)
+	}
 	fmt.Fprintf(&b, "\ninput batches (%s path) by size:\n", st.InputPath)
 	for i, n := range st.Input.Sizes {
 		fmt.Fprintf(&b, "  %4d-%-4d %d\n", 1<<i, 1<<(i+1)-1, n)

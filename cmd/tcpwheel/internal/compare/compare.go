@@ -88,6 +88,10 @@ type Config struct {
 	// burstPacketsPerConn per connection, at least netns.DefaultTxQueueLen;
 	// else 1 to netns.MaxTxQueueLen.
 	BurstQueue int
+	// WriteQueue (-write-queue) is the tcpwheel stacks'
+	// stack.Config.WriteQueue: 0 (the loop writes to the device itself)
+	// to stack.MaxWriteQueue.
+	WriteQueue int
 	// Load (-load) is how many CPU-bound processes run beside each run, to
 	// keep every core busy: 0 (none) to MaxLoad.
 	Load int

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tun/netns"
 )
@@ -45,6 +46,9 @@ func (c *Config) checkBurst() error {
 	}
 	if c.BurstQueue < 0 || c.BurstQueue > netns.MaxTxQueueLen {
 		return fmt.Errorf("-burst-queue %d: want 0 (%d packets per connection) or 1 to %d", c.BurstQueue, burstPacketsPerConn, netns.MaxTxQueueLen)
+	}
+	if c.WriteQueue < 0 || c.WriteQueue > stack.MaxWriteQueue {
+		return fmt.Errorf("-write-queue %d: want 0 to %d", c.WriteQueue, stack.MaxWriteQueue)
 	}
 	if slices.Contains(c.Scenarios, "burst") && c.RunTimeout < 2*burstLimit+10*time.Second {
 		return fmt.Errorf("-run-timeout %v: burst needs at least %v (a connect, then its echo, may take %v each)",
@@ -79,11 +83,11 @@ const burstPacketsPerConn = 4
 // listener's backlog, and the TUN's queue (its txqueuelen, which tcpwheel's
 // stacks are told as stack.Config.InputQueue); zero fields leave the
 // defaults.
-type limits struct{ backlog, inputQueue int }
+type limits struct{ backlog, inputQueue, writeQueue int }
 
 // runLimits are the limits of case c.
 func runLimits(cfg Config, c compareCase) limits {
-	return limits{backlog: listenBacklog(cfg, c), inputQueue: burstTxQueueLen(cfg, c)}
+	return limits{backlog: listenBacklog(cfg, c), inputQueue: burstTxQueueLen(cfg, c), writeQueue: cfg.WriteQueue}
 }
 
 // burstTxQueueLen is the TUN's txqueuelen in case c (0: netns's default).
