@@ -147,13 +147,19 @@ func (s *Stack) handleFrame(frame []byte) {
 		st.LargeFramesIn++
 	}
 	st.MaxFrameIn = max(st.MaxFrameIn, len(pkt))
-	tcp4 := len(pkt) >= ipv4HeaderLen && pkt[0]>>4 == 4 && pkt[9] == protoTCP
+	// TCP right after the IP header, over IPv4 or IPv6 (with no extension
+	// header): the checksum the header vouches for is not computed. (IPv6
+	// frames were completed and checked in full until 2026-11-24: two
+	// passes over every 64 KB frame, 12% of a download's CPU, and its
+	// 1.05-1.19x time against IPv4.)
+	tcp := len(pkt) >= ipv4HeaderLen && pkt[0]>>4 == 4 && pkt[9] == protoTCP ||
+		len(pkt) >= ipv6HeaderLen && pkt[0]>>4 == 6 && pkt[6] == protoTCP
 	switch {
-	case h.Flags&tun.VnetFlagNeedsCsum != 0 && tcp4 && s.rec == nil:
+	case h.Flags&tun.VnetFlagNeedsCsum != 0 && tcp && s.rec == nil:
 		s.csumValid = true // partial: the kernel's own, never to be checked
 	case h.Flags&tun.VnetFlagNeedsCsum != 0:
 		tun.CompleteChecksum(h, pkt) // for the recording, or UDP's check
-	case h.Flags&tun.VnetFlagDataValid != 0 && tcp4:
+	case h.Flags&tun.VnetFlagDataValid != 0 && tcp:
 		s.csumValid = true
 	}
 	s.handlePacketNow(pkt)
