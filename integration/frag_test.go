@@ -25,21 +25,7 @@ func TestFragmentsWithKernel(t *testing.T) {
 		fragmentsWith(t, e.Stack, e.Bed)
 	})
 	t.Run("offload", func(t *testing.T) { // the kernel's frames, with their virtio-net headers
-		testbed.RequireRoot(t)
-		bed, err := testbed.New(testbed.Config{Subnet: 93, IPv6: true, Offload: true})
-		if err != nil {
-			t.Fatalf("test bed: %v", err)
-		}
-		t.Cleanup(func() {
-			if err := bed.Close(); err != nil {
-				t.Errorf("closing the test bed: %v", err)
-			}
-		})
-		st, err := stack.New(stack.Config{Device: bed.Dev, Addr: bed.StackAddr, Addr6: bed.StackAddr6})
-		if err != nil {
-			t.Fatalf("stack: %v", err)
-		}
-		t.Cleanup(func() { st.Close() })
+		st, bed := offloadStack(t, 93)
 		if !st.Stats().Offload.GSO {
 			t.Fatalf("no offloads: %+v", st.Stats().Offload)
 		}

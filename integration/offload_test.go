@@ -148,21 +148,7 @@ func TestOffloadThroughImpair(t *testing.T) {
 // the MTU went out, fewer writes than segments, and no drop.
 func TestOffloadIPv6Send(t *testing.T) {
 	const n = 32 << 20
-	testbed.RequireRoot(t)
-	bed, err := testbed.New(testbed.Config{Subnet: 66, IPv6: true, Offload: true})
-	if err != nil {
-		t.Fatalf("test bed: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := bed.Close(); err != nil {
-			t.Errorf("closing the test bed: %v", err)
-		}
-	})
-	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: bed.StackAddr, Addr6: bed.StackAddr6})
-	if err != nil {
-		t.Fatalf("stack: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st, bed := offloadStack(t, 66)
 	if o := st.Stats().Offload; !o.GSO || !o.GSO6 {
 		t.Skipf("no TSO6 on this kernel's TUN: offloads %+v", o)
 	}
@@ -221,4 +207,26 @@ func TestOffloadIPv6Send(t *testing.T) {
 	if s.Drops.DeviceWrite != 0 || s.DeviceErrors != 0 || s.Drops.BadGSO != 0 || s.Drops.BadVnetHeader != 0 || s.Drops.BadChecksumOffset != 0 || s.Drops.BadTCPChecksum != 0 {
 		t.Errorf("drops %+v, %d device errors", s.Drops, s.DeviceErrors)
 	}
+}
+
+// offloadStack is a stack with IPv4 and IPv6 on a test bed (subnet) whose
+// TUN has offloads, and nothing between the two; both close at cleanup.
+func offloadStack(t *testing.T, subnet byte) (*stack.Stack, *testbed.Bed) {
+	t.Helper()
+	testbed.RequireRoot(t)
+	bed, err := testbed.New(testbed.Config{Subnet: subnet, IPv6: true, Offload: true})
+	if err != nil {
+		t.Fatalf("test bed: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := bed.Close(); err != nil {
+			t.Errorf("closing the test bed: %v", err)
+		}
+	})
+	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: bed.StackAddr, Addr6: bed.StackAddr6})
+	if err != nil {
+		t.Fatalf("stack: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, bed
 }

@@ -23,11 +23,13 @@ import (
 // packets each way (seeded).
 func recordedPair(t *testing.T, loss float64, payload bool) (a, b *Stack, ra, rb *bytes.Buffer) {
 	t.Helper()
-	return recordedPairQ(t, loss, payload, 0)
+	return recordedPairWith(t, loss, Config{RecordPayload: payload}, false)
 }
 
-// recordedPairQ is recordedPair with each stack's Config.WriteQueue wq.
-func recordedPairQ(t *testing.T, loss float64, payload bool, wq int) (a, b *Stack, ra, rb *bytes.Buffer) {
+// recordedPairWith is recordedPair with cfg's other settings (Device,
+// Addr, Addr6 and Record are the pair's), and with IPv6 (addr6A, addr6B)
+// if v6.
+func recordedPairWith(t *testing.T, loss float64, cfg Config, v6 bool) (a, b *Stack, ra, rb *bytes.Buffer) {
 	t.Helper()
 	da, db := tuntest.Pipe(1500)
 	if loss > 0 {
@@ -38,11 +40,17 @@ func recordedPairQ(t *testing.T, loss float64, payload bool, wq int) (a, b *Stac
 		da = d
 	}
 	ra, rb = new(bytes.Buffer), new(bytes.Buffer)
+	ca, cb := cfg, cfg
+	ca.Device, ca.Addr, ca.Record = da, addrA, ra
+	cb.Device, cb.Addr, cb.Record = db, addrB, rb
+	if v6 {
+		ca.Addr6, cb.Addr6 = addr6A, addr6B
+	}
 	var err error
-	if a, err = New(Config{Device: da, Addr: addrA, Record: ra, RecordPayload: payload, WriteQueue: wq}); err != nil {
+	if a, err = New(ca); err != nil {
 		t.Fatal(err)
 	}
-	if b, err = New(Config{Device: db, Addr: addrB, Record: rb, RecordPayload: payload, WriteQueue: wq}); err != nil {
+	if b, err = New(cb); err != nil {
 		t.Fatal(err)
 	}
 	return a, b, ra, rb

@@ -574,16 +574,7 @@ func TestUDPv6Echo(t *testing.T) {
 func TestFlightRecordingReplaysIPv6(t *testing.T) {
 	for _, payload := range []bool{false, true} {
 		t.Run(fmt.Sprint("payload=", payload), func(t *testing.T) {
-			da, db := tuntest.Pipe(1500)
-			var ra, rb bytes.Buffer
-			a, err := New(Config{Device: da, Addr: addrA, Addr6: addr6A, Record: &ra, RecordPayload: payload})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := New(Config{Device: db, Addr: addrB, Addr6: addr6B, Record: &rb, RecordPayload: payload})
-			if err != nil {
-				t.Fatal(err)
-			}
+			a, b, ra, rb := recordedPairWith(t, 0, Config{RecordPayload: payload}, true)
 			ln, err := b.Listen("tcp6", ":7")
 			if err != nil {
 				t.Fatal(err)
@@ -646,7 +637,7 @@ func TestFlightRecordingReplaysIPv6(t *testing.T) {
 					os.WriteFile(dir+"/listener6.pcapng", rb.Bytes(), 0o644)
 				}
 			}
-			for _, rec := range []*bytes.Buffer{&ra, &rb} {
+			for _, rec := range []*bytes.Buffer{ra, rb} {
 				r, err := record.Parse(bytes.NewReader(rec.Bytes()))
 				if err != nil {
 					t.Fatal(err)
@@ -663,7 +654,7 @@ func TestFlightRecordingReplaysIPv6(t *testing.T) {
 						}
 					}
 				}
-				if v6 < 50 || rec == &rb && icmp != 1 {
+				if v6 < 50 || rec == rb && icmp != 1 {
 					t.Fatalf("recording: %d IPv6 packets sent, %d ICMPv6", v6, icmp)
 				}
 			}

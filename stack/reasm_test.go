@@ -411,16 +411,7 @@ func FuzzReassembly(f *testing.F) {
 func TestFlightRecordingReplaysFragments(t *testing.T) {
 	for _, payload := range []bool{false, true} {
 		t.Run(fmt.Sprint("payload=", payload), func(t *testing.T) {
-			da, db := tuntest.Pipe(1500)
-			var ra, rb bytes.Buffer
-			a, err := New(Config{Device: da, Addr: addrA, Addr6: addr6A, Record: &ra, RecordPayload: payload})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := New(Config{Device: db, Addr: addrB, Addr6: addr6B, Record: &rb, RecordPayload: payload})
-			if err != nil {
-				t.Fatal(err)
-			}
+			a, b, ra, rb := recordedPairWith(t, 0, Config{RecordPayload: payload}, true)
 			srv, served := udpEcho(t, b)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -319,7 +319,7 @@ func TestWriterInline(t *testing.T) {
 // they send on the loop, as without one: their recordings (3 connections
 // at 3% loss each way) replay exactly on a manual stack, which has none.
 func TestWriterRecordingReplaysExactly(t *testing.T) {
-	a, b, ra, rb := recordedPairQ(t, 0.03, false, 8)
+	a, b, ra, rb := recordedPairWith(t, 0.03, Config{WriteQueue: 8}, false)
 	if a.wr == nil || b.wr == nil {
 		t.Fatal("WriteQueue set: no writer")
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -356,22 +355,7 @@ func TestForwardStops(t *testing.T) {
 	// start runs tcpwheel forward with a and waits for its ready line.
 	start := func(a []string) *exec.Cmd {
 		t.Helper()
-		cmd := exec.Command(bin, a...)
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		if !strings.Contains(line, "ready") {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("no ready line: %q, %v", line, err)
-		}
-		go io.Copy(io.Discard, stdout)
-		return cmd
+		return startReady(t, bin, a...)
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {

@@ -402,22 +402,7 @@ func TestRunStops(t *testing.T) {
 	// start runs tcpwheel in ns and waits for its ready line.
 	start := func(ns string) *exec.Cmd {
 		t.Helper()
-		cmd := exec.Command(bin, "run", "-netns", ns, "-tun", tun.UniqueName("twr"), "-duration", "30s")
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		if !strings.Contains(line, "ready") {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("no ready line: %q, %v", line, err)
-		}
-		go io.Copy(io.Discard, stdout)
-		return cmd
+		return startReady(t, bin, "run", "-netns", ns, "-tun", tun.UniqueName("twr"), "-duration", "30s")
 	}
 
 	t.Run("closed stdout", func(t *testing.T) {
@@ -471,4 +456,27 @@ func TestRunStops(t *testing.T) {
 			t.Errorf("the next run left the killed run's namespace %s", ns)
 		}
 	})
+}
+
+// startReady starts bin with args (a tcpwheel command that prints a ready
+// line when it is up) and waits for that line; the rest of its output is
+// discarded.
+func startReady(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if !strings.Contains(line, "ready") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("no ready line: %q, %v", line, err)
+	}
+	go io.Copy(io.Discard, stdout)
+	return cmd
 }
