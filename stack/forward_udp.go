@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
-	"github.com/tcpwheel/tcpwheel/internal/tcpip/header"
 	"github.com/tcpwheel/tcpwheel/timer"
 )
 
@@ -284,14 +282,7 @@ func (s *Stack) sendUDPFrom(src, dst netip.AddrPort, p []byte) {
 		return
 	}
 	b := s.outBuf(n) // fragmented if larger than the MTU (frag.go)
-	u := header.UDP(b[hl:])
-	u.Encode(&header.UDPFields{SrcPort: src.Port(), DstPort: dst.Port(), Length: uint16(len(u))})
-	copy(u.Payload(), p)
-	sum := ^checksum.Checksum(u, pseudoHeader(protoUDP, src.Addr(), dst.Addr(), len(u)))
-	if sum == 0 {
-		sum = 0xffff // zero means no checksum (RFC 768)
-	}
-	u.SetChecksum(sum)
+	putUDP(b[hl:], src.Addr(), dst.Addr(), src.Port(), dst.Port(), p)
 	s.counters.DatagramsOut++
 	s.writeIP(b, src.Addr(), dst.Addr(), protoUDP)
 }

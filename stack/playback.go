@@ -248,17 +248,18 @@ func (p *Playback) run(e *record.Event) {
 			}
 		case record.UDPBind:
 			p.at(e.T)
-			u := s.newUDPConn()
 			a, ok := netip.AddrFromSlice(e.Data)
-			if u.bound = a; !ok || !s.isLocal(a) {
+			if !ok || !s.isLocal(a) {
 				p.diverge(e, "open UDP port %d on %v, not an address of the stack", e.Port, a)
-			} else if u.net = net4; a.Is6() {
+				break
+			}
+			u := s.newUDPConn()
+			u.bound, u.net = a, net4
+			if a.Is6() {
 				u.net = net6
 			}
-			if ok && s.isLocal(a) {
-				if err := s.udpOpen(u, e.Port, netip.AddrPort{}); err != nil {
-					p.diverge(e, "open UDP port %d: %v", e.Port, err)
-				}
+			if err := s.udpOpen(u, e.Port, netip.AddrPort{}); err != nil {
+				p.diverge(e, "open UDP port %d: %v", e.Port, err)
 			}
 		case record.UDPOpenNet:
 			p.at(e.T)
