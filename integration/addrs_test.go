@@ -30,16 +30,7 @@ func TestMoreAddrsWithKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
+	echoServer(t, ln)
 	// One socket per port, bound or not (as one listener per port).
 	udpAt := map[netip.Addr]netip.AddrPort{more4: netip.AddrPortFrom(more4, 7), more6: netip.AddrPortFrom(more6, 8)}
 	for _, ap := range udpAt {

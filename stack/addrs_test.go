@@ -207,17 +207,8 @@ func TestFlightRecordingReplaysMoreAddrs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ln := range []net.Listener{lnAny, lnC} {
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() { io.Copy(c, c); c.Close() }()
-			}
-		}()
-	}
+	go serveEcho(lnAny)
+	go serveEcho(lnC)
 	go func() {
 		buf := make([]byte, 1500)
 		for {

@@ -265,18 +265,7 @@ func burstMetrics(m map[string]float64, rs []connResult, start time.Time) error 
 // burstEchoServer accepts on ln until it is closed, and echoes each
 // connection until its peer closes it.
 func (e *runEnv) burstEchoServer(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		e.onClose(func() { c.Close() })
-		go func() {
-			defer c.Close()
-			c.SetDeadline(e.deadline())
-			echo(c)
-		}()
-	}
+	e.serveConns(ln, func(c net.Conn) { echo(c) })
 }
 
 // echo writes back what it reads from c until either fails.

@@ -129,6 +129,13 @@ func scenarioSYNFlood(e *runEnv) error {
 // echoServer accepts on ln until it is closed; each connection's first
 // len(legitMsg) bytes are echoed, then it is closed.
 func (e *runEnv) echoServer(ln net.Listener) {
+	e.serveConns(ln, func(c net.Conn) { io.CopyN(c, c, int64(len(legitMsg))) })
+}
+
+// serveConns accepts on ln until it is closed and runs handle on each
+// connection, under the run's deadline, closing it after (and at the run's
+// end, if handle is still at it).
+func (e *runEnv) serveConns(ln net.Listener, handle func(net.Conn)) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -138,7 +145,7 @@ func (e *runEnv) echoServer(ln net.Listener) {
 		go func() {
 			defer c.Close()
 			c.SetDeadline(e.deadline())
-			io.CopyN(c, c, int64(len(legitMsg)))
+			handle(c)
 		}()
 	}
 }
