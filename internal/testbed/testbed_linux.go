@@ -73,6 +73,13 @@ type Config struct {
 	// that layer out, with Imp nil, which spares a copy of every frame.
 	Offload bool
 
+	// Queues, if more than 1, makes the TUN a multi-queue device with that
+	// many queues (netns.NamespaceConfig.Queues), for a stack with as many
+	// loops (stack.Config.Loops): Bed.Devs holds a chain per queue. Such a
+	// bed has no impairment layer and no pcap tap (each would be per
+	// queue): New fails if Impair or PcapPath asks for one.
+	Queues int
+
 	// Watch, when set, wraps the top of the chain (the comparison's packet
 	// watcher). The device it returns should forward tun.Pollable.
 	Watch func(tun.Device) tun.Device
@@ -90,6 +97,10 @@ type Bed struct {
 	// Dev is the top of the chain: give it to the stack under test, which
 	// then owns it (Close closes it again, harmlessly).
 	Dev tun.Device
+	// Devs are the tops of the chains of a multi-queue bed's queues
+	// (Config.Queues), Dev first (stack.Config.Queues takes the others);
+	// else just Dev.
+	Devs []tun.Device
 	// Att is the namespace and the TUN device.
 	Att *netns.Attachment
 	// Imp is the impairment layer, for rules and counters.
@@ -138,12 +149,27 @@ func New(cfg Config) (_ *Bed, err error) {
 		peer6, b.StackAddr6 = cfg.Addrs6()
 		b.KernelAddr6 = peer6.Addr()
 	}
-	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, PeerAddr6: peer6, MTU: cfg.MTU, TxQueueLen: cfg.TxQueueLen, Offload: cfg.Offload}); err != nil {
+	im := cfg.Impair
+	impaired := !cfg.Offload || im.EgressLoss != 0 || im.IngressLoss != 0 || im.DropEgress != nil || im.DropIngress != nil || len(im.Rules) != 0
+	if cfg.Queues > 1 && (impaired || cfg.PcapPath != "") {
+		return nil, fmt.Errorf("testbed: %d queues: a multi-queue bed takes offloads and no impairment or pcap tap: %w", cfg.Queues, tun.ErrInvalidConfig)
+	}
+	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, PeerAddr6: peer6, MTU: cfg.MTU, TxQueueLen: cfg.TxQueueLen, Offload: cfg.Offload, Queues: cfg.Queues}); err != nil {
 		return nil, err
 	}
 	b.Dev = b.Att.Dev
-	im := cfg.Impair
-	if !cfg.Offload || im.EgressLoss != 0 || im.IngressLoss != 0 || im.DropEgress != nil || im.DropIngress != nil || len(im.Rules) != 0 {
+	if cfg.Queues > 1 {
+		for _, q := range b.Att.Queues {
+			var d tun.Device = q
+			if cfg.Watch != nil {
+				d = cfg.Watch(d)
+			}
+			b.Devs = append(b.Devs, d)
+		}
+		b.Dev = b.Devs[0]
+		return b, nil
+	}
+	if impaired {
 		if b.Imp, err = impair.Wrap(b.Att.Dev, cfg.Impair); err != nil {
 			return nil, err
 		}
@@ -158,6 +184,7 @@ func New(cfg Config) (_ *Bed, err error) {
 	if cfg.Watch != nil {
 		b.Dev = cfg.Watch(b.Dev)
 	}
+	b.Devs = []tun.Device{b.Dev}
 	return b, nil
 }
 
@@ -204,6 +231,9 @@ func (b *Bed) Close() error {
 		var errs []error
 		if b.Dev != nil { // the chain down to the TUN
 			errs = append(errs, b.Dev.Close())
+		}
+		for _, d := range b.Devs[min(1, len(b.Devs)):] { // the other queues' chains
+			errs = append(errs, d.Close())
 		}
 		if b.Att != nil {
 			errs = append(errs, b.Att.Close())
