@@ -47,8 +47,8 @@ const MaxLoops = 64
 
 // loopGroup ties the shards of a stack with several loops.
 type loopGroup struct {
-	shards []*Stack // set by newLoops, read-only once New returns
-	first  *Stack   // shards[0], which the other shards hand packets to
+	shards []*Stack      // set by newLoops, read-only once New returns
+	first  *Stack        // shards[0], which the other shards hand packets to
 	next   atomic.Uint32 // the shard the next Dial goes from (round-robin)
 
 	mu     sync.Mutex
