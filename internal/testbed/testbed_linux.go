@@ -75,9 +75,10 @@ type Config struct {
 
 	// Queues, if more than 1, makes the TUN a multi-queue device with that
 	// many queues (netns.NamespaceConfig.Queues), for a stack with as many
-	// loops (stack.Config.Loops): Bed.Devs holds a chain per queue. Such a
-	// bed has no impairment layer and no pcap tap (each would be per
-	// queue): New fails if Impair or PcapPath asks for one.
+	// loops (stack.Config.Loops): Bed.Devs holds a chain per queue, each
+	// with an impairment layer of its own (Impair's hooks are called from
+	// every queue's; its seeded loss draws apart per queue) and Watch's
+	// wrapper. Such a bed has no pcap tap: New fails with PcapPath.
 	Queues int
 
 	// Watch, when set, wraps the top of the chain (the comparison's packet
@@ -103,7 +104,8 @@ type Bed struct {
 	Devs []tun.Device
 	// Att is the namespace and the TUN device.
 	Att *netns.Attachment
-	// Imp is the impairment layer, for rules and counters.
+	// Imp is the impairment layer, for rules and counters (a multi-queue
+	// bed's first queue's).
 	Imp *impair.Device
 	// Tap is the pcap tap, or nil without Config.PcapPath.
 	Tap *pcaptap.Tap
@@ -151,8 +153,8 @@ func New(cfg Config) (_ *Bed, err error) {
 	}
 	im := cfg.Impair
 	impaired := !cfg.Offload || im.EgressLoss != 0 || im.IngressLoss != 0 || im.DropEgress != nil || im.DropIngress != nil || len(im.Rules) != 0
-	if cfg.Queues > 1 && (impaired || cfg.PcapPath != "") {
-		return nil, fmt.Errorf("testbed: %d queues: a multi-queue bed takes offloads and no impairment or pcap tap: %w", cfg.Queues, tun.ErrInvalidConfig)
+	if cfg.Queues > 1 && cfg.PcapPath != "" {
+		return nil, fmt.Errorf("testbed: %d queues: a multi-queue bed has no pcap tap: %w", cfg.Queues, tun.ErrInvalidConfig)
 	}
 	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, PeerAddr6: peer6, MTU: cfg.MTU, TxQueueLen: cfg.TxQueueLen, Offload: cfg.Offload, Queues: cfg.Queues}); err != nil {
 		return nil, err
@@ -161,6 +163,16 @@ func New(cfg Config) (_ *Bed, err error) {
 	if cfg.Queues > 1 {
 		for _, q := range b.Att.Queues {
 			var d tun.Device = q
+			if impaired {
+				imp, err := impair.Wrap(q, cfg.Impair)
+				if err != nil {
+					return nil, err
+				}
+				if b.Imp == nil {
+					b.Imp = imp // the first queue's
+				}
+				d = imp
+			}
 			if cfg.Watch != nil {
 				d = cfg.Watch(d)
 			}
