@@ -66,6 +66,9 @@ func runOne(parent context.Context, cfg Config, c compareCase, stackName string,
 		sc, ok := scenarioNamed(c.scenario)
 		defer func() {
 			res.InputPath = e.stack.InputPath()
+			if t, ok := e.stack.(*tcpwheelStack); ok {
+				res.Loops = t.s.Stats().Loops
+			}
 			if ok && !sc.unwatched {
 				res.collectEvents(e.w.Events())
 			}

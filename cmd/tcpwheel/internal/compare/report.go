@@ -15,6 +15,7 @@ import (
 
 	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/compare/segwatch"
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
+	"github.com/tcpwheel/tcpwheel/stack"
 )
 
 // runResult is one run of one case on one stack.
@@ -32,6 +33,9 @@ type runResult struct {
 	// the device) or "reader" (a goroutine reads and posts); "" while the
 	// stack cannot say. See stackUnderTest.InputPath.
 	InputPath string `json:"input_path,omitempty"`
+	// Loops is each loop's share of a tcpwheel stack with several
+	// (-loops): packets read, handoffs.
+	Loops []stack.LoopStats `json:"loops,omitempty"`
 	// Load is how many CPU hogs ran beside the run (-load).
 	Load int `json:"load,omitempty"`
 }
