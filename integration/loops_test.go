@@ -170,11 +170,17 @@ func TestLoopsDial(t *testing.T) {
 	before := e.st.Stats()
 	time.Sleep(7 * time.Second) // the kernel's flow entries age out (tun's TUN_FLOW_EXPIRE, 3 s, checked as often)
 	roundTrips(1)
-	st := e.checkLoops(t)
+	var st stack.Stats
 	var out, in uint64
-	for _, l := range st.Loops {
-		out, in = out+l.HandoffsOut, in+l.HandoffsIn
-	}
+	// The loops are read one after the other: wait until none is in flight.
+	waitUntil(5*time.Second, func() bool {
+		st = e.checkLoops(t)
+		out, in = 0, 0
+		for _, l := range st.Loops {
+			out, in = out+l.HandoffsOut, in+l.HandoffsIn
+		}
+		return out == in
+	})
 	t.Logf("loops before idling: %+v", before.Loops)
 	t.Logf("loops after: %+v", st.Loops)
 	if out == 0 || out != in {
