@@ -187,9 +187,6 @@ func (l *Listener) Close() error {
 		for _, t := range l.twins { // the other loops' (loops.go)
 			t.s.do(t.closeLoop)
 		}
-		if l.s.grp != nil && l.port != 0 {
-			l.s.grp.listenerClosed(l.port)
-		}
 	})
 	return err
 }
@@ -224,6 +221,9 @@ func (s *Stack) listen(l *Listener, p uint16, key []byte) error {
 	l.addr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, p))
 	s.listeners[p] = l
 	s.usePort(p)
+	if s.grp != nil {
+		s.grp.listening(p, 1) // loops.go: no Dial picks it
+	}
 	return nil
 }
 
@@ -238,6 +238,9 @@ func (l *Listener) closeLoop() {
 	if l.s.listeners[l.port] == l {
 		delete(l.s.listeners, l.port)
 		l.s.releasePort(l.port)
+		if l.s.grp != nil {
+			l.s.grp.listening(l.port, -1)
+		}
 	}
 	for {
 		select {

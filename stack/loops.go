@@ -54,7 +54,7 @@ type loopGroup struct {
 	mu     sync.Mutex
 	owners map[tcp.ID]*Stack // every connection's shard, and half-open ones'
 	ports  map[uint16]int    // local ports: users, over every shard
-	lports map[uint16]int    // local ports: listeners (one per shard)
+	lports map[uint16]int    // local ports: listeners (each shard's twin)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -220,9 +220,6 @@ func (g *loopGroup) ephemeralPort(s *Stack, remote netip.AddrPort) (uint16, bool
 
 // listen opens twins of l, opened on the first shard, on the others.
 func (g *loopGroup) listen(l *Listener, key []byte) error {
-	g.mu.Lock()
-	g.lports[l.port]++
-	g.mu.Unlock()
 	for _, s := range g.shards[1:] {
 		t := &Listener{s: s, net: l.net, bound: l.bound, acceptq: l.acceptq, closed: l.closed}
 		var lerr error
@@ -237,11 +234,11 @@ func (g *loopGroup) listen(l *Listener, key []byte) error {
 	return nil
 }
 
-// listenerClosed is a listener's port's end (Listener.Close on the first
-// shard).
-func (g *loopGroup) listenerClosed(p uint16) {
+// listening counts a listener (one shard's) on the local port p in (d 1)
+// or out (d -1).
+func (g *loopGroup) listening(p uint16, d int) {
 	g.mu.Lock()
-	if g.lports[p]--; g.lports[p] <= 0 {
+	if g.lports[p] += d; g.lports[p] <= 0 {
 		delete(g.lports, p)
 	}
 	g.mu.Unlock()

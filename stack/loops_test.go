@@ -292,7 +292,14 @@ func TestLoopsPorts(t *testing.T) {
 	if got := b.Stats().Listeners; got != 1 {
 		t.Errorf("Stats.Listeners = %d, want 1 (one listener, on two loops)", got)
 	}
+	lports := func() int { b.grp.mu.Lock(); defer b.grp.mu.Unlock(); return b.grp.lports[80] }
+	if n := lports(); n != 2 {
+		t.Errorf("port 80 has %d listeners in the group, want 2 (a twin per loop: no Dial picks it)", n)
+	}
 	ln.Close()
+	if n := lports(); n != 0 {
+		t.Errorf("port 80 has %d listeners in the group after Close, want 0", n)
+	}
 	ln, err = b.Listen("tcp", ":80")
 	if err != nil {
 		t.Fatalf("listen again after Close: %v", err)
