@@ -103,8 +103,11 @@ func TestLoopsInbound(t *testing.T) {
 	}
 	wg.Wait()
 	st := e.checkLoops(t)
-	if st.ResetsSent != 0 || st.Listen.ResetsSent != 0 {
-		t.Errorf("resets sent: stack %d, listeners %d; want none", st.ResetsSent, st.Listen.ResetsSent)
+	// (The listeners may answer a stray ACK that came after its connection
+	// closed, a duplicate of the one that closed it, with a RST: Linux's
+	// too. The data's integrity above is the check.)
+	if st.ResetsSent != 0 {
+		t.Errorf("%d resets sent for segments no connection or listener took, want none", st.ResetsSent)
 	}
 	t.Logf("loops: %+v", st.Loops)
 }
