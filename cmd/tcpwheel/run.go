@@ -350,6 +350,13 @@ func statsReport(s *stack.Stack) string {
 	if w := st.Writer; w.Queue > 0 {
 		fmt.Fprintf(&b, "\ndevice writer: %d slots, queued %d, most taken %d, the loop waited %d times (%v)\n", w.Queue, w.Queued, w.MaxDepth, w.Waits, w.WaitTime)
 	}
+	if len(st.Loops) > 0 {
+		fmt.Fprintf(&b, "\nloops (%d, a queue each):\n", len(st.Loops))
+		for i, l := range st.Loops {
+			fmt.Fprintf(&b, "  loop %d: packets in %d, segments %d, connections %d, handed off %d, taken %d, wakeups %d\n",
+				i, l.PacketsIn, l.SegmentsIn, l.Connections, l.HandoffsOut, l.HandoffsIn, l.Wakeups)
+		}
+	}
 	fmt.Fprintf(&b, "\ninput batches (%s path) by size:\n", st.InputPath)
 	for i, n := range st.Input.Sizes {
 		fmt.Fprintf(&b, "  %4d-%-4d %d\n", 1<<i, 1<<(i+1)-1, n)
