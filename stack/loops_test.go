@@ -371,6 +371,7 @@ func TestLoopsConfig(t *testing.T) {
 		"no queues":  {Device: qs[0], Loops: 2, Addr: addrB},
 		"too many":   {Device: qs[0], Queues: qs[1:], Loops: MaxLoops + 1, Addr: addrB},
 		"queues, 1":  {Device: qs[0], Queues: qs[1:], Loops: 1, Addr: addrB},
+		"negative":   {Device: qs[0], Loops: -1, Addr: addrB},
 		"nil queue":  {Device: qs[0], Queues: []tun.Device{nil}, Loops: 2, Addr: addrB},
 		"recording":  {Device: qs[0], Queues: qs[1:], Loops: 2, Addr: addrB, Record: io.Discard},
 		"bad config": {Device: qs[0], Queues: qs[1:], Loops: 2, Addr: addr6A},

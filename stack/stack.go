@@ -124,7 +124,8 @@ type Config struct {
 	// stays the default.
 	Loops int
 	// Queues are the devices of the loops after the first (Config.Loops):
-	// Loops-1 of them. The stack closes them on Close.
+	// Loops-1 of them. The stack closes them on Close; a New that fails
+	// after starting some loops closes theirs.
 	Queues []tun.Device
 }
 
@@ -231,7 +232,7 @@ type Stack struct {
 	// loop's, to the others, of which it is the shard'th; nil with one
 	// loop. handedIn is set while a packet another loop handed over is
 	// handled (it is ours, whatever the owner table says); handoffs counts
-	// them. Loop only, but grp.
+	// them. grp is shared (under its own lock); the rest is the loop's.
 	grp      *loopGroup
 	shard    int
 	handedIn bool
@@ -250,8 +251,8 @@ const (
 // itself (the direct path); otherwise a reader goroutine reads them and posts
 // them to the loop (the reader path). Stats.InputPath says which.
 func New(cfg Config) (*Stack, error) {
-	if cfg.Loops > 1 || len(cfg.Queues) > 0 {
-		return newLoops(cfg) // loops.go
+	if cfg.Loops != 0 && cfg.Loops != 1 || len(cfg.Queues) > 0 {
+		return newLoops(cfg) // loops.go: more, or a bad count
 	}
 	return newLoop(cfg, nil, 0)
 }
@@ -315,7 +316,7 @@ func newStack(cfg Config) (*Stack, error) {
 	if cfg.Device == nil {
 		return nil, fmt.Errorf("%w: no device", ErrConfig)
 	}
-	if cfg.Loops > 1 || len(cfg.Queues) > 0 {
+	if cfg.Loops != 0 && cfg.Loops != 1 || len(cfg.Queues) > 0 {
 		return nil, fmt.Errorf("%w: %d loops: only New runs several", ErrConfig, cfg.Loops)
 	}
 	if !cfg.Addr.Is4() {
@@ -573,7 +574,7 @@ func (s *Stack) closeLoop() {
 	for _, c := range s.conns {
 		c.ep.Abort()
 	}
-	s.grp.forgetAll(s) // loops.go: the aborts' forget did
+	s.grp.forgetAll(s) // loops.go: whatever the aborts' forgets left (half-open claims)
 	for _, l := range s.listeners {
 		l.tl.Close()
 	}
