@@ -395,3 +395,38 @@ func TestLoopsConfig(t *testing.T) {
 		t.Errorf("Forward with 2 loops: %v, want ErrConfig", err)
 	}
 }
+
+// TestLoopsHandshakeHandOff: the handshake's ACK, and all that follows,
+// comes on the other loop's queue than the SYN did: the half-open
+// connection's 4-tuple was claimed by the SYN's loop, which gets them, and
+// the connection is made and works there.
+func TestLoopsHandshakeHandOff(t *testing.T) {
+	a, b, mq := loopsPair(t)
+	mq.setPick(func(pkt []byte) int {
+		hl := int(pkt[0]&0x0f) * 4
+		if len(pkt) > hl+13 && pkt[hl+13]&0x12 == 0x02 { // a SYN: by the hash
+			return flowHash(pkt)
+		}
+		return 1 - flowHash(pkt)
+	})
+	ln, err := b.Listen("tcp", ":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoOn(t, ln)
+	var conns []net.Conn
+	for p := range uint16(4) {
+		conns = append(conns, dialFrom(t, a, 40000+p, netip.AddrPortFrom(addrB, 80)))
+	}
+	roundTrip(t, conns, 0)
+	st := settledStats(b)
+	if st.Loops[0].Connections != 2 || st.Loops[1].Connections != 2 {
+		t.Errorf("loops %+v: want 2 connections on each, where their SYNs came", st.Loops)
+	}
+	if out, in := handoffs(st); out == 0 || out != in {
+		t.Errorf("loops %+v: want handoffs, as many in as out", st.Loops)
+	}
+	if st.Listen.ResetsSent != 0 || st.ResetsSent != 0 || st.Listen.SynCookiesInvalid != 0 {
+		t.Errorf("resets %d, listeners' %d, invalid cookies %d; want none", st.ResetsSent, st.Listen.ResetsSent, st.Listen.SynCookiesInvalid)
+	}
+}
