@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
@@ -429,4 +430,51 @@ func TestLoopsHandshakeHandOff(t *testing.T) {
 	if st.Listen.ResetsSent != 0 || st.ResetsSent != 0 || st.Listen.SynCookiesInvalid != 0 {
 		t.Errorf("resets %d, listeners' %d, invalid cookies %d; want none", st.ResetsSent, st.Listen.ResetsSent, st.Listen.SynCookiesInvalid)
 	}
+}
+
+// TestLoopsHalfOpenReleased: a SYN on loop 0's queue claims its 4-tuple for
+// loop 0's half-open connection; the peer's RST, on loop 1's queue, is
+// handed to loop 0, ends the half-open connection, and releases the claim:
+// the owner table keeps nothing of it.
+func TestLoopsHalfOpenReleased(t *testing.T) {
+	mq, qs := newMQ()
+	b, err := New(Config{Device: qs[0], Queues: qs[1:], Loops: 2, Addr: addrB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	defer mq.Close()
+	ln, err := b.Listen("tcp", ":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	src, dst := netip.AddrPortFrom(addrA, 5555), netip.AddrPortFrom(addrB, 80)
+	owned := func() int { b.grp.mu.Lock(); defer b.grp.mu.Unlock(); return len(b.grp.owners) }
+	if err := mq.qs[0].WritePacket(ipPacket(addrA, addrB, protoTCP, synTo(t, src, dst, 1000))); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(5*time.Second, func() bool { return owned() == 1 }) {
+		t.Fatalf("owner table holds %d 4-tuples after the SYN, want its half-open one", owned())
+	}
+	rst := tcp.Segment{SrcPort: src.Port(), DstPort: dst.Port(), Seq: 1001, Flags: tcp.FlagRST}
+	if err := mq.qs[1].WritePacket(ipPacket(addrA, addrB, protoTCP, encodeSeg(t, addrA, addrB, &rst))); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(5*time.Second, func() bool { return owned() == 0 }) {
+		t.Errorf("owner table holds %d 4-tuples after the RST, want none", owned())
+	}
+	if st := settledStats(b); st.Loops[1].HandoffsOut != 1 {
+		t.Errorf("loops %+v: want loop 1 to hand loop 0 the RST", st.Loops)
+	}
+}
+
+// waitFor polls cond until it holds or d passes, and reports whether it held.
+func waitFor(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
 }
