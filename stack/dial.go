@@ -62,6 +62,9 @@ func (s *Stack) DialTCP(ctx context.Context, network, address string) (*Conn, er
 	if err := ctx.Err(); err != nil {
 		return nil, fail(raddr, err)
 	}
+	if s.grp != nil {
+		s = s.grp.dialer() // loops.go: the loop whose queue sends the SYN
+	}
 	c, err := s.startDial(0, ap)
 	if err != nil {
 		return nil, fail(raddr, err)
@@ -125,12 +128,15 @@ func (s *Stack) startDial(local uint16, remote netip.AddrPort) (*Conn, error) {
 
 // dial is startDial's part on the loop, once the port is chosen.
 func (s *Stack) dial(id tcp.ID) (*Conn, error) {
-	if s.conns[id] != nil {
+	if s.conns[id] != nil || s.grp != nil && !s.grp.claim(id, s) {
 		return nil, fmt.Errorf("%v: address already in use", id)
 	}
 	s.note(record.Dial, id, 0)
 	ep, err := tcp.Dial(s.timers(), s.out(), id, s.cfg.TCP)
 	if err != nil {
+		if s.grp != nil {
+			s.grp.release(id, s)
+		}
 		return nil, mapErr(err)
 	}
 	c := newConn(s, ep)

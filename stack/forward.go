@@ -165,6 +165,9 @@ func (s *Stack) Forward(cfg ForwardConfig) error {
 	if s.recw != nil {
 		return fmt.Errorf("%w: not with a flight recording (Config.Record)", ErrForwarding)
 	}
+	if s.grp != nil {
+		return fmt.Errorf("%w: %w: not with several loops (Config.Loops)", ErrForwarding, ErrConfig)
+	}
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d

@@ -43,6 +43,9 @@ func (s *Stack) handleICMPv6(src, dst netip.Addr, b []byte) {
 	}
 	typ, code := header.ICMPv6Type(b[0]), header.ICMPv6Code(b[1])
 	switch {
+	case s.grp != nil && s.shard != 0 && (typ != header.ICMPv6EchoRequest || code != 0):
+		s.handOffICMP(src, dst, b, true) // loops.go: to the first loop
+		return
 	case s.tcpICMP6(b): // icmptcp.go
 		return
 	case typ == header.ICMPv6DstUnreachable && code == header.ICMPv6PortUnreachable && s.udpRefused6(b[icmp6HeaderLen:]):

@@ -87,7 +87,7 @@ func (s *Stack) tcpICMP4(m []byte) bool {
 		s.counters.Drops.ICMPBadQuote++
 		return true
 	}
-	c, seq := s.quotedConn(netip.AddrFrom4([4]byte(q[12:16])), netip.AddrFrom4([4]byte(q[16:20])), q[hl:])
+	c, seq := s.quotedConn(netip.AddrFrom4([4]byte(q[12:16])), netip.AddrFrom4([4]byte(q[16:20])), q[hl:], m)
 	if c == nil {
 		return true
 	}
@@ -123,7 +123,7 @@ func (s *Stack) tcpICMP6(m []byte) bool {
 		s.counters.Drops.ICMPBadQuote++
 		return true
 	}
-	c, seq := s.quotedConn(netip.AddrFrom16([16]byte(q[8:24])), netip.AddrFrom16([16]byte(q[24:40])), q[ipv6HeaderLen:])
+	c, seq := s.quotedConn(netip.AddrFrom16([16]byte(q[8:24])), netip.AddrFrom16([16]byte(q[24:40])), q[ipv6HeaderLen:], m)
 	if c == nil {
 		return true
 	}
@@ -146,7 +146,9 @@ func (s *Stack) tcpICMP6(m []byte) bool {
 // quotedConn finds the connection whose segment to remote a quote's TCP
 // header (at least its first 8 bytes: ports and sequence number) is (a
 // listener's half-open one too), or counts a drop.
-func (s *Stack) quotedConn(local, remote netip.Addr, th []byte) (*tcp.Endpoint, seqnum.Value) {
+// With several loops, an error m about another loop's connection is handed
+// to that loop (loops.go), and quotedConn returns nil.
+func (s *Stack) quotedConn(local, remote netip.Addr, th, m []byte) (*tcp.Endpoint, seqnum.Value) {
 	sport, dport := binary.BigEndian.Uint16(th), binary.BigEndian.Uint16(th[2:])
 	id := tcp.ID{Local: netip.AddrPortFrom(local, sport), Remote: netip.AddrPortFrom(remote, dport)}
 	seq := seqnum.Value(binary.BigEndian.Uint32(th[4:]))
@@ -157,6 +159,9 @@ func (s *Stack) quotedConn(local, remote netip.Addr, th []byte) (*tcp.Endpoint, 
 		if ep := l.tl.HalfOpenConn(id); ep != nil {
 			return ep, seq // our SYN-ACK's
 		}
+	}
+	if s.grp != nil && s.handOffQuoted(id, m, !local.Is4()) {
+		return nil, 0
 	}
 	s.counters.Drops.ICMPNoConnection++
 	return nil, 0

@@ -147,6 +147,9 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 		// newer; the listener closes the old one (its EventClosed makes the
 		// Conn forget the tuple) and answers with a SYN-ACK.
 		if l := s.listenerFor(seg.DstPort, dst); l != nil && seg.Flags&tcp.FlagSYN != 0 && l.tl.ReuseTimeWait(c.ep, &seg) {
+			if s.grp != nil {
+				s.claimHalfOpen(l, id) // loops.go
+			}
 			return
 		}
 		if s.fwd != nil && seg.Flags&tcp.FlagSYN != 0 && s.fwd.timeWaitSYN(c, id, &seg, b) { // forward.go
@@ -155,8 +158,14 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 		c.ep.HandleSegment(&seg)
 		return
 	}
+	if s.grp != nil && s.handOffTCP(id, src, dst, b) { // loops.go: another loop's
+		return
+	}
 	if l := s.listenerFor(seg.DstPort, dst); l != nil {
 		l.tl.HandleSegment(id, &seg)
+		if s.grp != nil && seg.Flags&tcp.FlagSYN != 0 {
+			s.claimHalfOpen(l, id)
+		}
 		return
 	}
 	if s.fwd != nil && s.fwd.segment(id, &seg, b) { // forward.go
@@ -187,6 +196,10 @@ func (s *Stack) handleICMP(src, dst netip.Addr, b []byte) {
 		return
 	}
 	icmp := header.ICMPv4(b)
+	if s.grp != nil && s.shard != 0 && (icmp.Type() != header.ICMPv4Echo || icmp.Code() != 0) {
+		s.handOffICMP(src, dst, b, false) // loops.go: to the first loop
+		return
+	}
 	if s.tcpICMP4(b) { // icmptcp.go
 		return
 	}

@@ -20,6 +20,9 @@ type Listener struct {
 	bound   netip.Addr // the one address it takes, or the zero Addr: any of the stack's
 	addr    *net.TCPAddr
 	acceptq chan *Conn
+	// twins are the listeners on the same port of the other loops
+	// (Config.Loops, loops.go), which share acceptq and closed.
+	twins []*Listener
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -53,6 +56,7 @@ func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 	}
 	l := s.newListener()
 	l.net, l.bound = n, bound
+	key := tcp.NewCookieKey() // one for every loop's listener: a cookie checks on any
 	var lerr error
 	if s.do(func() {
 		p := uint16(port)
@@ -63,16 +67,22 @@ func (s *Stack) ListenTCP(network, address string) (*Listener, error) {
 				return
 			}
 		}
-		if _, ok := s.listeners[p]; ok || s.ports[p] > 0 {
+		if s.portInUse(p) {
 			lerr = fmt.Errorf("port %d: address already in use", p)
 			return
 		}
-		lerr = s.listen(l, p, tcp.NewCookieKey())
+		lerr = s.listen(l, p, key)
 	}) != nil {
 		return nil, fail(net.ErrClosed)
 	}
 	if lerr != nil {
 		return nil, fail(lerr)
+	}
+	if s.grp != nil {
+		if err := s.grp.listen(l, key); err != nil { // loops.go: on every loop
+			l.Close()
+			return nil, fail(err)
+		}
 	}
 	return l, nil
 }
@@ -120,6 +130,9 @@ func (s *Stack) localPort(address string) (port uint16, bound netip.Addr, err er
 // accept runs on the loop when a handshake completes: it registers the
 // connection and queues it for Accept, or refuses it when the queue is full.
 func (l *Listener) accept(ep *tcp.Endpoint) bool {
+	if l.s.grp != nil && !l.s.grp.claim(ep.ID(), l.s) { // loops.go
+		return false // another loop's connection has the 4-tuple
+	}
 	c := newConn(l.s, ep)
 	if !l.s.flag(record.Accepted, c.id, 0, func() bool {
 		select {
@@ -129,6 +142,9 @@ func (l *Listener) accept(ep *tcp.Endpoint) bool {
 			return false
 		}
 	}) {
+		if l.s.grp != nil {
+			l.s.grp.release(ep.ID(), l.s)
+		}
 		return false
 	}
 	c.settledDone = true
@@ -168,6 +184,9 @@ func (l *Listener) Close() error {
 		err = nil
 		close(l.closed)
 		l.s.do(l.closeLoop)
+		for _, t := range l.twins { // the other loops' (loops.go)
+			t.s.do(t.closeLoop)
+		}
 	})
 	return err
 }
@@ -185,6 +204,7 @@ func (s *Stack) listen(l *Listener, p uint16, key []byte) error {
 		QueueFull: func() bool {
 			return s.flag(record.QueueFull, noConn, p, func() bool { return len(l.acceptq) == cap(l.acceptq) })
 		},
+		Dropped: s.halfOpenDropped(), // loops.go
 	})
 	if err != nil {
 		return err
@@ -201,6 +221,9 @@ func (s *Stack) listen(l *Listener, p uint16, key []byte) error {
 	l.addr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, p))
 	s.listeners[p] = l
 	s.usePort(p)
+	if s.grp != nil {
+		s.grp.listening(p, 1) // loops.go: no Dial picks it
+	}
 	return nil
 }
 
@@ -215,6 +238,9 @@ func (l *Listener) closeLoop() {
 	if l.s.listeners[l.port] == l {
 		delete(l.s.listeners, l.port)
 		l.s.releasePort(l.port)
+		if l.s.grp != nil {
+			l.s.grp.listening(l.port, -1)
+		}
 	}
 	for {
 		select {
@@ -222,6 +248,10 @@ func (l *Listener) closeLoop() {
 			// Recorded (abort), for what a Playback's accept queue holds
 			// is not what the application left in it: the recording
 			// answers Accepted, and no one takes from its queue.
+			if c.s != l.s {
+				c.s.post(c.abort) // another loop's (loops.go)
+				continue
+			}
 			c.abort()
 		default:
 			return

@@ -49,8 +49,14 @@ func (s *Stack) SetTCPConfig(cfg tcp.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if s.do(func() { s.cfg.TCP = cfg }) != nil {
-		return net.ErrClosed
+	shards := []*Stack{s}
+	if s.grp != nil {
+		shards = s.grp.shards // loops.go
+	}
+	for _, s := range shards {
+		if s.do(func() { s.cfg.TCP = cfg }) != nil {
+			return net.ErrClosed
+		}
 	}
 	return nil
 }

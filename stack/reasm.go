@@ -142,6 +142,10 @@ func transportMin(proto uint8) int {
 
 // fragment4 takes an IPv4 fragment (its header checked, of length hl).
 func (s *Stack) fragment4(pkt []byte, hl int, src, dst netip.Addr) {
+	if s.grp != nil && s.shard != 0 { // reassembly is the first loop's (loops.go)
+		s.handOffFirst(pkt, func(o *Stack, p []byte) { o.fragment4(p, hl, src, dst) })
+		return
+	}
 	ip := header.IPv4(pkt)
 	f := fragment{
 		key:  fragKey{src: src, dst: dst, id: uint32(ip.ID()), proto: ip.Protocol()},
@@ -166,6 +170,10 @@ func (s *Stack) fragment4(pkt []byte, hl int, src, dst netip.Addr) {
 // fragment6 takes an IPv6 fragment: c is the walk that found its fragment
 // header at c.off, named by the Next Header at c.nhOff.
 func (s *Stack) fragment6(pkt []byte, c ipv6Chain, src, dst netip.Addr) {
+	if s.grp != nil && s.shard != 0 { // reassembly is the first loop's (loops.go)
+		s.handOffFirst(pkt, func(o *Stack, p []byte) { o.fragment6(p, c, src, dst) })
+		return
+	}
 	h := pkt[c.off : c.off+8]
 	offM := binary.BigEndian.Uint16(h[2:])
 	f := fragment{

@@ -109,6 +109,24 @@ type Config struct {
 	// recording, and its replay is exact all the same, less the payload
 	// bytes and the checksums over them.
 	RecordPayload bool
+	// Loops is the number of event loops the stack runs, each on a thread
+	// of its own with a timing wheel of its own (loops.go). 0 and 1 mean
+	// one loop on Device, as before. With more, Device and Queues are the
+	// queues of one multi-queue TUN (tun.OpenQueues), one per loop, the
+	// kernel spreading the flows over them by hash: a connection lives on
+	// the loop whose queue brought its SYN (or that dialed it), and a
+	// packet of it that comes on another queue is handed to that loop
+	// (Stats.Loops counts such handoffs). Listeners take connections on
+	// every loop into one accept queue; UDP sockets, ICMP and IP
+	// reassembly live on the first loop. At most MaxLoops. Not with Record
+	// (a recording is of one loop), Forward, or NewManual: those fail with
+	// ErrConfig. On the 2-vCPU VM, 2 loops did not help (see README): 1
+	// stays the default.
+	Loops int
+	// Queues are the devices of the loops after the first (Config.Loops):
+	// Loops-1 of them. The stack closes them on Close; a New that fails
+	// after starting some loops closes theirs.
+	Queues []tun.Device
 }
 
 // ErrConfig is wrapped by New for an invalid Config.
@@ -209,6 +227,16 @@ type Stack struct {
 	// into its own buffer, and wakes its reader, once at the batch's end
 	// (Conn.fill). Loop only.
 	fills []*Conn
+
+	// Several loops (Config.Loops, loops.go): grp ties this stack, one
+	// loop's, to the others, of which it is the shard'th; nil with one
+	// loop. handedIn is set while a packet another loop handed over is
+	// handled (it is ours, whatever the owner table says); handoffs counts
+	// them. grp is shared (under its own lock); the rest is the loop's.
+	grp      *loopGroup
+	shard    int
+	handedIn bool
+	handoffs handoffCounters
 }
 
 // The input paths, as Stats.InputPath reports them.
@@ -223,10 +251,20 @@ const (
 // itself (the direct path); otherwise a reader goroutine reads them and posts
 // them to the loop (the reader path). Stats.InputPath says which.
 func New(cfg Config) (*Stack, error) {
+	if cfg.Loops != 0 && cfg.Loops != 1 || len(cfg.Queues) > 0 {
+		return newLoops(cfg) // loops.go: more, or a bad count
+	}
+	return newLoop(cfg, nil, 0)
+}
+
+// newLoop is New for one loop: the stack's only one, or the shard'th of
+// grp's.
+func newLoop(cfg Config, grp *loopGroup, shard int) (*Stack, error) {
 	s, err := newStack(cfg)
 	if err != nil {
 		return nil, err
 	}
+	s.grp, s.shard = grp, shard
 	l, err := loop.New(s.wheel)
 	if err != nil {
 		return nil, err
@@ -277,6 +315,9 @@ func New(cfg Config) (*Stack, error) {
 func newStack(cfg Config) (*Stack, error) {
 	if cfg.Device == nil {
 		return nil, fmt.Errorf("%w: no device", ErrConfig)
+	}
+	if cfg.Loops != 0 && cfg.Loops != 1 || len(cfg.Queues) > 0 {
+		return nil, fmt.Errorf("%w: %d loops: only New runs several", ErrConfig, cfg.Loops)
 	}
 	if !cfg.Addr.Is4() {
 		return nil, fmt.Errorf("%w: address %v is not IPv4", ErrConfig, cfg.Addr)
@@ -498,6 +539,14 @@ func (s *Stack) Addr() netip.Addr { return s.cfg.Addr }
 // loop and the reader end, and the device is closed. Connections are not shut
 // down gracefully: close them first for that.
 func (s *Stack) Close() error {
+	if s.grp != nil {
+		return s.grp.close() // loops.go
+	}
+	return s.closeOne()
+}
+
+// closeOne is Close for one loop.
+func (s *Stack) closeOne() error {
 	s.closeOnce.Do(func() {
 		s.do(s.closeLoop)
 		close(s.done)
@@ -525,6 +574,7 @@ func (s *Stack) closeLoop() {
 	for _, c := range s.conns {
 		c.ep.Abort()
 	}
+	s.grp.forgetAll(s) // loops.go: whatever the aborts' forgets left (half-open claims)
 	for _, l := range s.listeners {
 		l.tl.Close()
 	}
@@ -695,17 +745,41 @@ func (s *Stack) sendSegment(id tcp.ID, seg *tcp.Segment) {
 	s.writeIP(b, id.Local.Addr(), id.Remote.Addr(), protoTCP)
 }
 
-// listenPort and releasePort keep the count of users of a local port.
-func (s *Stack) usePort(p uint16) { s.ports[p]++ }
+// usePort and releasePort keep the count of users of a local port: the
+// stack's, or with several loops the group's (loops.go).
+func (s *Stack) usePort(p uint16) {
+	if s.grp != nil {
+		s.grp.usePort(p, 1)
+		return
+	}
+	s.ports[p]++
+}
+
 func (s *Stack) releasePort(p uint16) {
+	if s.grp != nil {
+		s.grp.usePort(p, -1)
+		return
+	}
 	if s.ports[p]--; s.ports[p] <= 0 {
 		delete(s.ports, p)
 	}
 }
 
+// portInUse reports whether a connection or listener uses the local port p.
+func (s *Stack) portInUse(p uint16) bool {
+	if s.grp != nil {
+		return s.grp.portInUse(p)
+	}
+	_, ok := s.listeners[p]
+	return ok || s.ports[p] > 0
+}
+
 // ephemeralPort picks a local port for a connection to remote, from Linux's
 // default range, that no listener uses and no connection to remote uses.
 func (s *Stack) ephemeralPort(remote netip.AddrPort) (uint16, bool) {
+	if s.grp != nil {
+		return s.grp.ephemeralPort(s, remote) // loops.go
+	}
 	return s.pickPort(func(p uint16) bool {
 		if _, ok := s.listeners[p]; ok {
 			return false
@@ -746,6 +820,9 @@ func (s *Stack) forget(c *Conn) {
 		return
 	}
 	delete(s.conns, c.id)
+	if s.grp != nil {
+		s.grp.release(c.id, s)
+	}
 	if s.isLocal(c.id.Local.Addr()) {
 		s.releasePort(c.id.Local.Port())
 	}

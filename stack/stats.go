@@ -114,6 +114,9 @@ type Stats struct {
 	Offload     OffloadStats // the link's offloads (offload.go)
 	Forward     ForwardStats // forwarded flows (forward.go), with forwarding on
 	Writer      WriterStats  // the device writer (writer.go, Config.WriteQueue)
+	// Loops lists each loop's share with Config.Loops > 1 (loops.go); the
+	// fields above are summed over the loops. Nil with one loop.
+	Loops []LoopStats
 }
 
 // InputStats counts the batches in which packets reach TCP: a batch is what
@@ -163,10 +166,22 @@ type WheelStats struct {
 	LateMax          int64
 }
 
-// Stats returns a snapshot of the stack's counters.
+// Stats returns a snapshot of the stack's counters: with several loops
+// (Config.Loops), summed over them, and each in Loops.
 func (s *Stack) Stats() Stats {
+	if s.grp != nil {
+		return s.grp.stats() // loops.go
+	}
+	st, _ := s.statsOne()
+	return st
+}
+
+// statsOne is Stats of one loop, and its share as LoopStats.
+func (s *Stack) statsOne() (Stats, LoopStats) {
 	var st Stats
+	var ls LoopStats
 	if s.do(func() {
+		ls = s.loopStats()
 		st.InputPath = s.input
 		st.Input = s.inputStats
 		st.Counters = s.counters
@@ -197,13 +212,14 @@ func (s *Stack) Stats() Stats {
 			LateP50: int64(ws.Late.Quantile(0.5)), LateP99: int64(ws.Late.Quantile(0.99)), LateMax: int64(ws.Late.Quantile(1)),
 		}
 	}) != nil {
-		return st
+		return st, ls
 	}
 	if l, ok := s.run.(*loop.Loop); ok { // a manual loop has neither
 		st.Wheel.Wakeups = l.Wakeups()
 		st.Wheel.DeferredExpiries = l.DeferredExpiries()
+		ls.Wakeups = st.Wheel.Wakeups
 	}
-	return st
+	return st, ls
 }
 
 // addCounters adds every uint64 field of b to the same field of a: for structs

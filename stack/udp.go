@@ -210,6 +210,11 @@ func (s *Stack) udpOpen(u *UDPConn, p uint16, remote netip.AddrPort) error {
 // unreachable. ipHdr is the packet's IP header (IPv6: and extension
 // headers), for the ICMP's quote.
 func (s *Stack) handleUDP(src, dst netip.Addr, ipHdr, b []byte) {
+	if s.grp != nil && s.shard != 0 { // the sockets are the first loop's (loops.go)
+		hl := len(ipHdr)
+		s.handOffFirst(append(ipHdr[:hl:hl], b...), func(o *Stack, p []byte) { o.handleUDP(src, dst, p[:hl], p[hl:]) })
+		return
+	}
 	d := &s.counters.Drops
 	if len(b) < udpHeaderLen {
 		d.BadUDPHeader++

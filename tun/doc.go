@@ -12,7 +12,9 @@
 // (songgao/water cannot ask for that flag, so it opens /dev/net/tun itself);
 // such a device is an [Offloader], which moves frames: a virtio-net header
 // ([VnetHdr]) and a packet of up to 64 KiB. [Segment] and [SplitFrame] take a
-// frame apart as the kernel's segmentation would.
+// frame apart as the kernel's segmentation would. [OpenQueues] opens a
+// multi-queue TUN (IFF_MULTI_QUEUE): one descriptor per queue, over which
+// the kernel spreads the flows, for a stack with a loop per queue.
 //
 // Package netns puts the kernel side of a TUN device into a private, named
 // network namespace, so that the kernel's own TCP can be the peer of the

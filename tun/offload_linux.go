@@ -60,22 +60,42 @@ var errOffload = errors.New("offloads refused")
 // openVnet opens the device with IFF_VNET_HDR, with the calling thread
 // locked and the name checked.
 func openVnet(name string, mtu int) (*TUN, error) {
+	return openVnetFlags(name, mtu, unix.IFF_TUN_EXCL)
+}
+
+// openTUNFD opens /dev/net/tun and attaches it to the device name with
+// IFF_TUN|IFF_NO_PI and flags (IFF_VNET_HDR, IFF_TUN_EXCL, IFF_MULTI_QUEUE).
+// It returns the descriptor and the device's name.
+func openTUNFD(name string, flags uint16) (int, string, error) {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, fmt.Errorf("tun: open %q: %w", name, err)
+		return -1, "", fmt.Errorf("tun: open %q: %w", name, err)
 	}
 	ifr, err := unix.NewIfreq(name)
 	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("tun: open %q: %w: %w", name, ErrInvalidConfig, err)
+		return -1, "", fmt.Errorf("tun: open %q: %w: %w", name, ErrInvalidConfig, err)
 	}
-	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR | unix.IFF_TUN_EXCL)
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | flags)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
 		if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
-			return nil, fmt.Errorf("tun: open %q: %w: %w", name, ErrLinkExists, err)
+			return -1, "", fmt.Errorf("tun: open %q: %w: %w", name, ErrLinkExists, err)
 		}
-		return nil, fmt.Errorf("tun: open %q: TUNSETIFF IFF_VNET_HDR: %w: %w", name, errOffload, err)
+		if flags&unix.IFF_VNET_HDR != 0 {
+			return -1, "", fmt.Errorf("tun: open %q: TUNSETIFF IFF_VNET_HDR: %w: %w", name, errOffload, err)
+		}
+		return -1, "", fmt.Errorf("tun: open %q: TUNSETIFF %#x: %w", name, flags, err)
+	}
+	return fd, ifr.Name(), nil
+}
+
+// openVnetFlags is openVnet with further TUNSETIFF flags (IFF_TUN_EXCL for
+// a new device, IFF_MULTI_QUEUE for a queue of one).
+func openVnetFlags(name string, mtu int, flags uint16) (*TUN, error) {
+	fd, name, err := openTUNFD(name, unix.IFF_VNET_HDR|flags)
+	if err != nil {
+		return nil, err
 	}
 	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, VnetHdrLen); err != nil {
 		unix.Close(fd)
@@ -94,7 +114,7 @@ func openVnet(name string, mtu int) (*TUN, error) {
 		}
 	}
 	file := os.NewFile(uintptr(fd), "/dev/net/tun") // non-blocking: on the poller
-	t := &TUN{file: file, name: ifr.Name(), mtu: mtu, vnet: true}
+	t := &TUN{file: file, name: name, mtu: mtu, vnet: true}
 	t.offloads = Offloads{GSO: true, GRO: true, TSO6: tso6}
 	t.gro.Store(true)
 	t.wbuf = make([]byte, VnetHdrLen+mtu)

@@ -49,6 +49,7 @@ type runConfig struct {
 	txqueue  int  // the TUN's txqueuelen: the kernel's queue of packets for the stack
 	plain    bool // -no-offload
 	wqueue   int  // stack.Config.WriteQueue: the device writer's slots (0: none)
+	loops    int  // stack.Config.Loops, on a TUN with as many queues
 }
 
 // defaultRunBacklog is run's listener backlog (stack.Config.Backlog: half-open
@@ -83,6 +84,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.StringVar(&cfg.pcap, "pcap", "", "write a flight recording (pcapng: every packet the stack handles and sends, and what `tcpwheel replay` needs to run it again exactly) to this file")
 	fs.BoolVar(&cfg.verbose, "v", false, "log to standard error: connections that end in an error, and every dropped packet with its reason")
 	fs.IntVar(&cfg.wqueue, "write-queue", 0, "packets the stack's loop may queue for a writer goroutine, which writes them to the TUN on its own thread (0: the loop writes them itself)")
+	fs.IntVar(&cfg.loops, "loops", 1, "the stack's event loops, each on a thread and a queue of a multi-queue TUN of its own (not with -pcap)")
 	fs.IntVar(&cfg.txqueue, "txqueuelen", netns.DefaultTxQueueLen, "the TUN's transmit queue, the packets the kernel holds for the stack while its loop is busy (a burst beyond it is dropped there)")
 	fs.IntVar(&cfg.backlog, "backlog", defaultRunBacklog, "each listener's limit of half-open connections, and of connections waiting for accept")
 	fs.BoolVar(&cfg.plain, "no-offload", false, "open the TUN without offloads (virtio-net headers, TSO and checksum offload): one packet of at most the MTU per read and write")
@@ -139,6 +141,10 @@ func (cfg *runConfig) parse(fs *flag.FlagSet, addr, peer string) error {
 		return fmt.Errorf("-txqueuelen %d: want 1 to %d", cfg.txqueue, netns.MaxTxQueueLen)
 	case cfg.wqueue < 0 || cfg.wqueue > stack.MaxWriteQueue:
 		return fmt.Errorf("-write-queue %d: want 0 to %d", cfg.wqueue, stack.MaxWriteQueue)
+	case cfg.loops < 1 || cfg.loops > stack.MaxLoops:
+		return fmt.Errorf("-loops %d: want 1 to %d", cfg.loops, stack.MaxLoops)
+	case cfg.loops > 1 && cfg.pcap != "":
+		return fmt.Errorf("-loops %d: not with -pcap (a flight recording is of one loop)", cfg.loops)
 	}
 	return cfg.checkPaths()
 }
@@ -198,6 +204,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 		Namespace: cfg.netns, Link: cfg.link, Peer: cfg.peer, Stack: cfg.addr, MTU: cfg.mtu, IPv6: ipv6, TxQueueLen: cfg.txqueue,
 		Impair:  impair.Config{Seed: cfg.seed, EgressLoss: cfg.loss, IngressLoss: cfg.loss},
 		Offload: !cfg.plain,
+		Queues:  cfg.loops,
 	})
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
@@ -209,6 +216,9 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 	}()
 	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Addr6: bed.StackAddr6, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog, InputQueue: cfg.txqueue, WriteQueue: cfg.wqueue}
 	scfg.Logger = cfg.logger
+	if cfg.loops > 1 {
+		scfg.Queues, scfg.Loops = bed.Devs[1:], cfg.loops
+	}
 	if cfg.rt {
 		scfg.RealTime = rtPriority
 	}
@@ -339,6 +349,13 @@ func statsReport(s *stack.Stack) string {
 		o.FramesIn, o.LargeFramesIn, o.MaxFrameIn, o.FramesOut, o.GSOFramesOut, o.GSOSegmentsOut, o.MaxFrameOut, o.FramesOut6, o.GSOFramesOut6)
 	if w := st.Writer; w.Queue > 0 {
 		fmt.Fprintf(&b, "\ndevice writer: %d slots, queued %d, most taken %d, the loop waited %d times (%v)\n", w.Queue, w.Queued, w.MaxDepth, w.Waits, w.WaitTime)
+	}
+	if len(st.Loops) > 0 {
+		fmt.Fprintf(&b, "\nloops (%d, a queue each):\n", len(st.Loops))
+		for i, l := range st.Loops {
+			fmt.Fprintf(&b, "  loop %d: packets in %d, segments %d, connections %d, handed off %d, taken %d, wakeups %d\n",
+				i, l.PacketsIn, l.SegmentsIn, l.Connections, l.HandoffsOut, l.HandoffsIn, l.Wakeups)
+		}
 	}
 	fmt.Fprintf(&b, "\ninput batches (%s path) by size:\n", st.InputPath)
 	for i, n := range st.Input.Sizes {

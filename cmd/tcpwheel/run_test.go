@@ -56,6 +56,9 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"-txqueuelen", "80000"}, true},
 		{[]string{"-txqueuelen", "0"}, false},
 		{[]string{"-txqueuelen", "10000000"}, false},
+		{[]string{"-loops", "2"}, true},
+		{[]string{"-loops", "0"}, false},
+		{[]string{"-loops", "2", "-pcap", "x.pcapng"}, false},
 		{[]string{"-bogus"}, false},
 		{[]string{"extra"}, false},
 	} {
@@ -344,6 +347,53 @@ for _ in range(5):
 
 // TestStatsLineDrops: the stats line names each drop reason that counted, and
 // /stats lists every reason; retransmissions are broken down by kind.
+// TestServeLoops: `tcpwheel run -loops 2` serves on a two-queue TUN, the
+// kernel's connections spread over both loops, and /stats lists them.
+func TestServeLoops(t *testing.T) {
+	testbed.RequireRoot(t)
+	cfg, err := parseRunFlags([]string{"-netns", tun.UniqueName("twrun"), "-tun", tun.UniqueName("twr"), "-loops", "2"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, &out) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "ready") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no ready line in 10s; output: %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	inNS := func(args ...string) (string, error) {
+		b, err := exec.Command("ip", append([]string{"netns", "exec", cfg.netns}, args...)...).CombinedOutput()
+		return string(b), err
+	}
+	// 16 connections, each from a port of its own: the kernel's hash puts
+	// them on both queues but with a chance of 2^-15.
+	for i := range 16 {
+		if o, err := inNS("curl", "-s", "-m", "10", "-o", "/dev/null", "-w", "%{size_download}", "http://198.18.0.2/bytes/100000"); err != nil || o != "100000" {
+			t.Fatalf("GET %d: downloaded %q, %v", i, o, err)
+		}
+	}
+	o, err := inNS("curl", "-s", "-m", "10", "http://198.18.0.2/stats")
+	if err != nil || !strings.Contains(o, "loops (2, a queue each)") {
+		t.Fatalf("GET /stats: want the loops:\n%s\n%v", o, err)
+	}
+	for _, m := range regexp.MustCompile(`loop (\d): packets in (\d+)`).FindAllStringSubmatch(o, -1) {
+		if m[2] == "0" {
+			t.Errorf("loop %s read no packet:\n%s", m[1], o)
+		}
+	}
+}
+
 func TestStatsLineDrops(t *testing.T) {
 	dev, _ := tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500})
 	m, err := stack.NewManual(stack.Config{Device: dev, Addr: netip.MustParseAddr("198.18.0.2"), Clock: timer.NewManualClock(0)})

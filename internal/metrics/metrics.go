@@ -21,7 +21,8 @@ import (
 // Stats (tcpwheel_tcp_segs_retransmitted_total for Stats.TCP.SegsRetransmitted):
 // uint64 fields are counters, the others (connections, pending timers, the
 // wheel's lateness quantiles in ns) gauges; an array field (the input batch
-// sizes) is one metric with a "bucket" label. Found by reflection, so a new
+// sizes) is one metric with a "bucket" label, a slice of structs (the loops
+// of a stack with several, Stats.Loops) one with a "loop" label. Found by reflection, so a new
 // counter is exported without being listed here.
 type statsCollector struct{ s *stack.Stack }
 
@@ -69,6 +70,18 @@ func walkStats(prefix string, v reflect.Value, emit func(name string, labels pro
 			emit(name, nil, false, float64(fv.Int()))
 		case reflect.String:
 			emit(name, prometheus.Labels{"value": fv.String()}, false, 1)
+		case reflect.Slice: // Stats.Loops: a "loop" label per element
+			for j := range fv.Len() {
+				if e := fv.Index(j); e.Kind() == reflect.Struct {
+					walkStats(name, e, func(n string, l prometheus.Labels, counter bool, v float64) {
+						if l == nil {
+							l = prometheus.Labels{}
+						}
+						l["loop"] = strconv.Itoa(j)
+						emit(n, l, counter, v)
+					})
+				}
+			}
 		case reflect.Array:
 			for j := range fv.Len() {
 				if e := fv.Index(j); e.Kind() == reflect.Uint64 {

@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
@@ -84,5 +86,20 @@ func TestMetricsEndpoints(t *testing.T) {
 	}
 	if st, ok := vars["tcpwheel"]; !ok || st.PacketsIn != 1 || st.InputPath != "manual" {
 		t.Errorf("/debug/vars: %+v", vars)
+	}
+}
+
+// TestWalkStatsLoops: each loop of Stats.Loops is exported under a "loop"
+// label.
+func TestWalkStatsLoops(t *testing.T) {
+	st := stack.Stats{Loops: []stack.LoopStats{{HandoffsOut: 3}, {HandoffsOut: 5}}}
+	got := map[string]float64{}
+	walkStats("tcpwheel", reflect.ValueOf(st), func(name string, labels prometheus.Labels, counter bool, v float64) {
+		if name == "tcpwheel_loops_handoffs_out" && counter {
+			got[labels["loop"]] = v
+		}
+	})
+	if got["0"] != 3 || got["1"] != 5 || len(got) != 2 {
+		t.Errorf("tcpwheel_loops_handoffs_out by loop = %v, want loop 0: 3, loop 1: 5", got)
 	}
 }

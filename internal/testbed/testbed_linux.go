@@ -73,6 +73,14 @@ type Config struct {
 	// that layer out, with Imp nil, which spares a copy of every frame.
 	Offload bool
 
+	// Queues, if more than 1, makes the TUN a multi-queue device with that
+	// many queues (netns.NamespaceConfig.Queues), for a stack with as many
+	// loops (stack.Config.Loops): Bed.Devs holds a chain per queue, each
+	// with an impairment layer of its own (Impair's hooks are called from
+	// every queue's; its seeded loss draws apart per queue) and Watch's
+	// wrapper. Such a bed has no pcap tap: New fails with PcapPath.
+	Queues int
+
 	// Watch, when set, wraps the top of the chain (the comparison's packet
 	// watcher). The device it returns should forward tun.Pollable.
 	Watch func(tun.Device) tun.Device
@@ -90,9 +98,14 @@ type Bed struct {
 	// Dev is the top of the chain: give it to the stack under test, which
 	// then owns it (Close closes it again, harmlessly).
 	Dev tun.Device
+	// Devs are the tops of the chains of a multi-queue bed's queues
+	// (Config.Queues), Dev first (stack.Config.Queues takes the others);
+	// else just Dev.
+	Devs []tun.Device
 	// Att is the namespace and the TUN device.
 	Att *netns.Attachment
-	// Imp is the impairment layer, for rules and counters.
+	// Imp is the impairment layer, for rules and counters (a multi-queue
+	// bed's first queue's).
 	Imp *impair.Device
 	// Tap is the pcap tap, or nil without Config.PcapPath.
 	Tap *pcaptap.Tap
@@ -138,12 +151,37 @@ func New(cfg Config) (_ *Bed, err error) {
 		peer6, b.StackAddr6 = cfg.Addrs6()
 		b.KernelAddr6 = peer6.Addr()
 	}
-	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, PeerAddr6: peer6, MTU: cfg.MTU, TxQueueLen: cfg.TxQueueLen, Offload: cfg.Offload}); err != nil {
+	im := cfg.Impair
+	impaired := !cfg.Offload || im.EgressLoss != 0 || im.IngressLoss != 0 || im.DropEgress != nil || im.DropIngress != nil || len(im.Rules) != 0
+	if cfg.Queues > 1 && cfg.PcapPath != "" {
+		return nil, fmt.Errorf("testbed: %d queues: a multi-queue bed has no pcap tap: %w", cfg.Queues, tun.ErrInvalidConfig)
+	}
+	if b.Att, err = netns.Attach(netns.NamespaceConfig{Namespace: ns, Link: link, PeerAddr: peer, PeerAddr6: peer6, MTU: cfg.MTU, TxQueueLen: cfg.TxQueueLen, Offload: cfg.Offload, Queues: cfg.Queues}); err != nil {
 		return nil, err
 	}
 	b.Dev = b.Att.Dev
-	im := cfg.Impair
-	if !cfg.Offload || im.EgressLoss != 0 || im.IngressLoss != 0 || im.DropEgress != nil || im.DropIngress != nil || len(im.Rules) != 0 {
+	if cfg.Queues > 1 {
+		for _, q := range b.Att.Queues {
+			var d tun.Device = q
+			if impaired {
+				imp, err := impair.Wrap(q, cfg.Impair)
+				if err != nil {
+					return nil, err
+				}
+				if b.Imp == nil {
+					b.Imp = imp // the first queue's
+				}
+				d = imp
+			}
+			if cfg.Watch != nil {
+				d = cfg.Watch(d)
+			}
+			b.Devs = append(b.Devs, d)
+		}
+		b.Dev = b.Devs[0]
+		return b, nil
+	}
+	if impaired {
 		if b.Imp, err = impair.Wrap(b.Att.Dev, cfg.Impair); err != nil {
 			return nil, err
 		}
@@ -158,6 +196,7 @@ func New(cfg Config) (_ *Bed, err error) {
 	if cfg.Watch != nil {
 		b.Dev = cfg.Watch(b.Dev)
 	}
+	b.Devs = []tun.Device{b.Dev}
 	return b, nil
 }
 
@@ -204,6 +243,9 @@ func (b *Bed) Close() error {
 		var errs []error
 		if b.Dev != nil { // the chain down to the TUN
 			errs = append(errs, b.Dev.Close())
+		}
+		for _, d := range b.Devs[min(1, len(b.Devs)):] { // the other queues' chains
+			errs = append(errs, d.Close())
 		}
 		if b.Att != nil {
 			errs = append(errs, b.Att.Close())

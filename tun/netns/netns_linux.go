@@ -192,6 +192,11 @@ type NamespaceConfig struct {
 	// and checksum offload) instead of tun.Open; a kernel that refuses
 	// gives the plain device (its Offloads say why).
 	Offload bool
+
+	// Queues, if more than 1, makes the TUN a multi-queue device
+	// (tun.OpenQueues) with that many queues: Dev is the first,
+	// Attachment.Queues all of them. At most tun.MaxQueues.
+	Queues int
 }
 
 // DefaultTxQueueLen is a link's txqueuelen unless NamespaceConfig says
@@ -214,6 +219,9 @@ func (c *NamespaceConfig) normalize() error {
 	}
 	if c.TxQueueLen == 0 {
 		c.TxQueueLen = DefaultTxQueueLen
+	}
+	if c.Queues < 0 || c.Queues > tun.MaxQueues {
+		return fmt.Errorf("%d queues not in [0, %d]: %w", c.Queues, tun.MaxQueues, tun.ErrInvalidConfig)
 	}
 	if c.TxQueueLen < 1 || c.TxQueueLen > MaxTxQueueLen {
 		return fmt.Errorf("txqueuelen %d not in [1, %d]: %w", c.TxQueueLen, MaxTxQueueLen, tun.ErrInvalidConfig)
@@ -249,6 +257,9 @@ type Attachment struct {
 	// namespace sent towards PeerAddr's prefix; what it writes, the kernel
 	// receives on the link.
 	Dev *tun.TUN
+	// Queues are the device's queues with NamespaceConfig.Queues, Dev
+	// first; else just Dev. Close closes them all.
+	Queues []*tun.TUN
 
 	cfg   NamespaceConfig // as given to Attach, with defaults filled in
 	token string          // the loopback alias marking the namespace as ours
@@ -344,13 +355,10 @@ func attach(cfg NamespaceConfig, fail func(step string) error) (_ *Attachment, e
 		return nil, err
 	}
 
-	open := tun.Open
-	if cfg.Offload {
-		open = tun.OpenOffload
-	}
-	if a.Dev, err = open(cfg.Link, cfg.MTU); err != nil {
+	if a.Queues, err = tun.OpenQueues(cfg.Link, cfg.MTU, max(cfg.Queues, 1), cfg.Offload); err != nil {
 		return nil, err
 	}
+	a.Dev = a.Queues[0]
 	if err := step("open"); err != nil {
 		return nil, err
 	}
@@ -469,8 +477,12 @@ func (a *Attachment) Close() error {
 
 func (a *Attachment) close() error {
 	var errs []error
-	if a.Dev != nil {
-		errs = append(errs, a.Dev.Close())
+	qs := a.Queues
+	if len(qs) == 0 && a.Dev != nil {
+		qs = []*tun.TUN{a.Dev}
+	}
+	for _, q := range qs {
+		errs = append(errs, q.Close())
 	}
 	a.mu.Lock()
 	ns := a.ns

@@ -92,6 +92,10 @@ type Config struct {
 	// stack.Config.WriteQueue: 0 (the loop writes to the device itself)
 	// to stack.MaxWriteQueue.
 	WriteQueue int
+	// Loops (-loops) is the tcpwheel stacks' stack.Config.Loops, on a TUN
+	// with as many queues: 0 or 1 (one loop) to stack.MaxLoops. Not with
+	// tcpwheel-rec, whose recording is of one loop.
+	Loops int
 	// Load (-load) is how many CPU-bound processes run beside each run, to
 	// keep every core busy: 0 (none) to MaxLoad.
 	Load int

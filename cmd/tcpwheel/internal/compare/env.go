@@ -66,6 +66,9 @@ func runOne(parent context.Context, cfg Config, c compareCase, stackName string,
 		sc, ok := scenarioNamed(c.scenario)
 		defer func() {
 			res.InputPath = e.stack.InputPath()
+			if t, ok := e.stack.(*tcpwheelStack); ok {
+				res.Loops = t.s.Stats().Loops
+			}
 			if ok && !sc.unwatched {
 				res.collectEvents(e.w.Events())
 			}
@@ -146,6 +149,9 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 	bcfg.IPv6 = c.v6
 	lim := runLimits(cfg, c)
 	bcfg.TxQueueLen = lim.inputQueue
+	if lim.loops > 1 && (stackName == stackTcpwheel || stackName == stackTcpwheelRT) {
+		bcfg.Queues = lim.loops // a queue per loop (stack.Config.Loops)
+	}
 	_, stackAddr, err := bcfg.Addrs()
 	if err != nil {
 		return nil, err
@@ -188,7 +194,7 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 		if c.v6 {
 			kernel = e.bed.KernelAddr6
 		}
-		e.stack, err = newStackUnderTest(stackName, e.bed.Dev, e.bed.StackAddr, e.bed.StackAddr6, kernel, cfg.PcapDir, recordPath, lim)
+		e.stack, err = newStackUnderTest(stackName, e.bed.Devs, e.bed.StackAddr, e.bed.StackAddr6, kernel, cfg.PcapDir, recordPath, lim)
 	}
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/compare/segwatch"
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
+	"github.com/tcpwheel/tcpwheel/stack"
 )
 
 // runResult is one run of one case on one stack.
@@ -32,6 +33,9 @@ type runResult struct {
 	// the device) or "reader" (a goroutine reads and posts); "" while the
 	// stack cannot say. See stackUnderTest.InputPath.
 	InputPath string `json:"input_path,omitempty"`
+	// Loops is each loop's share of a tcpwheel stack with several
+	// (-loops): packets read, handoffs.
+	Loops []stack.LoopStats `json:"loops,omitempty"`
 	// Load is how many CPU hogs ran beside the run (-load).
 	Load int `json:"load,omitempty"`
 }
@@ -313,6 +317,7 @@ type reportConfig struct {
 	BurstConns   int       `json:"burst_conns"`
 	BurstQueue   int       `json:"burst_queue,omitempty"`
 	WriteQueue   int       `json:"write_queue,omitempty"`
+	Loops        int       `json:"loops,omitempty"`
 	HTTPBytes    int64     `json:"http_bytes"`
 	HTTPStreams  int       `json:"http_streams"`
 	WrkConns     int       `json:"wrk_conns"`
@@ -331,7 +336,7 @@ func reportConfigOf(cfg Config) reportConfig {
 		BulkBytes: cfg.BulkSize, BulkLoss: cfg.BulkLoss, Conns: cfg.Conns,
 		HoldMS: ms(cfg.Hold), RunTimeoutMS: ms(cfg.RunTimeout),
 		FloodSYNs: cfg.FloodSYNs, FloodRate: cfg.FloodRate, FloodConns: cfg.FloodConns,
-		BurstConns: cfg.BurstConns, BurstQueue: cfg.BurstQueue, WriteQueue: cfg.WriteQueue,
+		BurstConns: cfg.BurstConns, BurstQueue: cfg.BurstQueue, WriteQueue: cfg.WriteQueue, Loops: cfg.Loops,
 		HTTPBytes: cfg.HTTPSize, HTTPStreams: cfg.HTTPStreams, WrkConns: cfg.WrkConns, WrkTimeMS: ms(cfg.WrkTime),
 		ABRequests: cfg.ABRequests, ABConns: cfg.ABConns,
 		Load: cfg.Load, CPUs: runtime.NumCPU(),

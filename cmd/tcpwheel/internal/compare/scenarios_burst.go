@@ -47,6 +47,9 @@ func (c *Config) checkBurst() error {
 	if c.BurstQueue < 0 || c.BurstQueue > netns.MaxTxQueueLen {
 		return fmt.Errorf("-burst-queue %d: want 0 (%d packets per connection) or 1 to %d", c.BurstQueue, burstPacketsPerConn, netns.MaxTxQueueLen)
 	}
+	if c.Loops < 0 || c.Loops > stack.MaxLoops {
+		return fmt.Errorf("-loops %d: want 1 to %d", c.Loops, stack.MaxLoops)
+	}
 	if c.WriteQueue < 0 || c.WriteQueue > stack.MaxWriteQueue {
 		return fmt.Errorf("-write-queue %d: want 0 to %d", c.WriteQueue, stack.MaxWriteQueue)
 	}
@@ -83,11 +86,11 @@ const burstPacketsPerConn = 4
 // listener's backlog, and the TUN's queue (its txqueuelen, which tcpwheel's
 // stacks are told as stack.Config.InputQueue); zero fields leave the
 // defaults.
-type limits struct{ backlog, inputQueue, writeQueue int }
+type limits struct{ backlog, inputQueue, writeQueue, loops int }
 
 // runLimits are the limits of case c.
 func runLimits(cfg Config, c compareCase) limits {
-	return limits{backlog: listenBacklog(cfg, c), inputQueue: burstTxQueueLen(cfg, c), writeQueue: cfg.WriteQueue}
+	return limits{backlog: listenBacklog(cfg, c), inputQueue: burstTxQueueLen(cfg, c), writeQueue: cfg.WriteQueue, loops: cfg.Loops}
 }
 
 // burstTxQueueLen is the TUN's txqueuelen in case c (0: netns's default).

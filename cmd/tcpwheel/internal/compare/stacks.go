@@ -53,18 +53,29 @@ type stackUnderTest interface {
 	Close() error
 }
 
-// newStackUnderTest starts the named stack on dev, which it then owns, at
+// newStackUnderTest starts the named stack on devs, which it then owns (a
+// tcpwheel stack runs a loop on each, stack.Config.Loops; the others take
+// the first), at
 // addr and, when valid, addr6 too; its Dial connects to the kernel at kernel
 // (of either family: an IPv6 kernel address makes its Listen IPv6 too). tcpwheel-rec records into
 // a temporary file in dir ("": the system's), removed when it closes. With
 // recordPath, a tcpwheel stack writes a flight recording there, kept
 // (compare -pcap). lim's non-zero fields replace the stacks' defaults (see
 // runLimits).
-func newStackUnderTest(name string, dev tun.Device, addr, addr6, kernel netip.Addr, dir, recordPath string, lim limits) (stackUnderTest, error) {
+func newStackUnderTest(name string, devs []tun.Device, addr, addr6, kernel netip.Addr, dir, recordPath string, lim limits) (stackUnderTest, error) {
 	backlog := lim.backlog
+	dev := devs[0]
+	closeDevs := func() {
+		for _, d := range devs {
+			d.Close()
+		}
+	}
 	switch name {
 	case stackTcpwheel, stackTcpwheelRT, stackTcpwheelRec:
 		cfg := stack.Config{Device: dev, Addr: addr, Addr6: addr6, Backlog: backlog, InputQueue: lim.inputQueue, WriteQueue: lim.writeQueue}
+		if len(devs) > 1 {
+			cfg.Queues, cfg.Loops = devs[1:], len(devs)
+		}
 		t := &tcpwheelStack{kernel: kernel}
 		switch name {
 		case stackTcpwheelRT:
@@ -73,21 +84,21 @@ func newStackUnderTest(name string, dev tun.Device, addr, addr6, kernel netip.Ad
 		if recordPath != "" {
 			f, err := os.Create(recordPath)
 			if err != nil {
-				dev.Close()
+				closeDevs()
 				return nil, err
 			}
 			t.rec, t.keep, cfg.Record = f, true, f
 		} else if name == stackTcpwheelRec {
 			f, err := os.CreateTemp(dir, "tcpwheel-rec-*.pcapng")
 			if err != nil {
-				dev.Close()
+				closeDevs()
 				return nil, err
 			}
 			t.rec, cfg.Record = f, f
 		}
 		s, err := stack.New(cfg)
 		if err != nil {
-			dev.Close()
+			closeDevs()
 			t.removeRecording()
 			return nil, err
 		}
