@@ -175,6 +175,11 @@ func (s *Stack) handleFrame(frame []byte) {
 func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 	src, dst := id.Local.Addr(), id.Remote.Addr()
 	var hdr, data []byte // the IP and TCP headers, and the payload
+	// fill: the IP header is still to be written, which only a segment that
+	// starts a frame needs (the kernel's segmentation writes the others'
+	// from the first's): 4.5% of a download's CPU was IPv4 headers, their
+	// checksums included, that no frame used.
+	fill := false
 	if s.rec != nil {
 		b := s.obuf[:ihl+seg.EncodedLen()]
 		if _, err := seg.Encode(b[ihl:]); err != nil {
@@ -194,8 +199,7 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 			s.counters.Drops.EncodeError++
 			return
 		}
-		s.fillIP(b, src, dst) // IPv4's ID; the lengths and checksums are flushFrame's
-		hdr, data = b, seg.Payload
+		hdr, data, fill = b, seg.Payload, true // the IP header: below
 	}
 	s.counters.SegmentsOut++
 	g := &s.gso
@@ -206,6 +210,9 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 	const fin, syn, rst = 0x01, 0x02, 0x04
 	if g.n > 0 && g.open && id == g.id && seq == g.next && payload > 0 && payload <= g.mss &&
 		len(hdr) == g.hl && g.n+payload <= len(g.buf) && s.sameHeader(t, thl) {
+		if fill && ihl == ipv4HeaderLen {
+			s.ipID++ // the ID the kernel gives this segment's packet (fillIPv4)
+		}
 		copy(g.buf[g.n:], data)
 		g.n += payload
 		g.segs++
@@ -215,6 +222,9 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 		g.open = payload == g.mss && flags&fin == 0
 	} else {
 		s.flushFrame()
+		if fill {
+			s.fillIP(hdr, src, dst) // IPv4's ID; the lengths and checksums are flushFrame's
+		}
 		n := tun.VnetHdrLen + copy(g.buf[tun.VnetHdrLen:], hdr)
 		g.n = n + copy(g.buf[n:], data)
 		g.segs, g.id, g.ihl, g.hl, g.mss, g.last = 1, id, ihl, len(hdr), payload, payload

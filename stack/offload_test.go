@@ -273,6 +273,36 @@ func offloadPair(t *testing.T, no6 bool, dstB netip.Addr) (a, b *offloadPeer, ca
 	return a, b, ca, c
 }
 
+// TestOffloadFrameIPv4IDs: a GSO frame's IPv4 ID is its first segment's,
+// and the segments joined to it use up theirs (the kernel's segmentation
+// numbers the packets from the first's ID on): the next frame's ID is past
+// them all, though only a segment that starts a frame has its IP header
+// written (queueSegment).
+func TestOffloadFrameIPv4IDs(t *testing.T) {
+	a, _, ca, _ := offloadPair(t, false, addrB)
+	id := func(f []byte) uint16 { return binary.BigEndian.Uint16(f[tun.VnetHdrLen+4:]) }
+	var first, second [][]byte
+	for i, n := range []int{5, 3} {
+		f := a.step(func() {
+			if _, err := ca.TryWrite(make([]byte, n*1448)); err != nil {
+				t.Fatal(err)
+			}
+		})
+		h, _ := tun.ParseVnetHdr(f[0])
+		if len(f) != 1 || tun.SegmentCount(h, f[0][tun.VnetHdrLen:]) != n {
+			t.Fatalf("write %d: %d frames, want one of %d segments", i, len(f), n)
+		}
+		if i == 0 {
+			first = f
+		} else {
+			second = f
+		}
+	}
+	if got, want := id(second[0]), id(first[0])+5; got != want {
+		t.Fatalf("the second frame's IPv4 ID %d, want %d: the first's %d and its 5 segments'", got, want, id(first[0]))
+	}
+}
+
 // TestOffloadNoTSO6: on a device that takes GSO frames of TCP/IPv4 only (no
 // TSO6), TCP/IPv6 segments go out as plain packets, one write each.
 func TestOffloadNoTSO6(t *testing.T) {

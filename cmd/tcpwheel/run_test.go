@@ -56,6 +56,7 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"-txqueuelen", "80000"}, true},
 		{[]string{"-txqueuelen", "0"}, false},
 		{[]string{"-txqueuelen", "10000000"}, false},
+		{[]string{"-cpuprofile", "/nonexistent-dir/cpu.prof"}, false},
 		{[]string{"-bogus"}, false},
 		{[]string{"extra"}, false},
 	} {
@@ -68,6 +69,26 @@ func TestRunFlags(t *testing.T) {
 				t.Fatalf("parse: %v, want a usage error (exit 2)", err)
 			}
 		})
+	}
+}
+
+// TestStartCPUProfile: run's -cpuprofile writes a profile (gzipped, as
+// pprof's) when it stops, and the file is complete then.
+func TestStartCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	stop, err := startCPUProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := startCPUProfile(filepath.Join(t.TempDir(), "second.prof")); err == nil {
+		t.Error("a second profile started while one runs")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile of %d bytes (%v), want gzip", len(b), err)
 	}
 }
 
