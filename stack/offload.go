@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"time"
 
 	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
 	"github.com/tcpwheel/tcpwheel/tcp"
@@ -77,6 +78,12 @@ type gsoState struct {
 	last     int           // the last segment's payload
 	next     uint32        // the sequence number that extends it
 	open     bool          // another segment may join
+	// at is the clock's reading for the frame's first segment (atOK: it
+	// had one), which timers.SendTime gives the segments that may join it;
+	// pendAt is SendTime's latest reading (pend: no segment has taken it
+	// yet), which a segment that starts a frame takes.
+	at, pendAt time.Duration
+	atOK, pend bool
 }
 
 // initOffload looks at what the device offers.
@@ -220,6 +227,7 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 		g.next = seq + uint32(payload)
 		g.buf[tun.VnetHdrLen+ihl+13] = flags // PSH and FIN: the last's
 		g.open = payload == g.mss && flags&fin == 0
+		g.pend = false
 	} else {
 		s.flushFrame()
 		if fill {
@@ -230,6 +238,7 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 		g.segs, g.id, g.ihl, g.hl, g.mss, g.last = 1, id, ihl, len(hdr), payload, payload
 		g.next = seq + uint32(payload)
 		g.open = payload > 0 && flags&(fin|syn|rst) == 0
+		g.at, g.atOK, g.pend = g.pendAt, g.pend, false
 	}
 	if !g.coalesce {
 		s.flushFrame()

@@ -303,6 +303,31 @@ func TestOffloadFrameIPv4IDs(t *testing.T) {
 	}
 }
 
+// TestOffloadSendTimeOfAFrame: while a frame is open, SendTime gives the
+// segments that may join it the clock's reading for its first segment
+// (the frame leaves whole, at the end of the turn), not a reading of their
+// own; once the frame is written, the clock is read again.
+func TestOffloadSendTimeOfAFrame(t *testing.T) {
+	a, _, ca, _ := offloadPair(t, false, addrB)
+	clock := a.m.Clock()
+	t0 := 7 * time.Millisecond
+	a.AdvanceTo(t0)
+	if _, err := ca.TryWrite(make([]byte, 3*1448)); err != nil { // no step: the frame stays open
+		t.Fatal(err)
+	}
+	if a.gso.n == 0 || !a.gso.open || a.gso.segs != 3 {
+		t.Fatalf("no open frame of 3 segments: %d bytes, %d segments, open %v", a.gso.n, a.gso.segs, a.gso.open)
+	}
+	clock.Set(t0 + 5*time.Millisecond) // the clock moves; the wheel does not
+	if got := a.timers().SendTime(); got != t0 {
+		t.Fatalf("SendTime with a frame open: %v, want its first segment's %v", got, t0)
+	}
+	a.m.Post(a.flushFrame)
+	if got, want := a.timers().SendTime(), t0+5*time.Millisecond; got != want {
+		t.Fatalf("SendTime with no frame open: %v, want the clock's %v", got, want)
+	}
+}
+
 // TestOffloadNoTSO6: on a device that takes GSO frames of TCP/IPv4 only (no
 // TSO6), TCP/IPv6 segments go out as plain packets, one write each.
 func TestOffloadNoTSO6(t *testing.T) {
