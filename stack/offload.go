@@ -78,10 +78,12 @@ type gsoState struct {
 	last     int           // the last segment's payload
 	next     uint32        // the sequence number that extends it
 	open     bool          // another segment may join
-	// at is the clock's reading for the frame's first segment (atOK: it
-	// had one), which timers.SendTime gives the segments that may join it;
-	// pendAt is SendTime's latest reading (pend: no segment has taken it
-	// yet), which a segment that starts a frame takes.
+	// at is the clock's reading for the frame (atOK: it has one), which
+	// timers.SendTime gives the segments that may join it; pendAt is
+	// SendTime's latest reading (pend: no segment has taken it yet), which
+	// a segment that starts a frame takes, or, if that one had the frame
+	// before's reading (a new frame of the same turn: the next ACK's), the
+	// next segment to join.
 	at, pendAt time.Duration
 	atOK, pend bool
 }
@@ -227,6 +229,9 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 		g.next = seq + uint32(payload)
 		g.buf[tun.VnetHdrLen+ihl+13] = flags // PSH and FIN: the last's
 		g.open = payload == g.mss && flags&fin == 0
+		if g.pend && !g.atOK { // a frame started on the frame before's reading
+			g.at, g.atOK = g.pendAt, true
+		}
 		g.pend = false
 	} else {
 		s.flushFrame()

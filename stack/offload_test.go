@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
+	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
 )
@@ -322,8 +324,25 @@ func TestOffloadSendTimeOfAFrame(t *testing.T) {
 	if got := a.timers().SendTime(); got != t0 {
 		t.Fatalf("SendTime with a frame open: %v, want its first segment's %v", got, t0)
 	}
+	// That reading's segment starts a frame of its own (another
+	// connection's, as the next ACK's segments would): the next segment
+	// reads the clock, and the frame's later segments get that reading.
+	id2 := tcp.ID{Local: netip.AddrPortFrom(addrA, 5555), Remote: netip.AddrPortFrom(addrB, 80)}
+	seg := func(seq seqnum.Value) *tcp.Segment {
+		return &tcp.Segment{SrcPort: 5555, DstPort: 80, Seq: seq, Ack: 1, Flags: tcp.FlagACK, Window: 100, Payload: make([]byte, 1000)}
+	}
+	a.queueSegment(id2, seg(1000), ipv4HeaderLen)
+	t1 := t0 + 5*time.Millisecond
+	if got := a.timers().SendTime(); got != t1 {
+		t.Fatalf("SendTime in a frame started on the frame before's reading: %v, want the clock's %v", got, t1)
+	}
+	a.queueSegment(id2, seg(2000), ipv4HeaderLen)
+	clock.Set(t0 + 9*time.Millisecond)
+	if got := a.timers().SendTime(); got != t1 {
+		t.Fatalf("SendTime after the frame's second segment: %v, want that segment's reading %v", got, t1)
+	}
 	a.m.Post(a.flushFrame)
-	if got, want := a.timers().SendTime(), t0+5*time.Millisecond; got != want {
+	if got, want := a.timers().SendTime(), t0+9*time.Millisecond; got != want {
 		t.Fatalf("SendTime with no frame open: %v, want the clock's %v", got, want)
 	}
 }
