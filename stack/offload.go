@@ -263,13 +263,35 @@ func (s *Stack) fillIP(pkt []byte, src, dst netip.Addr) {
 // sameHeader reports whether the TCP header t (thl bytes) is the frame's
 // first segment's but for the sequence number, PSH and FIN (which the
 // segment may not have: see queueSegment) and the checksum.
+//
+// It compares words, not strings: five comparisons of short strings (each a
+// call of the runtime's memequal) were 3% of a download's CPU, once per
+// segment.
 func (s *Stack) sameHeader(t []byte, thl int) bool {
 	f := s.gso.buf[tun.VnetHdrLen+s.gso.ihl:]
-	return string(t[0:4]) == string(f[0:4]) && // ports
-		string(t[8:13]) == string(f[8:13]) && // ACK, data offset
-		t[13]&^0x09 == f[13]&^0x09 && // flags but PSH, FIN
-		string(t[14:16]) == string(f[14:16]) && // window
-		string(t[18:thl]) == string(f[18:thl]) // urgent pointer, options
+	if len(t) < thl || len(f) < thl || thl < 20 {
+		return false
+	}
+	be := binary.BigEndian
+	if be.Uint32(t[0:]) != be.Uint32(f[0:]) || // ports
+		be.Uint32(t[8:]) != be.Uint32(f[8:]) || // ACK
+		t[12] != f[12] || // data offset
+		t[13]&^0x09 != f[13]&^0x09 || // flags but PSH, FIN
+		be.Uint16(t[14:]) != be.Uint16(f[14:]) { // window
+		return false
+	}
+	i := 18 // the urgent pointer, then the options
+	for ; i+8 <= thl; i += 8 {
+		if be.Uint64(t[i:]) != be.Uint64(f[i:]) {
+			return false
+		}
+	}
+	for ; i+2 <= thl; i += 2 { // a TCP header's length is a multiple of 4
+		if be.Uint16(t[i:]) != be.Uint16(f[i:]) {
+			return false
+		}
+	}
+	return true
 }
 
 // flushFrame writes the frame being built, if there is one: one segment

@@ -347,6 +347,38 @@ func TestOffloadSendTimeOfAFrame(t *testing.T) {
 	}
 }
 
+// TestOffloadSameHeader: a segment's TCP header matches the frame's first
+// when they differ only in the sequence number, the checksum and PSH or
+// FIN; any other byte, options included, makes it start a frame of its own.
+func TestOffloadSameHeader(t *testing.T) {
+	a, _, _, _ := offloadPair(t, false, addrB)
+	id := tcp.ID{Local: netip.AddrPortFrom(addrA, 5555), Remote: netip.AddrPortFrom(addrB, 80)}
+	for _, opts := range []tcp.Options{{}, {TS: true, TSVal: 0x01020304, TSEcr: 0x05060708},
+		{TS: true, TSVal: 9, TSEcr: 10, NSACK: 2, SACK: [tcp.MaxSACKBlocks]tcp.SACKBlock{{Start: 1, End: 2}, {Start: 3, End: 4}}}} {
+		a.m.Post(a.flushFrame)
+		seg := tcp.Segment{SrcPort: 5555, DstPort: 80, Seq: 1000, Ack: 77, Flags: tcp.FlagACK | tcp.FlagPSH, Window: 100, Options: opts, Payload: make([]byte, 100)}
+		a.queueSegment(id, &seg, ipv4HeaderLen)
+		thl := seg.EncodedLen() - len(seg.Payload)
+		first := a.gso.buf[tun.VnetHdrLen+ipv4HeaderLen:][:thl]
+		if !a.sameHeader(bytes.Clone(first), thl) {
+			t.Fatalf("%d-byte header: not the same as itself", thl)
+		}
+		for i := range thl {
+			h := bytes.Clone(first)
+			h[i] ^= 0xff
+			want := i >= 4 && i < 8 || i == 16 || i == 17 // the sequence number, the checksum
+			if got := a.sameHeader(h, thl); got != want {
+				t.Errorf("%d-byte header, byte %d changed: same %v, want %v", thl, i, got, want)
+			}
+		}
+		h := bytes.Clone(first)
+		h[13] ^= 0x09 // PSH and FIN
+		if !a.sameHeader(h, thl) {
+			t.Errorf("%d-byte header: PSH and FIN changed: not the same", thl)
+		}
+	}
+}
+
 // TestOffloadNoTSO6: on a device that takes GSO frames of TCP/IPv4 only (no
 // TSO6), TCP/IPv6 segments go out as plain packets, one write each.
 func TestOffloadNoTSO6(t *testing.T) {
