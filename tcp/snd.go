@@ -227,9 +227,9 @@ func (e *Endpoint) freeSeg(s *txSeg) {
 // whole window at once (a batch of input ACKs it all before the output
 // runs): with a fixed 64 a bulk sender allocated anew most of the segments
 // of each window (a 256 KB buffer is 182 segments of 1448 bytes, the
-// default 1 MB one 725). They cost 128 bytes each (93 KB for 1 MB), kept
-// once used as the connection's ring keeps its storage, up to the send
-// buffer (internal/ring).
+// default 512 KB one 363). They cost 128 bytes each (46 KB for 512 KB),
+// kept once used as the connection's ring keeps its storage, up to the
+// send buffer (internal/ring).
 func (e *Endpoint) freeSegsCap() int {
 	return max(64, e.cfg.SendBuffer/max(e.snd.smss, 64)+1)
 }

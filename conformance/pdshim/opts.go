@@ -25,7 +25,7 @@ func linuxTCP() tcp.Config {
 }
 
 // shimSendBuffer is the send buffer of a socket whose script sets no
-// SO_SNDBUF: 256 KB, the library's default until it grew to 1 MB for bulk
+// SO_SNDBUF: 256 KB, the library's default until it grew to 512 KB for bulk
 // throughput (tcp.DefaultSendBuffer), which the scripts' expectations were
 // checked against.
 const shimSendBuffer = 256 << 10
