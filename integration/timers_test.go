@@ -420,7 +420,7 @@ func TestZeroWindow(t *testing.T) {
 	port := c.LocalAddr().(*net.TCPAddr).AddrPort().Port()
 	zeroAcks := e.watch(impair.Ingress, func(s segInfo) bool { return s.TCP && s.Dst.Port() == port && s.Window == 0 })
 
-	data := randomBytes(9, 1<<20)
+	data := randomBytes(9, 2*tcp.DefaultSendBuffer) // more than the send buffer holds
 	writeDone := make(chan error, 1)
 	go func() {
 		_, err := c.Write(data)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
+	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
 )
@@ -271,6 +273,110 @@ func offloadPair(t *testing.T, no6 bool, dstB netip.Addr) (a, b *offloadPeer, ca
 		}
 	}
 	return a, b, ca, c
+}
+
+// TestOffloadFrameIPv4IDs: a GSO frame's IPv4 ID is its first segment's,
+// and the segments joined to it use up theirs (the kernel's segmentation
+// numbers the packets from the first's ID on): the next frame's ID is past
+// them all, though only a segment that starts a frame has its IP header
+// written (queueSegment).
+func TestOffloadFrameIPv4IDs(t *testing.T) {
+	a, _, ca, _ := offloadPair(t, false, addrB)
+	id := func(f []byte) uint16 { return binary.BigEndian.Uint16(f[tun.VnetHdrLen+4:]) }
+	var first, second [][]byte
+	for i, n := range []int{5, 3} {
+		f := a.step(func() {
+			if _, err := ca.TryWrite(make([]byte, n*1448)); err != nil {
+				t.Fatal(err)
+			}
+		})
+		h, _ := tun.ParseVnetHdr(f[0])
+		if len(f) != 1 || tun.SegmentCount(h, f[0][tun.VnetHdrLen:]) != n {
+			t.Fatalf("write %d: %d frames, want one of %d segments", i, len(f), n)
+		}
+		if i == 0 {
+			first = f
+		} else {
+			second = f
+		}
+	}
+	if got, want := id(second[0]), id(first[0])+5; got != want {
+		t.Fatalf("the second frame's IPv4 ID %d, want %d: the first's %d and its 5 segments'", got, want, id(first[0]))
+	}
+}
+
+// TestOffloadSendTimeOfAFrame: while a frame is open, SendTime gives the
+// segments that may join it the clock's reading for its first segment
+// (the frame leaves whole, at the end of the turn), not a reading of their
+// own; once the frame is written, the clock is read again.
+func TestOffloadSendTimeOfAFrame(t *testing.T) {
+	a, _, ca, _ := offloadPair(t, false, addrB)
+	clock := a.m.Clock()
+	t0 := 7 * time.Millisecond
+	a.AdvanceTo(t0)
+	if _, err := ca.TryWrite(make([]byte, 3*1448)); err != nil { // no step: the frame stays open
+		t.Fatal(err)
+	}
+	if a.gso.n == 0 || !a.gso.open || a.gso.segs != 3 {
+		t.Fatalf("no open frame of 3 segments: %d bytes, %d segments, open %v", a.gso.n, a.gso.segs, a.gso.open)
+	}
+	clock.Set(t0 + 5*time.Millisecond) // the clock moves; the wheel does not
+	if got := a.timers().SendTime(); got != t0 {
+		t.Fatalf("SendTime with a frame open: %v, want its first segment's %v", got, t0)
+	}
+	// That reading's segment starts a frame of its own (another
+	// connection's, as the next ACK's segments would): the next segment
+	// reads the clock, and the frame's later segments get that reading.
+	id2 := tcp.ID{Local: netip.AddrPortFrom(addrA, 5555), Remote: netip.AddrPortFrom(addrB, 80)}
+	seg := func(seq seqnum.Value) *tcp.Segment {
+		return &tcp.Segment{SrcPort: 5555, DstPort: 80, Seq: seq, Ack: 1, Flags: tcp.FlagACK, Window: 100, Payload: make([]byte, 1000)}
+	}
+	a.queueSegment(id2, seg(1000), ipv4HeaderLen)
+	t1 := t0 + 5*time.Millisecond
+	if got := a.timers().SendTime(); got != t1 {
+		t.Fatalf("SendTime in a frame started on the frame before's reading: %v, want the clock's %v", got, t1)
+	}
+	a.queueSegment(id2, seg(2000), ipv4HeaderLen)
+	clock.Set(t0 + 9*time.Millisecond)
+	if got := a.timers().SendTime(); got != t1 {
+		t.Fatalf("SendTime after the frame's second segment: %v, want that segment's reading %v", got, t1)
+	}
+	a.m.Post(a.flushFrame)
+	if got, want := a.timers().SendTime(), t0+9*time.Millisecond; got != want {
+		t.Fatalf("SendTime with no frame open: %v, want the clock's %v", got, want)
+	}
+}
+
+// TestOffloadSameHeader: a segment's TCP header matches the frame's first
+// when they differ only in the sequence number, the checksum and PSH or
+// FIN; any other byte, options included, makes it start a frame of its own.
+func TestOffloadSameHeader(t *testing.T) {
+	a, _, _, _ := offloadPair(t, false, addrB)
+	id := tcp.ID{Local: netip.AddrPortFrom(addrA, 5555), Remote: netip.AddrPortFrom(addrB, 80)}
+	for _, opts := range []tcp.Options{{}, {TS: true, TSVal: 0x01020304, TSEcr: 0x05060708},
+		{TS: true, TSVal: 9, TSEcr: 10, NSACK: 2, SACK: [tcp.MaxSACKBlocks]tcp.SACKBlock{{Start: 1, End: 2}, {Start: 3, End: 4}}}} {
+		a.m.Post(a.flushFrame)
+		seg := tcp.Segment{SrcPort: 5555, DstPort: 80, Seq: 1000, Ack: 77, Flags: tcp.FlagACK | tcp.FlagPSH, Window: 100, Options: opts, Payload: make([]byte, 100)}
+		a.queueSegment(id, &seg, ipv4HeaderLen)
+		thl := seg.EncodedLen() - len(seg.Payload)
+		first := a.gso.buf[tun.VnetHdrLen+ipv4HeaderLen:][:thl]
+		if !a.sameHeader(bytes.Clone(first), thl) {
+			t.Fatalf("%d-byte header: not the same as itself", thl)
+		}
+		for i := range thl {
+			h := bytes.Clone(first)
+			h[i] ^= 0xff
+			want := i >= 4 && i < 8 || i == 16 || i == 17 // the sequence number, the checksum
+			if got := a.sameHeader(h, thl); got != want {
+				t.Errorf("%d-byte header, byte %d changed: same %v, want %v", thl, i, got, want)
+			}
+		}
+		h := bytes.Clone(first)
+		h[13] ^= 0x09 // PSH and FIN
+		if !a.sameHeader(h, thl) {
+			t.Errorf("%d-byte header: PSH and FIN changed: not the same", thl)
+		}
+	}
 }
 
 // TestOffloadNoTSO6: on a device that takes GSO frames of TCP/IPv4 only (no

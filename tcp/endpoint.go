@@ -49,6 +49,11 @@ type Endpoint struct {
 	icmp       icmpState      // what ICMP errors told (icmp.go)
 	challenges challengeLimit // RFC 5961 7 (input.go)
 
+	// txScratch is the segment emit hands to the Output, emitting says it
+	// is in use (snd.go).
+	txScratch Segment
+	emitting  bool
+
 	stats   Counters
 	lastRTO TimerExpiry // Info().LastRTO
 	trace   *timerTrace // Config.TraceTimers

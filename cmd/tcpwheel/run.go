@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,10 +47,11 @@ type runConfig struct {
 	verbose  bool
 	logger   *slog.Logger // with verbose: to standard error (cmdRun)
 	backlog  int
-	txqueue  int  // the TUN's txqueuelen: the kernel's queue of packets for the stack
-	plain    bool // -no-offload
-	wqueue   int  // stack.Config.WriteQueue: the device writer's slots (0: none)
-	loops    int  // stack.Config.Loops, on a TUN with as many queues
+	txqueue  int    // the TUN's txqueuelen: the kernel's queue of packets for the stack
+	plain    bool   // -no-offload
+	wqueue   int    // stack.Config.WriteQueue: the device writer's slots (0: none)
+	loops    int    // stack.Config.Loops, on a TUN with as many queues
+	cpuprof  string // -cpuprofile: write the process's CPU profile here
 }
 
 // defaultRunBacklog is run's listener backlog (stack.Config.Backlog: half-open
@@ -88,6 +90,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.IntVar(&cfg.txqueue, "txqueuelen", netns.DefaultTxQueueLen, "the TUN's transmit queue, the packets the kernel holds for the stack while its loop is busy (a burst beyond it is dropped there)")
 	fs.IntVar(&cfg.backlog, "backlog", defaultRunBacklog, "each listener's limit of half-open connections, and of connections waiting for accept")
 	fs.BoolVar(&cfg.plain, "no-offload", false, "open the TUN without offloads (virtio-net headers, TSO and checksum offload): one packet of at most the MTU per read and write")
+	fs.StringVar(&cfg.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run (go tool pprof) to this file")
 	fs.BoolVar(&cfg.rt, "rt", false, "run the stack's loop thread at real-time priority (SCHED_FIFO "+strconv.Itoa(rtPriority)+"); fails where not permitted")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tcpwheel run [flags]\n\nBrings the stack up on a TUN device whose kernel side lives in its own network\nnamespace, and serves echo (7, TCP and UDP), discard (9), DNS (53, UDP and\nTCP: A and AAAA of "+dnsrv.DefaultName+") and HTTP (80).\n\nflags:")
@@ -156,10 +159,15 @@ func (cfg *runConfig) checkPaths() error {
 			return fmt.Errorf("-pcap %q: %v", cfg.pcap, err)
 		}
 	}
+	if cfg.cpuprof != "" {
+		if err := testbed.CheckWritable(cfg.cpuprof); err != nil {
+			return fmt.Errorf("-cpuprofile %q: %v", cfg.cpuprof, err)
+		}
+	}
 	return nil
 }
 
-func cmdRun(args []string, stdout, stderr io.Writer) error {
+func cmdRun(args []string, stdout, stderr io.Writer) (err error) {
 	cfg, err := parseRunFlags(args, stderr)
 	if err != nil {
 		return err
@@ -171,6 +179,17 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	if cfg.verbose {
 		cfg.logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if cfg.cpuprof != "" {
+		stopProf, perr := startCPUProfile(cfg.cpuprof)
+		if perr != nil {
+			return fmt.Errorf("run: -cpuprofile: %w", perr)
+		}
+		defer func() {
+			if perr := stopProf(); perr != nil && err == nil {
+				err = fmt.Errorf("run: -cpuprofile: %w", perr)
+			}
+		}()
 	}
 	return serve(ctx, cfg, stdout)
 }
@@ -482,4 +501,22 @@ func httpHandler(s *stack.Stack) http.Handler {
 	})
 	bytesrv.Register(mux, nil)
 	return mux
+}
+
+// startCPUProfile starts the process's CPU profile into the file path (run's
+// -cpuprofile: where a transfer's CPU goes, for `go tool pprof`) and returns
+// what stops it and closes the file.
+func startCPUProfile(path string) (func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }

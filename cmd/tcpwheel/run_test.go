@@ -59,6 +59,7 @@ func TestRunFlags(t *testing.T) {
 		{[]string{"-loops", "2"}, true},
 		{[]string{"-loops", "0"}, false},
 		{[]string{"-loops", "2", "-pcap", "x.pcapng"}, false},
+		{[]string{"-cpuprofile", "/nonexistent-dir/cpu.prof"}, false},
 		{[]string{"-bogus"}, false},
 		{[]string{"extra"}, false},
 	} {
@@ -71,6 +72,48 @@ func TestRunFlags(t *testing.T) {
 				t.Fatalf("parse: %v, want a usage error (exit 2)", err)
 			}
 		})
+	}
+}
+
+// TestStartCPUProfile: run's -cpuprofile writes a profile (gzipped, as
+// pprof's) when it stops, and the file is complete then.
+func TestStartCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	stop, err := startCPUProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := startCPUProfile(filepath.Join(t.TempDir(), "second.prof")); err == nil {
+		t.Error("a second profile started while one runs")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile of %d bytes (%v), want gzip", len(b), err)
+	}
+}
+
+// digAnswer is dig's +answer output with its fields joined by single spaces,
+// without the comment lines (";;") dig prints for a try that timed out (a
+// query or answer lost to run's -loss) before the answer of a later try.
+func digAnswer(o string) string {
+	var keep []string
+	for _, l := range strings.Split(o, "\n") {
+		if !strings.HasPrefix(l, ";;") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(strings.Fields(strings.Join(keep, "\n")), " ")
+}
+
+// TestDigAnswer: a try that timed out before the answer (as TestServe saw
+// through its 1% loss) leaves the answer as it is.
+func TestDigAnswer(t *testing.T) {
+	o := ";; communications error to 2001:db8::2#53: timed out\ntcpwheel.test.\t\t60\tIN\tA\t198.18.0.2\n"
+	if got, want := digAnswer(o), "tcpwheel.test. 60 IN A 198.18.0.2"; got != want {
+		t.Fatalf("digAnswer(%q) = %q, want %q", o, got, want)
 	}
 }
 
@@ -181,12 +224,12 @@ func TestServe(t *testing.T) {
 			{"2001:db8::2", "tcpwheel.test", "A", "tcpwheel.test. 60 IN A 198.18.0.2"},
 		} {
 			o, err := inNS("dig", "+tries=5", "+time=1", "+noall", "+answer", "@"+tc.server, tc.name, tc.qtype)
-			if got := strings.Join(strings.Fields(o), " "); err != nil || got != tc.want {
+			if got := digAnswer(o); err != nil || got != tc.want {
 				t.Fatalf("dig @%s %s %s: answer section %q, %v; want %q", tc.server, tc.name, tc.qtype, o, err, tc.want)
 			}
 		}
 		// Over TCP: dig +tcp, and ANY (which dig asks over TCP).
-		if o, err := inNS("dig", "+tries=5", "+time=1", "+tcp", "+noall", "+answer", "@2001:db8::2", "tcpwheel.test", "A"); err != nil || strings.Join(strings.Fields(o), " ") != "tcpwheel.test. 60 IN A 198.18.0.2" {
+		if o, err := inNS("dig", "+tries=5", "+time=1", "+tcp", "+noall", "+answer", "@2001:db8::2", "tcpwheel.test", "A"); err != nil || digAnswer(o) != "tcpwheel.test. 60 IN A 198.18.0.2" {
 			t.Fatalf("dig +tcp: answer section %q, %v", o, err)
 		}
 		if o, err := inNS("dig", "+tries=5", "+time=1", "+noall", "+answer", "@198.18.0.2", "tcpwheel.test", "ANY"); err != nil || !strings.Contains(o, "IN\tA\t198.18.0.2") || !strings.Contains(o, "IN\tAAAA\t2001:db8::2") || !strings.Contains(o, "IN\tSOA\t") {

@@ -21,8 +21,14 @@ import (
 // (net.ipv4.tcp_congestion_control), whose beta of 0.7 the fast recovery
 // scripts assume (tcpi_snd_ssthresh, and what PRR sends).
 func linuxTCP() tcp.Config {
-	return tcp.Config{RecvBuffer: 15 << 20, CUBIC: true, LinuxRTO: true, PushPolicy: tcp.PushLinux}
+	return tcp.Config{SendBuffer: shimSendBuffer, RecvBuffer: 15 << 20, CUBIC: true, LinuxRTO: true, PushPolicy: tcp.PushLinux}
 }
+
+// shimSendBuffer is the send buffer of a socket whose script sets no
+// SO_SNDBUF: 256 KB, the library's default until it grew to 512 KB for bulk
+// throughput (tcp.DefaultSendBuffer), which the scripts' expectations were
+// checked against.
+const shimSendBuffer = 256 << 10
 
 // sockOpts are a socket's options; those set before listen or connect go
 // into the TCP configuration of its connections (tcpConfig).
@@ -219,7 +225,7 @@ func (s *Shim) Getsockopt(fd, level, name int, val []byte) (int, error) {
 	case [2]int{unix.SOL_SOCKET, unix.SO_TYPE}:
 		return putInt(val, unix.SOCK_STREAM)
 	case [2]int{unix.SOL_SOCKET, unix.SO_SNDBUF}:
-		return putInt(val, s.tcpConfigBuf(o.sndbuf, tcp.DefaultSendBuffer))
+		return putInt(val, s.tcpConfigBuf(o.sndbuf, linuxTCP().SendBuffer))
 	case [2]int{unix.SOL_SOCKET, unix.SO_RCVBUF}:
 		return putInt(val, s.tcpConfigBuf(o.rcvbuf, linuxTCP().RecvBuffer))
 	case [2]int{unix.SOL_SOCKET, unix.SO_KEEPALIVE}:
