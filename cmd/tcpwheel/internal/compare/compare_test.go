@@ -458,6 +458,37 @@ func TestRunEnvDirectPath(t *testing.T) {
 	}
 }
 
+// TestRunEnvClientsUnimpaired: in a real-client scenario tcpwheel's stack
+// writes to the TUN itself, with no impairment layer taking its GSO frames
+// apart (as gvisor-gso's TUN has none); a scenario that drops packets keeps
+// the layer.
+func TestRunEnvClientsUnimpaired(t *testing.T) {
+	testbed.RequireRoot(t)
+	cfg := DefaultConfig()
+	for _, tc := range []struct {
+		c        compareCase
+		impaired bool
+	}{
+		{compareCase{name: "http-down", scenario: "http-down"}, false},
+		{compareCase{name: "tail-loss", scenario: "tail-loss"}, true},
+	} {
+		t.Run(tc.c.name, func(t *testing.T) {
+			res := &runResult{Metrics: map[string]float64{}}
+			e, err := newRunEnv(t.Context(), cfg, tc.c, stackTcpwheel, 0, res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.close()
+			if got := e.bed.Imp != nil; got != tc.impaired {
+				t.Errorf("impairment layer: %v, want %v (the stack's device: %T)", got, tc.impaired, e.bed.Dev)
+			}
+			if !tc.impaired && e.bed.Dev != tun.Device(e.bed.Att.Dev) {
+				t.Errorf("the stack's device is %T, want the TUN itself", e.bed.Dev)
+			}
+		})
+	}
+}
+
 // TestProgressLine: the first run shows the time so far; later ones add an
 // estimate of what is left at the mean pace of the runs done.
 func TestProgressLine(t *testing.T) {
