@@ -34,6 +34,9 @@ type Endpoint struct {
 	rack   rackState              // RACK-TLP, RFC 8985 (rack.go)
 	cc     congestionControl      // cwnd and ssthresh: NewReno, RFC 5681/6582 (cc.go), or CUBIC, RFC 9438 (cubic.go)
 	timers [numTimers]timer.Entry // all but retransmission, by kind (timers.go)
+	// timersInit has bit k set once timers[k] has its expiry function
+	// (startTimer gives it on the first start: timerFn).
+	timersInit uint8
 
 	// Negotiated options, which both sides use.
 	tsOK, sackOK, wsOK bool
@@ -102,7 +105,6 @@ func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *End
 	if cfg.TraceTimers {
 		e.trace = &timerTrace{}
 	}
-	e.initTimers()
 	e.rack.fack = iss
 	return e
 }

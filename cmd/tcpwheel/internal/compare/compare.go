@@ -96,6 +96,11 @@ type Config struct {
 	// with as many queues: 0 or 1 (one loop) to stack.MaxLoops. Not with
 	// tcpwheel-rec, whose recording is of one loop.
 	Loops int
+	// CPUProfile (-cpuprofile) names the file the command writes a CPU
+	// profile of the whole comparison to: where the stacks' loops spend
+	// their time in a scenario (issue 11's burst, issue 15's ab). Run
+	// ignores it; the command starts and stops the profile around Run.
+	CPUProfile string
 	// Load (-load) is how many CPU-bound processes run beside each run, to
 	// keep every core busy: 0 (none) to MaxLoad.
 	Load int
