@@ -96,19 +96,25 @@ const (
 
 var _ net.Conn = (*Conn)(nil)
 
-// newConn runs on the loop.
-func newConn(s *Stack, ep *tcp.Endpoint) *Conn {
+// newConn runs on the loop. An accepted connection is settled (its
+// handshake is over): it shares the stack's closed settled channel instead of
+// making one to close at once.
+func newConn(s *Stack, ep *tcp.Endpoint, settled bool) *Conn {
 	id := ep.ID()
 	c := &Conn{
 		s: s, ep: ep, id: id,
 		readable: make(chan struct{}, 1),
 		writable: make(chan struct{}, 1),
-		settled:  make(chan struct{}),
 		closed:   make(chan struct{}),
 		relStep:  ep.UpdateStep(),
 	}
 	if s.input == inputManual {
 		c.relStep = 1
+	}
+	if settled {
+		c.settled, c.settledDone = s.settled, true
+	} else {
+		c.settled = make(chan struct{})
 	}
 	ds := new([2]deadline) // one allocation for both
 	c.rd, c.wd = &ds[0], &ds[1]
