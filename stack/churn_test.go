@@ -85,8 +85,20 @@ func TestDeadlineZeroValue(t *testing.T) {
 		t.Fatal("a time in the past: not passed")
 	}
 	d.set(time.Time{})
-	if d.passed() {
-		t.Fatal("cleared: still passed")
+	if d.passed() || d.ch != nil {
+		t.Fatalf("cleared after passing: passed %v, channel %v; want false, none (made by the next wait)", d.passed(), d.ch)
+	}
+	if w2 := d.wait(); w2 == w || d.passed() {
+		t.Fatal("wait after clearing: want a new channel, not closed")
+	}
+	// Passed and cleared, as net/http's server does on every request: no
+	// channel made.
+	if allocs := testing.AllocsPerRun(100, func() {
+		d.set(time.Time{})
+		d.set(time.Now().Add(-time.Second))
+		d.set(time.Time{})
+	}); allocs > 1 {
+		t.Errorf("a deadline passed and cleared: %.1f allocations, want at most 1 (the channel closed)", allocs)
 	}
 	var e deadline
 	e.set(time.Now().Add(10 * time.Millisecond))

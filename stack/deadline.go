@@ -27,7 +27,11 @@ func (d *deadline) set(t time.Time) {
 	d.timer = nil
 	select {
 	case <-d.ch: // (never, while ch is nil)
-		d.ch = make(chan struct{})
+		// Passed: the next wait makes a new channel (a reader blocked on
+		// this one has been woken). net/http's server passes its read
+		// deadline (to stop a background read) and clears it on every
+		// request.
+		d.ch = nil
 	default:
 	}
 	if t.IsZero() {
