@@ -4,8 +4,10 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/internal/ring"
@@ -25,12 +27,15 @@ import (
 // post only once it adds up to a step of the window worth an update. A call
 // blocks only when the send buffer is full or nothing has been received.
 type Conn struct {
-	s      *Stack
-	ep     *tcp.Endpoint // touched only on the loop
-	id     tcp.ID
-	laddr  *net.TCPAddr
-	raddr  *net.TCPAddr
-	rd, wd *deadline
+	s  *Stack
+	ep *tcp.Endpoint // touched only on the loop
+	id tcp.ID
+	// laddr and raddr are the 4-tuple's ends as net.TCPAddrs, made by the
+	// first LocalAddr or RemoteAddr (addrOf), on the application's
+	// goroutine: not on the loop, which makes the Conn, for four
+	// allocations per connection that a burst of them queues behind.
+	laddr, raddr atomic.Pointer[net.TCPAddr]
+	rd, wd       *deadline
 
 	readable, writable chan struct{} // a pending wakeup each, set by endpoint events
 	settled            chan struct{} // closed once the handshake is over, either way
@@ -91,24 +96,28 @@ const (
 
 var _ net.Conn = (*Conn)(nil)
 
-// newConn runs on the loop.
-func newConn(s *Stack, ep *tcp.Endpoint) *Conn {
+// newConn runs on the loop. An accepted connection is settled (its
+// handshake is over): it shares the stack's closed settled channel instead of
+// making one to close at once.
+func newConn(s *Stack, ep *tcp.Endpoint, settled bool) *Conn {
 	id := ep.ID()
 	c := &Conn{
 		s: s, ep: ep, id: id,
-		laddr:    net.TCPAddrFromAddrPort(id.Local),
-		raddr:    net.TCPAddrFromAddrPort(id.Remote),
-		rd:       newDeadline(),
-		wd:       newDeadline(),
 		readable: make(chan struct{}, 1),
 		writable: make(chan struct{}, 1),
-		settled:  make(chan struct{}),
 		closed:   make(chan struct{}),
 		relStep:  ep.UpdateStep(),
 	}
 	if s.input == inputManual {
 		c.relStep = 1
 	}
+	if settled {
+		c.settled, c.settledDone = s.settled, true
+	} else {
+		c.settled = make(chan struct{})
+	}
+	ds := new([2]deadline) // one allocation for both
+	c.rd, c.wd = &ds[0], &ds[1]
 	c.tx.limit = ep.Writable() // the send buffer's size: it holds nothing yet
 	c.flushFn, c.releaseFn = c.flush, c.release
 	return c
@@ -161,7 +170,7 @@ func wake(ch chan struct{}) {
 }
 
 func (c *Conn) opErr(op string, err error) error {
-	return &net.OpError{Op: op, Net: "tcp", Source: c.laddr, Addr: c.raddr, Err: err}
+	return &net.OpError{Op: op, Net: "tcp", Source: addrOf(&c.laddr, c.id.Local), Addr: addrOf(&c.raddr, c.id.Remote), Err: err}
 }
 
 // Read implements net.Conn. It returns io.EOF after the peer's FIN.
@@ -294,9 +303,10 @@ func (c *Conn) isClosed() bool {
 // releases the connection (RFC 9293 3.10.4). Unread received data makes it a RST,
 // as on Linux. A second Close returns an error wrapping net.ErrClosed.
 func (c *Conn) Close() error {
-	err := c.opErr("close", net.ErrClosed)
+	var err error
+	first := false
 	c.closeOnce.Do(func() {
-		err = nil
+		first = true
 		close(c.closed)
 		c.mu.Lock()
 		unread := c.rx.ring.Len() > 0 // taken from the endpoint but never returned
@@ -320,6 +330,9 @@ func (c *Conn) Close() error {
 		c.rd.set(time.Time{})
 		c.wd.set(time.Time{})
 	})
+	if !first {
+		return c.opErr("close", net.ErrClosed) // made only here: five allocations
+	}
 	return err
 }
 
@@ -353,10 +366,20 @@ func (c *Conn) Abort() error {
 }
 
 // LocalAddr implements net.Conn.
-func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+func (c *Conn) LocalAddr() net.Addr { return addrOf(&c.laddr, c.id.Local) }
 
 // RemoteAddr implements net.Conn.
-func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
+func (c *Conn) RemoteAddr() net.Addr { return addrOf(&c.raddr, c.id.Remote) }
+
+// addrOf returns the net.TCPAddr of ap kept in p, making it the first time.
+// Every call returns the same one, as a net.TCPConn's LocalAddr does.
+func addrOf(p *atomic.Pointer[net.TCPAddr], ap netip.AddrPort) *net.TCPAddr {
+	if a := p.Load(); a != nil {
+		return a
+	}
+	p.CompareAndSwap(nil, net.TCPAddrFromAddrPort(ap))
+	return p.Load()
+}
 
 // SetDeadline implements net.Conn.
 func (c *Conn) SetDeadline(t time.Time) error {

@@ -19,7 +19,7 @@ import (
 // manualPair is two manual stacks whose packets the test carries across
 // (shuttle), on clocks that stay at 0: every step is deterministic.
 type manualPair struct {
-	t                  *testing.T
+	t                  testing.TB
 	a, b               *Manual
 	aDev, aTap         *tuntest.Endpoint // a's device, and where its packets come out
 	bDev, bTap         *tuntest.Endpoint
@@ -32,7 +32,7 @@ func newManualPair(t *testing.T) *manualPair {
 }
 
 // newManualPairWith is newManualPair with both stacks' TCP configured by tc.
-func newManualPairWith(t *testing.T, tc tcp.Config) *manualPair {
+func newManualPairWith(t testing.TB, tc tcp.Config) *manualPair {
 	t.Helper()
 	p := &manualPair{t: t}
 	p.aDev, p.aTap = tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500, QueueLen: 4096})

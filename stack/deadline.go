@@ -6,14 +6,17 @@ import (
 )
 
 // deadline is a settable deadline: wait returns a channel closed once it passes.
-// Setting it again re-arms it, whether or not it had passed.
+// Setting it again re-arms it, whether or not it had passed. Its zero value is
+// a deadline that is not set: the channel is made when first needed (wait, or
+// a set to a time), for most connections never set one, and a Conn is made on
+// the loop.
 type deadline struct {
 	mu    sync.Mutex
 	timer *time.Timer
-	ch    chan struct{} // closed when the deadline passes
+	ch    chan struct{} // closed when the deadline passes; nil until needed
 }
 
-func newDeadline() *deadline { return &deadline{ch: make(chan struct{})} }
+func newDeadline() *deadline { return &deadline{} }
 
 func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
@@ -23,12 +26,19 @@ func (d *deadline) set(t time.Time) {
 	}
 	d.timer = nil
 	select {
-	case <-d.ch:
-		d.ch = make(chan struct{})
+	case <-d.ch: // (never, while ch is nil)
+		// Passed: the next wait makes a new channel (a reader blocked on
+		// this one has been woken). net/http's server passes its read
+		// deadline (to stop a background read) and clears it on every
+		// request.
+		d.ch = nil
 	default:
 	}
 	if t.IsZero() {
 		return
+	}
+	if d.ch == nil {
+		d.ch = make(chan struct{})
 	}
 	dur := time.Until(t)
 	if dur <= 0 {
@@ -42,12 +52,18 @@ func (d *deadline) set(t time.Time) {
 func (d *deadline) wait() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.ch == nil {
+		d.ch = make(chan struct{})
+	}
 	return d.ch
 }
 
 func (d *deadline) passed() bool {
+	d.mu.Lock()
+	ch := d.ch
+	d.mu.Unlock()
 	select {
-	case <-d.wait():
+	case <-ch: // a nil ch (never set) has not passed
 		return true
 	default:
 		return false

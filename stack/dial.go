@@ -139,7 +139,7 @@ func (s *Stack) dial(id tcp.ID) (*Conn, error) {
 		}
 		return nil, mapErr(err)
 	}
-	c := newConn(s, ep)
+	c := newConn(s, ep, false)
 	s.register(c)
 	ep.SetNotify(c.notify)
 	return c, nil

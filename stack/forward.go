@@ -466,9 +466,7 @@ func (f *forwarder) established(ep *tcp.Endpoint) bool {
 	if r == nil || r.state != reqAccepted {
 		return false
 	}
-	c := newConn(f.s, ep)
-	c.settledDone = true
-	close(c.settled)
+	c := newConn(f.s, ep, true)
 	f.s.register(c)
 	ep.SetNotify(c.notify)
 	f.stats.TCPAccepted++

@@ -133,7 +133,7 @@ func (l *Listener) accept(ep *tcp.Endpoint) bool {
 	if l.s.grp != nil && !l.s.grp.claim(ep.ID(), l.s) { // loops.go
 		return false // another loop's connection has the 4-tuple
 	}
-	c := newConn(l.s, ep)
+	c := newConn(l.s, ep, true)
 	if !l.s.flag(record.Accepted, c.id, 0, func() bool {
 		select {
 		case l.acceptq <- c:
@@ -147,8 +147,6 @@ func (l *Listener) accept(ep *tcp.Endpoint) bool {
 		}
 		return false
 	}
-	c.settledDone = true
-	close(c.settled)
 	l.s.register(c)
 	ep.SetNotify(c.notify)
 	return true

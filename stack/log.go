@@ -74,8 +74,8 @@ func (s *Stack) tcpTarget(proto uint8, b []byte, src, dst netip.Addr) (*Conn, *L
 // peer, timed out, refused or aborted. A clean close is not logged.
 func (s *Stack) logClosed(c *Conn) {
 	err := c.ep.Err()
-	if err == nil || errors.Is(err, tcp.ErrClosed) {
-		return
+	if err == nil || errors.Is(err, tcp.ErrClosed) || !s.log.Enabled(context.Background(), slog.LevelInfo) {
+		return // (the arguments of a discarded record are allocations all the same)
 	}
 	i := c.ep.Info()
 	s.log.Info("connection ended", "local", c.id.Local, "remote", c.id.Remote, "err", err,

@@ -147,6 +147,9 @@ type Stack struct {
 	// the zero Addr without one.
 	subnetBroadcast netip.Addr
 	done            chan struct{} // closed by Close
+	// settled is a channel closed from the start: every accepted Conn's
+	// settled (newConn), for its handshake is over when it is made.
+	settled chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -373,6 +376,7 @@ func newStack(cfg Config) (*Stack, error) {
 		dev:             cfg.Device,
 		wheel:           w,
 		done:            make(chan struct{}),
+		settled:         make(chan struct{}),
 		conns:           make(map[tcp.ID]*Conn),
 		listeners:       make(map[uint16]*Listener),
 		ports:           make(map[uint16]int),
@@ -380,6 +384,7 @@ func newStack(cfg Config) (*Stack, error) {
 		obuf:            make([]byte, mtu),
 		rng:             rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
+	close(s.settled)
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
 	s.initOffload() // offload.go
 	s.setLogger(cfg.Logger)

@@ -63,8 +63,8 @@ type newReno struct {
 	sack    bool // SACK is on: no inflation or deflation in recovery
 }
 
-func newNewReno() *newReno {
-	return &newReno{smss: DefaultMSS, thresh: 1 << 30} // RFC 5681 3.1: ssthresh arbitrarily high
+func newNewReno() newReno {
+	return newReno{smss: DefaultMSS, thresh: 1 << 30} // RFC 5681 3.1: ssthresh arbitrarily high
 }
 
 func (r *newReno) cwnd() int     { return r.wnd }

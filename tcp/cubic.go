@@ -40,7 +40,7 @@ type cubic struct {
 }
 
 func newCubic(now, srtt func() time.Duration) *cubic {
-	return &cubic{newReno: *newNewReno(), now: now, srtt: srtt}
+	return &cubic{newReno: newNewReno(), now: now, srtt: srtt}
 }
 
 // wCubic is RFC 9438 4.2's W_cubic(t), in segments.

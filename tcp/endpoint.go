@@ -33,7 +33,11 @@ type Endpoint struct {
 	rtt    rttEstimator           // RFC 6298 (rtt.go)
 	rack   rackState              // RACK-TLP, RFC 8985 (rack.go)
 	cc     congestionControl      // cwnd and ssthresh: NewReno, RFC 5681/6582 (cc.go), or CUBIC, RFC 9438 (cubic.go)
+	reno   newReno                // cc when it is NewReno: in the endpoint, so that making one allocates no cc
 	timers [numTimers]timer.Entry // all but retransmission, by kind (timers.go)
+	// timersInit has bit k set once timers[k] has its expiry function
+	// (startTimer gives it on the first start: timerFn).
+	timersInit uint8
 
 	// Negotiated options, which both sides use.
 	tsOK, sackOK, wsOK bool
@@ -94,7 +98,8 @@ func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *End
 	if cfg.CUBIC {
 		e.cc = newCubic(e.now, func() time.Duration { return e.rtt.srtt })
 	} else {
-		e.cc = newNewReno()
+		e.reno = newNewReno()
+		e.cc = &e.reno // in the endpoint: no allocation of its own
 	}
 	e.tsOK = !cfg.DisableTimestamps
 	e.sackOK = !cfg.DisableSACK
@@ -107,7 +112,6 @@ func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *End
 	if cfg.TraceTimers {
 		e.trace = &timerTrace{}
 	}
-	e.initTimers()
 	e.rack.fack = iss
 	return e
 }

@@ -115,24 +115,35 @@ const (
 	timerNone = numTimers // stopAll's "keep none"
 )
 
-// initTimers gives each timer its expiry function.
-func (e *Endpoint) initTimers() {
-	fns := [numTimers]func(){
-		timerDelayedACK: e.onDelayedACK,
-		timerKeepalive:  e.onKeepalive,
-		timerPersist:    e.onPersist,
-		timerClose:      e.onCloseTimer,
-		timerUser:       e.onUserTimeout,
-		timerPTO:        e.onPTO,
-		timerReorder:    e.onReorderTimer,
+// timerFn returns timer k's expiry function. Each is a method value bound
+// to e, an allocation of its own: startTimer makes it the first time k is
+// started (Endpoint.timersInit), not when the endpoint is made, for most
+// connections never start most timers (a short one: no keepalive, persist,
+// user or reordering timer), and the endpoints of a burst of connections
+// are made on the loop, where every allocation delays the queue behind it.
+func (e *Endpoint) timerFn(k timerKind) func() {
+	var fn func()
+	switch k {
+	case timerDelayedACK:
+		fn = e.onDelayedACK
+	case timerKeepalive:
+		fn = e.onKeepalive
+	case timerPersist:
+		fn = e.onPersist
+	case timerClose:
+		fn = e.onCloseTimer
+	case timerUser:
+		fn = e.onUserTimeout
+	case timerPTO:
+		fn = e.onPTO
+	case timerReorder:
+		fn = e.onReorderTimer
 	}
-	for k, fn := range fns {
-		if e.trace != nil {
-			run, kind := fn, timerKind(k)
-			fn = func() { e.traceFired(kind); run() }
-		}
-		e.timers[k].Init(fn)
+	if e.trace != nil {
+		run := fn
+		fn = func() { e.traceFired(k); run() }
 	}
+	return fn
 }
 
 // startTimer arms timer k to fire d from now (START_TIMER); a wheel that
@@ -142,6 +153,10 @@ func (e *Endpoint) startTimer(k timerKind, d time.Duration) {
 	if e.trace != nil {
 		now := e.w.Now()
 		e.trace.started[k] = [2]time.Duration{now, now + d}
+	}
+	if e.timersInit&(1<<k) == 0 {
+		e.timersInit |= 1 << k
+		e.timers[k].Init(e.timerFn(k))
 	}
 	if err := e.w.Start(&e.timers[k], d); err != nil {
 		e.timerFailed(err)

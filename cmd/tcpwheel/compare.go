@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +24,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compare.Config, error) 
 	fs := flag.NewFlagSet("tcpwheel compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := compare.DefaultConfig()
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole comparison (this process: tcpwheel's stacks, gVisor's, the harness; not the clients) to this file")
 	var (
 		stacks    = fs.String("stacks", strings.Join(cfg.Stacks, ","), "comma-separated stacks to compare: "+strings.Join(compare.Stacks(), ", "))
 		scenarios = fs.String("scenarios", strings.Join(cfg.Scenarios, ","), "comma-separated scenarios: "+strings.Join(compare.Scenarios(), ", "))
@@ -144,5 +146,16 @@ func cmdCompare(args []string, stdout, stderr io.Writer) error {
 	netns.RemoveLeftovers()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			return fmt.Errorf("compare: -cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("compare: -cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	return compare.Run(ctx, cfg, stdout, stderr)
 }

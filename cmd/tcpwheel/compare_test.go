@@ -34,6 +34,8 @@ func TestCompareFlags(t *testing.T) {
 		{[]string{"-plot", filepath.Join(dir, "out.pdf")}, false},
 		{[]string{"-plot", "/nonexistent-dir/x.svg"}, false},
 		{[]string{"-pcap", "/nonexistent-dir"}, false},
+		{[]string{"-cpuprofile", filepath.Join(dir, "cpu.prof")}, true},
+		{[]string{"-cpuprofile", "/nonexistent-dir/cpu.prof"}, false},
 		{[]string{"-bulk-size", "lots"}, false},
 		{[]string{"-bulk-size", "0"}, false},
 		{[]string{"-bulk-loss", "100"}, false},

@@ -96,6 +96,12 @@ type Config struct {
 	// with as many queues: 0 or 1 (one loop) to stack.MaxLoops. Not with
 	// tcpwheel-rec, whose recording is of one loop.
 	Loops int
+	// CPUProfile (-cpuprofile) names the file the command writes a CPU
+	// profile of the whole comparison to: where the stacks' loops spend
+	// their time in a scenario (issue 11's burst, issue 15's ab). Run
+	// ignores it (Validate checks that it can be written); the command
+	// starts and stops the profile around Run.
+	CPUProfile string
 	// Load (-load) is how many CPU-bound processes run beside each run, to
 	// keep every core busy: 0 (none) to MaxLoad.
 	Load int
@@ -283,7 +289,7 @@ func (c *Config) checkOutputs() error {
 			return fmt.Errorf("-plot %q: the name must end in .svg or .png", c.PlotPath)
 		}
 	}
-	for _, out := range []struct{ flag, path string }{{"-json", c.JSONPath}, {"-plot", c.PlotPath}} {
+	for _, out := range []struct{ flag, path string }{{"-json", c.JSONPath}, {"-plot", c.PlotPath}, {"-cpuprofile", c.CPUProfile}} {
 		if out.path == "" {
 			continue
 		}

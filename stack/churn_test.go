@@ -1,0 +1,109 @@
+package stack
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestNewConnAllocs: what making a Conn costs the loop (newConn runs there,
+// for every connection a listener accepts). The Conn, its two deadlines in
+// one allocation, its readable, writable and closed channels, and the
+// flushFn and releaseFn it posts: not its net.TCPAddrs (made on the
+// application's goroutine by LocalAddr and RemoteAddr), not a settled channel
+// (an accepted one shares the stack's), not its deadlines' channels (made
+// when a deadline is first needed).
+func TestNewConnAllocs(t *testing.T) {
+	p := newManualPair(t)
+	_, server := p.connect()
+	s, ep := p.b.Stack, server.ep
+	allocs := testing.AllocsPerRun(100, func() { newConn(s, ep, true) })
+	const want = 7
+	if allocs > want {
+		t.Errorf("newConn: %.1f allocations, want at most %d", allocs, want)
+	}
+}
+
+// TestConnAddrsMadeOnce: LocalAddr and RemoteAddr, made on first use, are the
+// connection's 4-tuple, and the same value on every call (as a net.TCPConn's);
+// an error after Close names them.
+func TestConnAddrsMadeOnce(t *testing.T) {
+	p := newManualPair(t)
+	client, server := p.connect()
+	for _, c := range []struct {
+		name       string
+		conn       *Conn
+		local, rem string
+	}{{"client", client, "", "198.18.0.2:7"}, {"server", server, "198.18.0.2:7", ""}} {
+		la, ra := c.conn.LocalAddr(), c.conn.RemoteAddr()
+		if la.(*net.TCPAddr).AddrPort() != c.conn.id.Local || ra.(*net.TCPAddr).AddrPort() != c.conn.id.Remote {
+			t.Errorf("%s: LocalAddr %v RemoteAddr %v, want %v %v", c.name, la, ra, c.conn.id.Local, c.conn.id.Remote)
+		}
+		if c.local != "" && la.String() != c.local || c.rem != "" && ra.String() != c.rem {
+			t.Errorf("%s: LocalAddr %v RemoteAddr %v", c.name, la, ra)
+		}
+		if c.conn.LocalAddr() != la || c.conn.RemoteAddr() != ra {
+			t.Errorf("%s: a second call returned another net.TCPAddr", c.name)
+		}
+	}
+	if err := server.Close(); err != nil {
+		t.Fatalf("first Close: %v", err)
+	}
+	err := server.Close()
+	var oe *net.OpError
+	if !errors.As(err, &oe) || !errors.Is(err, net.ErrClosed) || oe.Op != "close" ||
+		oe.Source != server.LocalAddr() || oe.Addr != server.RemoteAddr() {
+		t.Fatalf("second Close: %#v, want a close OpError of net.ErrClosed naming the addresses", err)
+	}
+}
+
+// TestDeadlineZeroValue: a deadline never set has no channel until one is
+// asked for, has not passed, and works as one made with its channel: a time
+// in the past passes it, the zero time clears it, a future time passes it
+// when it comes.
+func TestDeadlineZeroValue(t *testing.T) {
+	var d deadline
+	if d.passed() || d.ch != nil {
+		t.Fatalf("unset: passed %v, channel %v; want false, none", d.passed(), d.ch)
+	}
+	d.set(time.Time{})
+	if d.passed() || d.ch != nil {
+		t.Fatalf("cleared while unset: passed %v, channel %v; want false, none", d.passed(), d.ch)
+	}
+	w := d.wait()
+	if w == nil || d.passed() {
+		t.Fatal("wait: want a channel, not closed")
+	}
+	d.set(time.Now().Add(-time.Second))
+	select {
+	case <-w:
+	default:
+		t.Fatal("a time in the past did not close the channel wait returned")
+	}
+	if !d.passed() {
+		t.Fatal("a time in the past: not passed")
+	}
+	d.set(time.Time{})
+	if d.passed() || d.ch != nil {
+		t.Fatalf("cleared after passing: passed %v, channel %v; want false, none (made by the next wait)", d.passed(), d.ch)
+	}
+	if w2 := d.wait(); w2 == w || d.passed() {
+		t.Fatal("wait after clearing: want a new channel, not closed")
+	}
+	// Passed and cleared, as net/http's server does on every request: no
+	// channel made.
+	if allocs := testing.AllocsPerRun(100, func() {
+		d.set(time.Time{})
+		d.set(time.Now().Add(-time.Second))
+		d.set(time.Time{})
+	}); allocs > 1 {
+		t.Errorf("a deadline passed and cleared: %.1f allocations, want at most 1 (the channel closed)", allocs)
+	}
+	var e deadline
+	e.set(time.Now().Add(10 * time.Millisecond))
+	<-e.wait() // closed when the time comes; the test's timeout if never
+	if !e.passed() {
+		t.Fatal("a future time came: not passed")
+	}
+}
