@@ -491,3 +491,56 @@ func TestResetAfterBufferedData(t *testing.T) {
 		t.Fatalf("Write after the reset: %v, want ECONNRESET", err)
 	}
 }
+
+// TestConnTakesDataAsItArrives: in-order data goes from the packet straight
+// into the Conn's buffer (connSink, the endpoint's tcp.Sink) while the batch
+// is handled, not into the endpoint's buffer to be moved at the batch's end
+// (fill): one copy of every byte less. The reader is still woken once, at
+// the batch's end.
+func TestConnTakesDataAsItArrives(t *testing.T) {
+	p := newManualPair(t)
+	c, s := p.connect()
+	data := make([]byte, 4000)
+	rand.Read(data)
+	if n, err := s.TryWrite(data); n != len(data) || err != nil {
+		t.Fatalf("TryWrite: %d, %v", n, err)
+	}
+	var pkts [][]byte
+	for p.bCarried < p.bDev.Stats().Sent {
+		pkts = append(pkts, p.take(p.b))
+	}
+	if len(pkts) < 2 {
+		t.Fatalf("%d packets carry 4000 bytes, want several", len(pkts))
+	}
+	select {
+	case <-c.readable:
+	default:
+	}
+	var inEP, inConn, woken int
+	err := p.a.m.Wake(0, func() {
+		for _, pkt := range pkts {
+			p.a.handlePacketNow(pkt)
+		}
+		c.mu.Lock()
+		inEP, inConn, woken = c.ep.Readable(), c.rx.ring.Len(), len(c.readable)
+		c.mu.Unlock()
+		p.a.endBatch()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inEP != 0 || inConn != len(data) || woken != 0 {
+		t.Fatalf("before the batch's end: the endpoint's buffer holds %d, the Conn's %d, reader woken %d times; want 0, %d, 0",
+			inEP, inConn, woken, len(data))
+	}
+	if len(c.readable) != 1 {
+		t.Fatal("the reader was not woken at the batch's end")
+	}
+	got := make([]byte, 2*len(data))
+	if n, err := c.TryRead(got); n != len(data) || err != nil || !bytes.Equal(got[:n], data) {
+		t.Fatalf("TryRead: %d, %v, want the %d bytes sent", n, err, len(data))
+	}
+	if i := c.Info(); i.RcvBuffered != 0 || i.BytesRead != uint64(len(data)) {
+		t.Fatalf("after the read: %d unread, %d read, want 0 and %d", i.RcvBuffered, i.BytesRead, len(data))
+	}
+}
