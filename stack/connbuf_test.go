@@ -149,7 +149,8 @@ func (p *manualPair) windows() []int {
 // arrives, and the window the stack advertises counts it until the
 // application has read it: never space that is not there.
 func TestConnReadBuffer(t *testing.T) {
-	p := newManualPair(t)
+	const buffer = 256 << 10 // window shift 3: 15000 bytes unread are exactly 1875 units
+	p := newManualPairWith(t, tcp.Config{RecvBuffer: buffer})
 	c, s := p.connect()
 	data := make([]byte, 15000)
 	rand.Read(data)
@@ -175,8 +176,8 @@ func TestConnReadBuffer(t *testing.T) {
 	if err := p.a.AdvanceTo(time.Second); err != nil {
 		t.Fatal(err)
 	}
-	const ws = 3 // the window shift of the 256 KB default buffer
-	want := (tcp.DefaultRecvBuffer - 15000) >> ws
+	const ws = 3
+	want := (buffer - 15000) >> ws
 	w := p.windows()
 	if len(w) == 0 || w[len(w)-1] != want {
 		t.Fatalf("windows after 15000 bytes unread: %v, want the last %d", w, want)
@@ -210,7 +211,7 @@ func TestConnReadBuffer(t *testing.T) {
 	// fell to half the buffer (tcp_cleanup_rbuf's rule, tcp.TestWindow), and
 	// the delayed ACK went long ago.
 	if w := p.windows(); len(w) != 0 {
-		t.Fatalf("window updates after reading everything: %v, want none (the peer's window, %d, never fell to half of %d)", w, want<<ws, tcp.DefaultRecvBuffer)
+		t.Fatalf("window updates after reading everything: %v, want none (the peer's window, %d, never fell to half of %d)", w, want<<ws, buffer)
 	}
 	if i := c.Info(); i.RcvBuffered != 0 || i.BytesRead != uint64(len(data)) {
 		t.Fatalf("after reading everything: %d unread, %d read, want 0 and %d", i.RcvBuffered, i.BytesRead, len(data))
