@@ -22,8 +22,8 @@ import (
 // two buffers under a small lock (mu), one each way. Write copies into tx, if
 // the send buffer has room, and posts one flush to the loop unless one is due
 // already; the loop moves the bytes into the endpoint. The loop moves received
-// data into rx as it arrives (tcp.Endpoint.Hold: the window stays closed by
-// it), and Read takes from rx; the loop learns what was read (Release) by a
+// data into rx as it arrives (connSink.Take, the endpoint's tcp.Sink, or
+// tcp.Endpoint.Hold: the window stays closed by it), and Read takes from rx; the loop learns what was read (Release) by a
 // post only once it adds up to a step of the window worth an update. A call
 // blocks only when the send buffer is full or nothing has been received.
 type Conn struct {
@@ -120,7 +120,31 @@ func newConn(s *Stack, ep *tcp.Endpoint, settled bool) *Conn {
 	c.rd, c.wd = &ds[0], &ds[1]
 	c.tx.limit = ep.Writable() // the send buffer's size: it holds nothing yet
 	c.flushFn, c.releaseFn = c.flush, c.release
+	if s.play == nil {
+		ep.SetSink((*connSink)(c)) // a Playback's Conns leave their buffers out of the way
+	}
 	return c
+}
+
+// connSink is a Conn as its endpoint's tcp.Sink (a type of its own, so that
+// Take is not a method of the Conn an application holds).
+type connSink Conn
+
+// Take is the endpoint's tcp.Sink, on the loop: in-order data goes straight
+// from the input packet into rx, held there as unread, instead of into the
+// endpoint's buffer and then, at the batch's end, into rx (fill): one copy
+// of every byte received less. The reader is still woken once per batch, at
+// its end (fill, from Stack.fills). A closed Conn takes nothing: the data
+// stays in the endpoint, for Close's reset.
+func (cs *connSink) Take(p []byte) bool {
+	c := (*Conn)(cs)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isClosed() {
+		return false
+	}
+	c.rx.ring.Write(p)
+	return true
 }
 
 // notify receives the endpoint's events on the loop, moves data between the

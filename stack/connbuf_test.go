@@ -149,7 +149,8 @@ func (p *manualPair) windows() []int {
 // arrives, and the window the stack advertises counts it until the
 // application has read it: never space that is not there.
 func TestConnReadBuffer(t *testing.T) {
-	p := newManualPair(t)
+	const buffer = 256 << 10 // window shift 3: 15000 bytes unread are exactly 1875 units
+	p := newManualPairWith(t, tcp.Config{RecvBuffer: buffer})
 	c, s := p.connect()
 	data := make([]byte, 15000)
 	rand.Read(data)
@@ -175,8 +176,8 @@ func TestConnReadBuffer(t *testing.T) {
 	if err := p.a.AdvanceTo(time.Second); err != nil {
 		t.Fatal(err)
 	}
-	const ws = 3 // the window shift of the 256 KB default buffer
-	want := (tcp.DefaultRecvBuffer - 15000) >> ws
+	const ws = 3
+	want := (buffer - 15000) >> ws
 	w := p.windows()
 	if len(w) == 0 || w[len(w)-1] != want {
 		t.Fatalf("windows after 15000 bytes unread: %v, want the last %d", w, want)
@@ -210,7 +211,7 @@ func TestConnReadBuffer(t *testing.T) {
 	// fell to half the buffer (tcp_cleanup_rbuf's rule, tcp.TestWindow), and
 	// the delayed ACK went long ago.
 	if w := p.windows(); len(w) != 0 {
-		t.Fatalf("window updates after reading everything: %v, want none (the peer's window, %d, never fell to half of %d)", w, want<<ws, tcp.DefaultRecvBuffer)
+		t.Fatalf("window updates after reading everything: %v, want none (the peer's window, %d, never fell to half of %d)", w, want<<ws, buffer)
 	}
 	if i := c.Info(); i.RcvBuffered != 0 || i.BytesRead != uint64(len(data)) {
 		t.Fatalf("after reading everything: %d unread, %d read, want 0 and %d", i.RcvBuffered, i.BytesRead, len(data))
@@ -489,5 +490,58 @@ func TestResetAfterBufferedData(t *testing.T) {
 	}
 	if _, err := c.Write([]byte("x")); !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("Write after the reset: %v, want ECONNRESET", err)
+	}
+}
+
+// TestConnTakesDataAsItArrives: in-order data goes from the packet straight
+// into the Conn's buffer (connSink, the endpoint's tcp.Sink) while the batch
+// is handled, not into the endpoint's buffer to be moved at the batch's end
+// (fill): one copy of every byte less. The reader is still woken once, at
+// the batch's end.
+func TestConnTakesDataAsItArrives(t *testing.T) {
+	p := newManualPair(t)
+	c, s := p.connect()
+	data := make([]byte, 4000)
+	rand.Read(data)
+	if n, err := s.TryWrite(data); n != len(data) || err != nil {
+		t.Fatalf("TryWrite: %d, %v", n, err)
+	}
+	var pkts [][]byte
+	for p.bCarried < p.bDev.Stats().Sent {
+		pkts = append(pkts, p.take(p.b))
+	}
+	if len(pkts) < 2 {
+		t.Fatalf("%d packets carry 4000 bytes, want several", len(pkts))
+	}
+	select {
+	case <-c.readable:
+	default:
+	}
+	var inEP, inConn, woken int
+	err := p.a.m.Wake(0, func() {
+		for _, pkt := range pkts {
+			p.a.handlePacketNow(pkt)
+		}
+		c.mu.Lock()
+		inEP, inConn, woken = c.ep.Readable(), c.rx.ring.Len(), len(c.readable)
+		c.mu.Unlock()
+		p.a.endBatch()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inEP != 0 || inConn != len(data) || woken != 0 {
+		t.Fatalf("before the batch's end: the endpoint's buffer holds %d, the Conn's %d, reader woken %d times; want 0, %d, 0",
+			inEP, inConn, woken, len(data))
+	}
+	if len(c.readable) != 1 {
+		t.Fatal("the reader was not woken at the batch's end")
+	}
+	got := make([]byte, 2*len(data))
+	if n, err := c.TryRead(got); n != len(data) || err != nil || !bytes.Equal(got[:n], data) {
+		t.Fatalf("TryRead: %d, %v, want the %d bytes sent", n, err, len(data))
+	}
+	if i := c.Info(); i.RcvBuffered != 0 || i.BytesRead != uint64(len(data)) {
+		t.Fatalf("after the read: %d unread, %d read, want 0 and %d", i.RcvBuffered, i.BytesRead, len(data))
 	}
 }

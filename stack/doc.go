@@ -89,9 +89,9 @@
 // drains, and wait for the loop only when they must: Write copies into the
 // Conn while the send buffer (Conn and endpoint together: SO_SNDBUF) has room
 // and posts one flush until the loop has taken it; the loop moves received
-// data into the Conn as it arrives, held unread in the endpoint
-// (tcp.Endpoint.Hold) so that the window never offers space that is not
-// there, and learns what Read took (tcp.Endpoint.Release) by a post only once
+// data into the Conn as it arrives, straight from the packet (the endpoint's
+// tcp.Sink) or from the endpoint's buffer (tcp.Endpoint.Hold), held unread in
+// the endpoint so that the window never offers space that is not there, and learns what Read took (tcp.Endpoint.Release) by a post only once
 // it adds up to a step worth a window update (RFC 9293 3.8.6.2.2). When there
 // is nothing to read or no room, they sleep until the endpoint's event or
 // their deadline; a writer of a full buffer wakes once it has room for half

@@ -13,10 +13,20 @@ import (
 // a field added to tcp.Config cannot be left out of recordings by mistake:
 // TestRecordTCPMirrorsConfig fails until record.TCP has it too.
 
-// tcpRecord is c as a recording's header has it.
+// legacyRecvBuffer is the receive buffer of a recording whose header has
+// none: tcp.DefaultRecvBuffer until 2026-11-24, when it became 1 MB. The
+// recorder wrote the configuration as given, defaults unset; it now writes
+// the receive buffer always (tcpRecord), so 0 means an older recording.
+const legacyRecvBuffer = 256 << 10
+
+// tcpRecord is c as a recording's header has it, with the receive buffer
+// its endpoints use (the default, when c leaves it unset).
 func tcpRecord(c tcp.Config) record.TCP {
 	var t record.TCP
 	copyByName(reflect.ValueOf(&t).Elem(), reflect.ValueOf(c))
+	if t.RecvBuffer == 0 {
+		t.RecvBuffer = tcp.DefaultRecvBuffer
+	}
 	return t
 }
 
@@ -25,6 +35,9 @@ func tcpRecord(c tcp.Config) record.TCP {
 func tcpFromRecord(t record.TCP) tcp.Config {
 	var c tcp.Config
 	copyByName(reflect.ValueOf(&c).Elem(), reflect.ValueOf(t))
+	if c.RecvBuffer == 0 {
+		c.RecvBuffer = legacyRecvBuffer
+	}
 	return c
 }
 

@@ -74,3 +74,22 @@ func TestRecordTCPRoundTrip(t *testing.T) {
 		t.Errorf("round trip:\n got  %+v\n want %+v", got, c)
 	}
 }
+
+// TestRecordRecvBuffer: a recording's header carries the receive buffer its
+// endpoints use, the default when the config left it unset, so that a replay
+// runs with it whatever the default is then; a header without one (recorded
+// before 2026-11-24, when the default was 256 KB) replays with 256 KB.
+func TestRecordRecvBuffer(t *testing.T) {
+	if got := tcpRecord(tcp.Config{}).RecvBuffer; got != tcp.DefaultRecvBuffer {
+		t.Errorf("header of the default config: RecvBuffer %d, want %d", got, tcp.DefaultRecvBuffer)
+	}
+	if got := tcpFromRecord(tcpRecord(tcp.Config{})).RecvBuffer; got != tcp.DefaultRecvBuffer {
+		t.Errorf("the default config through a header: RecvBuffer %d, want %d", got, tcp.DefaultRecvBuffer)
+	}
+	if got := tcpFromRecord(tcpRecord(tcp.Config{RecvBuffer: 64 << 10})).RecvBuffer; got != 64<<10 {
+		t.Errorf("a set RecvBuffer through a header: %d, want %d", got, 64<<10)
+	}
+	if got := tcpFromRecord(record.TCP{}).RecvBuffer; got != 256<<10 {
+		t.Errorf("a header without RecvBuffer: %d, want 256 KB", got)
+	}
+}

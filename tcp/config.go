@@ -59,15 +59,22 @@ type ISNFunc func(id ID, now time.Duration) seqnum.Value
 
 // Defaults of Config.
 //
-// DefaultRecvBuffer stays at 256 KB (window scale 3): a larger one made the
-// 20 MB download from the kernel at 5% loss each way slower, not faster
-// (tcpwheel compare, 10 runs each, 2026-11-23: median 0.44 s at 256 KB,
-// 0.70 s at 512 KB, 2.9 s at 1 MB). Those runs lost updates that reopened
-// the window to the kernel's persist timer; since such an update goes twice
-// (Endpoint.sendWindowUpdate), the size matters little there: medians of
-// 67 ms at 256 KB, 80 ms at 512 KB, 58 ms at 1 MB (5 runs each, seed 10,
-// 2026-11-23). The buffer grows as data comes: a connection that has
-// received nothing holds none of it.
+// DefaultRecvBuffer is 1 MB (window scale 5; 256 KB until 2026-11-24, as
+// gVisor's default receive buffer, which it moderates up to 4 MB, and
+// less than Linux's autotuning reaches). With 256 KB a 200 MB upload by curl
+// (tcpwheel compare http-up, the kernel the sender) went in stop-and-go
+// cycles: four 64 KB GRO frames filled the window in one batch, the batch's
+// ACK closed it, and the reader's release reopened it with an update sent
+// twice (Endpoint.sendWindowUpdate): four ACKs per 256 KB, each a TUN write
+// that runs the kernel's ACK processing and its next transmission on the
+// stack's thread. With 1 MB the stack sent 2.6 times fewer ACKs and its CPU
+// per GB fell by about a quarter. (Earlier, 2026-11-23, a larger buffer
+// made the 20 MB download from the kernel at 5% loss each way slower: the
+// updates that reopened the window were lost and waited for the kernel's
+// persist timer. Since such an update goes twice the size matters little
+// there: medians of 67 ms at 256 KB, 80 ms at 512 KB, 58 ms at 1 MB, 5
+// runs each, seed 10.) The buffer grows as data comes: a connection that
+// has received nothing holds none of it.
 //
 // DefaultSendBuffer is 512 KB (256 KB until 2026-11-24): a download of 200
 // MB by curl from the stack (tcpwheel compare http-down, the kernel the
@@ -85,7 +92,7 @@ type ISNFunc func(id ID, now time.Duration) seqnum.Value
 // little), and is kept once grown (internal/ring does not shrink).
 const (
 	DefaultSendBuffer   = 512 << 10
-	DefaultRecvBuffer   = 256 << 10
+	DefaultRecvBuffer   = 1 << 20
 	DefaultInitialRTO   = time.Second            // RFC 6298 (2.1)
 	DefaultMinRTO       = 200 * time.Millisecond // Linux TCP_RTO_MIN
 	DefaultMaxRTO       = 120 * time.Second      // Linux TCP_RTO_MAX; RFC 6298 (2.5) allows it

@@ -172,7 +172,7 @@ func TestSynCookies(t *testing.T) {
 		sa := h.cookieSynAck()
 		// RFC 4987 3.6 and Linux's cookie_init_timestamp: the options the
 		// peer sent in our TSval's low 6 bits: window shift 7, SACK.
-		for _, c := range []check{mssIs(1460), wsIs(3), sackPermIs(true), tsEcrIs(777), windowIs(65535)} {
+		for _, c := range []check{mssIs(1460), wsIs(5), sackPermIs(true), tsEcrIs(777), windowIs(65535)} {
 			if err := c(&sa); err != nil {
 				t.Fatal(err)
 			}
@@ -190,8 +190,8 @@ func TestSynCookies(t *testing.T) {
 		}
 		h.wantState(StateEstablished)
 		i := ep.Info()
-		if !i.Timestamps || !i.SACK || i.SndWScale != 7 || i.RcvWScale != 3 || i.SndMSS != 1460-12 {
-			t.Fatalf("Info: ts %v sack %v ws %d/%d mss %d, want true true 7/3 1448", i.Timestamps, i.SACK, i.SndWScale, i.RcvWScale, i.SndMSS)
+		if !i.Timestamps || !i.SACK || i.SndWScale != 7 || i.RcvWScale != 5 || i.SndMSS != 1460-12 {
+			t.Fatalf("Info: ts %v sack %v ws %d/%d mss %d, want true true 7/5 1448", i.Timestamps, i.SACK, i.SndWScale, i.RcvWScale, i.SndMSS)
 		}
 		if i.SndWnd != 65535<<7 {
 			t.Fatalf("SndWnd: got %d, want %d (the ACK's window, scaled)", i.SndWnd, 65535<<7)

@@ -20,7 +20,8 @@ type receiver struct {
 	adv      seqnum.Value // right edge of the window we advertised
 	ws       uint8        // our window shift (RFC 7323 2.2); 0 when scaling is off
 	buf      buffer
-	held     int      // bytes taken by Hold and not yet Released: still unread
+	held     int      // bytes taken by Hold, or by sink, and not yet Released: still unread
+	sink     Sink     // takes in-order data as it arrives, if set (SetSink)
 	ooo      []oooSeg // out-of-order segments, by sequence
 	lastOOO  seqnum.Value
 	finRcvd  bool          // FIN consumed: Read returns io.EOF after the data
@@ -237,12 +238,41 @@ func (r *receiver) trim(seq seqnum.Value, data []byte, fin bool) (seqnum.Value, 
 	return seq, data, fin
 }
 
+// Sink takes the in-order data an endpoint receives as it arrives, in place
+// of the endpoint's receive buffer: the data is then held as unread, as if
+// Hold had taken it, until Release. The stack's Conn is one: the bytes go
+// from the input packet straight into the buffer its Read takes from, one
+// copy instead of two (the endpoint's buffer, then Hold into the Conn's).
+// What the sink takes changes nothing the endpoint sends: the window counts
+// held bytes as unread, exactly as bytes in its own buffer.
+type Sink interface {
+	// Take copies p (valid only during the call) and reports true, or
+	// reports false and copies nothing: the data then waits in the
+	// endpoint's buffer, for Hold, and so does all that follows it until
+	// that buffer is empty again, so that the order is kept.
+	Take(p []byte) bool
+}
+
+// SetSink makes s take the in-order data that arrives from now on (nil:
+// none, the endpoint's buffer holds it for Read or Hold).
+func (e *Endpoint) SetSink(s Sink) { e.rcv.sink = s }
+
+// put appends in-order data: to the sink, if there is one, nothing waits in
+// the buffer before it and the sink takes it; else to the buffer.
+func (r *receiver) put(p []byte) {
+	if r.sink != nil && r.buf.len() == 0 && len(p) > 0 && r.sink.Take(p) {
+		r.held += len(p)
+		return
+	}
+	r.buf.write(p)
+}
+
 // deliver takes in-order text at RCV.NXT into the buffer, then whatever the
 // out-of-order queue holds that now follows. It returns the bytes received,
 // whether the queue held any (a hole was filled), and whether a FIN was
 // reached; RCV.NXT then still stands before the FIN.
 func (r *receiver) deliver(data []byte, fin bool) (n int, filled, finReached bool) {
-	r.buf.write(data)
+	r.put(data)
 	r.nxt = r.nxt.Add(seqnum.Size(len(data)))
 	r.unacked += len(data)
 	n = len(data)
@@ -293,7 +323,7 @@ func (r *receiver) pullOOO() (int, bool) {
 		oe := o.seq.Add(seqnum.Size(len(o.data)))
 		if r.nxt.LessThan(oe) {
 			d := o.data[o.seq.Size(r.nxt):]
-			r.buf.write(d)
+			r.put(d)
 			r.nxt = oe
 			bytes += len(d)
 		}

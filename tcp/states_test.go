@@ -20,13 +20,13 @@ func TestSynSent(t *testing.T) {
 		h2 := newHarness(t)
 		ep, _ := Dial(OnWheel(h2.w), h2.out, testID, testConfig())
 		_ = ep
-		h2.expect(flagsAre(FlagSYN), seqIs(testISS), mssIs(1460), wsIs(3), sackPermIs(true), tsIs(true), tsEcrIs(0), windowIs(65535))
+		h2.expect(flagsAre(FlagSYN), seqIs(testISS), mssIs(1460), wsIs(5), sackPermIs(true), tsIs(true), tsEcrIs(0), windowIs(65535))
 	})
 	t.Run("SYN-ACK establishes", func(t *testing.T) {
 		h := established(t, testConfig())
 		i := h.ep.Info()
-		if !i.Timestamps || !i.SACK || i.SndWScale != 7 || i.RcvWScale != 3 || i.SndMSS != 1460-12 {
-			t.Fatalf("Info: got ts %v sack %v ws %d/%d mss %d, want true true 7/3 1448", i.Timestamps, i.SACK, i.SndWScale, i.RcvWScale, i.SndMSS)
+		if !i.Timestamps || !i.SACK || i.SndWScale != 7 || i.RcvWScale != 5 || i.SndMSS != 1460-12 {
+			t.Fatalf("Info: got ts %v sack %v ws %d/%d mss %d, want true true 7/5 1448", i.Timestamps, i.SACK, i.SndWScale, i.RcvWScale, i.SndMSS)
 		}
 		if i.SndWnd != 65535 {
 			t.Fatalf("SndWnd: got %d, want 65535 (a SYN's window is not scaled)", i.SndWnd)
@@ -177,7 +177,7 @@ func TestListen(t *testing.T) {
 	t.Run("handshake", func(t *testing.T) {
 		h := listen(t, ListenerConfig{})
 		h.send(h.peerSyn())
-		h.expect(flagsAre(FlagSYN|FlagACK), seqIs(testISS), ackIs(peerISS+1), mssIs(1460), wsIs(3), sackPermIs(true), tsEcrIs(777))
+		h.expect(flagsAre(FlagSYN|FlagACK), seqIs(testISS), ackIs(peerISS+1), mssIs(1460), wsIs(5), sackPermIs(true), tsEcrIs(777))
 		if h.ln.HalfOpen() != 1 {
 			t.Fatalf("half-open: got %d, want 1", h.ln.HalfOpen())
 		}

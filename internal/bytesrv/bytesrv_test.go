@@ -1,6 +1,8 @@
 package bytesrv
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -42,5 +44,33 @@ func TestHandler(t *testing.T) {
 	}
 	if r := do("GET", "/upload", ""); r.Code != http.StatusMethodNotAllowed {
 		t.Errorf("GET /upload: %d, want 405", r.Code)
+	}
+}
+
+// readSizes is a body that records the largest Read it was asked for.
+type readSizes struct {
+	r       io.Reader
+	largest int
+	reads   int
+}
+
+func (s *readSizes) Read(p []byte) (int, error) {
+	s.largest = max(s.largest, len(p))
+	s.reads++
+	return s.r.Read(p)
+}
+
+// TestUploadReadsLarge: /upload reads its body UploadRead bytes at a time,
+// not io.Discard's 8 KB: a 1 MB body takes a handful of Reads.
+func TestUploadReadsLarge(t *testing.T) {
+	h := Handler(nil)
+	body := &readSizes{r: bytes.NewReader(make([]byte, 1<<20))}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("PUT", "/upload", body))
+	if rec.Code != http.StatusOK || rec.Body.String() != "1048576\n" {
+		t.Fatalf("PUT /upload: %d %q", rec.Code, rec.Body.String())
+	}
+	if body.largest != UploadRead || body.reads > (1<<20)/UploadRead+2 {
+		t.Fatalf("the handler read %d times, at most %d bytes: want reads of %d", body.reads, body.largest, UploadRead)
 	}
 }

@@ -216,7 +216,7 @@ func TestReplayEditedRecording(t *testing.T) {
 		}
 		// Relative to the edited ISN, the recorded SYN is 1000 before it.
 		// (The TSvals' offset comes from the ISN too.)
-		checkFirstDiff(t, rep.Err(), c1, index, 1, "seq, tsval differ", "[SYN] seq=4294966296 win=65535 len=0 mss=1460 ws=3 sackOK tsval=+0 tsecr=0", "[SYN] seq=0 win=65535 len=0 mss=1460 ws=3 sackOK tsval=+1000 tsecr=0")
+		checkFirstDiff(t, rep.Err(), c1, index, 1, "seq, tsval differ", "[SYN] seq=4294966296 win=65535 len=0 mss=1460 ws=5 sackOK tsval=+0 tsecr=0", "[SYN] seq=0 win=65535 len=0 mss=1460 ws=5 sackOK tsval=+1000 tsecr=0")
 		if got := len(rep.Conns[0].Diffs); got < c1.Sent {
 			t.Errorf("%d packets differ, want all %d (or more: the replay may send more)", got, c1.Sent)
 		}

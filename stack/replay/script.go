@@ -122,7 +122,9 @@ func LoadScript(path string) (*Script, error) {
 	return &s, nil
 }
 
-// DeriveScript infers a script from a capture: default configuration, a write
+// DeriveScript infers a script from a capture: default configuration but
+// the MTU and the receive buffer (from the stack's MSS and window scale
+// options), a write
 // of the new bytes at the instant of each stack segment that carries data not
 // sent before, and a Close at the stack's first FIN. It cannot see
 // configuration (keepalive, timer values) or writes held back by the window:
@@ -144,6 +146,12 @@ func DeriveScript(sess *Session) *Script {
 			rel = 0
 			if o := p.Seg.Options; o.HasMSS && o.MSS >= 28 {
 				sc.MTU = int(o.MSS) + 40 // the stack announces its MTU less 40
+			}
+			if o := p.Seg.Options; o.HasWS && o.WindowScale >= 1 && o.WindowScale <= 14 {
+				// The receive buffer: the power of two whose window shift
+				// the stack announced (the default, 1 MB, has 5; captures
+				// made before 2026-11-24 had 256 KB, shift 3).
+				sc.TCP.RecvBuffer = 1 << (15 + int(o.WindowScale))
 			}
 		}
 		if end := rel + uint32(len(p.Seg.Payload)); len(p.Seg.Payload) > 0 && int32(end-written) > 0 {
