@@ -294,7 +294,7 @@ func newLoop(cfg Config, grp *loopGroup, shard int) (*Stack, error) {
 			return nil, fmt.Errorf("stack: %w", err)
 		}
 	}
-	if turns := maxDeferredBatches(cfg.InputQueue); turns > loop.MaxDeferredTurns {
+	if turns := (cfg.InputQueue + maxReadBatch - 1) / maxReadBatch; turns > loop.MaxDeferredTurns {
 		if err := l.SetDeferredTurns(turns); err != nil {
 			l.Close()
 			return nil, fmt.Errorf("%w: InputQueue %d: %w", ErrConfig, cfg.InputQueue, err)
@@ -407,7 +407,7 @@ func newStack(cfg Config) (*Stack, error) {
 		rng:             rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	close(s.settled)
-	s.syns = newSYNStash(cfg.SYNStash, cfg.InputQueue) // synstash.go
+	s.syns = newSYNStash(cfg.SYNStash) // synstash.go
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
 	s.initOffload() // offload.go
 	s.setLogger(cfg.Logger)
@@ -436,13 +436,6 @@ const maxReadBatch = 64
 
 // MaxSYNStash bounds Config.SYNStash.
 const MaxSYNStash = 1 << 16
-
-// maxDeferredBatches is how many turns in a row the loop holds back expiry
-// for a device that holds queue packets (Config.InputQueue): one per batch
-// of them, at least loop.MaxDeferredTurns.
-func maxDeferredBatches(queue int) int {
-	return max((queue+maxReadBatch-1)/maxReadBatch, loop.MaxDeferredTurns)
-}
 
 // startPolling sets up the direct path if the device allows it: the loop's
 // epoll watches the device's descriptor and readReady reads the packets on the
@@ -496,9 +489,13 @@ func (s *Stack) readReady() (more bool) {
 	s.syns.on = s.syns.ring != nil
 	defer func() {
 		s.inputStats.add(read)
+		if read > 0 {
+			s.endBatch()
+		}
 		// A full batch (more) may leave SYNs stashed (synstash.go); a
-		// drained device, or an error, hands them to the listeners.
-		if n := s.stashDue(more); read > 0 || n > 0 {
+		// drained device, or an error, hands them to the listeners, after
+		// the batch's held ACKs went out: a batch of their own.
+		if s.stashDue(more) > 0 {
 			s.endBatch()
 		}
 	}()
