@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
@@ -32,7 +33,9 @@ func (d *queueDevice) ReadPacketNonblock(buf []byte) (int, error) {
 
 // stashBed is a manual stack with a SYN stash of size slots, listening on
 // port 80, whose readReady reads dev (the test calls it: a manual loop runs
-// what it posts at once, so a posted share of the stash runs inside it).
+// what it posts at once, under its lock, so a posted share of the stash runs
+// inside it, and a drain may leave at most two batches stashed: a third
+// would be posted from the posted one).
 type stashBed struct {
 	m    *Manual
 	link link
@@ -230,3 +233,46 @@ func TestSYNStashConfig(t *testing.T) {
 type discardWriter struct{}
 
 func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestSYNStashAged: SYNs stashed synStashWait ago are handled after a full
+// batch even though the device has not drained, oldest first, at most a
+// batch of them; younger ones wait on.
+func TestSYNStashAged(t *testing.T) {
+	b := newStashBed(t, 1024)
+	// syns queues n SYNs from ports first on, and one more, left in the
+	// device by the batch: it does not drain.
+	syns := func(first, n int) {
+		for i := range n {
+			b.dev.q = append(b.dev.q, tcpPacket(t, uint16(first+i), 7, 0, tcp.FlagSYN, ""))
+		}
+	}
+	syns(6000, maxReadBatch+1)
+	b.m.readReady() // 6000-6063 stashed at 0
+	if err := b.m.AdvanceTo(synStashWait - time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	syns(7000, maxReadBatch)
+	b.m.readReady() // 6064, 7000-7062: none has waited synStashWait
+	if _, desc := b.out(t); len(desc) != 0 {
+		t.Fatalf("%v after the first SYNs: sent %v, want nothing", synStashWait-time.Millisecond, desc)
+	}
+	if err := b.m.AdvanceTo(synStashWait); err != nil {
+		t.Fatal(err)
+	}
+	syns(8000, maxReadBatch)
+	if !b.m.readReady() {
+		t.Fatal("a full batch: readReady reports no more")
+	}
+	_, desc := b.out(t)
+	if len(desc) != maxReadBatch {
+		t.Fatalf("after a full batch at synStashWait: %d SYN-ACKs, want the %d stashed at 0", len(desc), maxReadBatch)
+	}
+	for i, d := range desc {
+		if want := "SA:" + netip.AddrPortFrom(addrA, uint16(6000+i)).String(); d != want {
+			t.Fatalf("out[%d] = %s, want %s", i, d, want)
+		}
+	}
+	if in := b.m.Stats().Input; in.SYNsAged != maxReadBatch || in.SYNsStashed != 3*maxReadBatch {
+		t.Fatalf("aged %d, stashed %d: want %d, %d", in.SYNsAged, in.SYNsStashed, maxReadBatch, 3*maxReadBatch)
+	}
+}
