@@ -140,39 +140,49 @@ func (s *Stack) handleTCP(src, dst netip.Addr, b []byte) {
 		return
 	}
 	s.counters.SegmentsIn++
+	s.demuxTCP(src, dst, &seg, b)
+}
+
+// demuxTCP is handleTCP's demultiplexing of the checked segment seg (its
+// bytes b); a stashed SYN (synstash.go) comes back here.
+func (s *Stack) demuxTCP(src, dst netip.Addr, seg *tcp.Segment, b []byte) {
+	d := &s.counters.Drops
 	id := tcp.ID{Local: netip.AddrPortFrom(dst, seg.DstPort), Remote: netip.AddrPortFrom(src, seg.SrcPort)}
 	if c := s.conns[id]; c != nil {
 		// RFC 6191: a new SYN on the 4-tuple of a connection in TIME-WAIT
 		// opens a new connection when its timestamp or sequence number is
 		// newer; the listener closes the old one (its EventClosed makes the
 		// Conn forget the tuple) and answers with a SYN-ACK.
-		if l := s.listenerFor(seg.DstPort, dst); l != nil && seg.Flags&tcp.FlagSYN != 0 && l.tl.ReuseTimeWait(c.ep, &seg) {
+		if l := s.listenerFor(seg.DstPort, dst); l != nil && seg.Flags&tcp.FlagSYN != 0 && l.tl.ReuseTimeWait(c.ep, seg) {
 			if s.grp != nil {
 				s.claimHalfOpen(l, id) // loops.go
 			}
 			return
 		}
-		if s.fwd != nil && seg.Flags&tcp.FlagSYN != 0 && s.fwd.timeWaitSYN(c, id, &seg, b) { // forward.go
+		if s.fwd != nil && seg.Flags&tcp.FlagSYN != 0 && s.fwd.timeWaitSYN(c, id, seg, b) { // forward.go
 			return
 		}
-		c.ep.HandleSegment(&seg)
+		c.ep.HandleSegment(seg)
 		return
 	}
 	if s.grp != nil && s.handOffTCP(id, src, dst, b) { // loops.go: another loop's
 		return
 	}
 	if l := s.listenerFor(seg.DstPort, dst); l != nil {
-		l.tl.HandleSegment(id, &seg)
+		if s.syns.ring != nil && s.stashSYN(l, id, src, dst, seg, b) { // synstash.go
+			return
+		}
+		l.tl.HandleSegment(id, seg)
 		if s.grp != nil && seg.Flags&tcp.FlagSYN != 0 {
 			s.claimHalfOpen(l, id)
 		}
 		return
 	}
-	if s.fwd != nil && s.fwd.segment(id, &seg, b) { // forward.go
+	if s.fwd != nil && s.fwd.segment(id, seg, b) { // forward.go
 		return
 	}
 	d.NoListener++
-	if r, ok := tcp.ResetFor(&seg); ok { // RFC 9293 3.10.7.1: CLOSED, answer with a RST
+	if r, ok := tcp.ResetFor(seg); ok { // RFC 9293 3.10.7.1: CLOSED, answer with a RST
 		s.counters.ResetsSent++
 		s.sendSegment(id, &r)
 	}

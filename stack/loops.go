@@ -359,6 +359,7 @@ func (g *loopGroup) stats() Stats {
 		// lateness quantiles are the largest.
 		st.Listeners = st.Listeners - one.Listeners
 		st.Input.Max = max(st.Input.Max-one.Input.Max, one.Input.Max)
+		st.Input.SYNStashMax = max(st.Input.SYNStashMax-one.Input.SYNStashMax, one.Input.SYNStashMax)
 		st.Offload.MaxFrameIn = max(st.Offload.MaxFrameIn-one.Offload.MaxFrameIn, one.Offload.MaxFrameIn)
 		st.Offload.MaxFrameOut = max(st.Offload.MaxFrameOut-one.Offload.MaxFrameOut, one.Offload.MaxFrameOut)
 		st.Writer.Queue -= one.Writer.Queue

@@ -132,6 +132,12 @@ type InputStats struct {
 	// Sizes counts batches by size, in powers of two: Sizes[i] counts batches
 	// of 2^i to 2^(i+1)-1 packets (Sizes[6]: 64, the maximum).
 	Sizes [inputSizeBuckets]uint64
+	// The SYN stash (Config.SYNStash, synstash.go): SYNs set aside, those
+	// of them handled early because the stash was full (its oldest, when
+	// another came) or had waited through the loop's bound of full batches
+	// (aged), and the most stashed at once.
+	SYNsStashed, SYNsEarly, SYNsAged uint64
+	SYNStashMax                      int
 }
 
 // inputSizeBuckets is bits.Len(maxReadBatch): one bucket per power of two up

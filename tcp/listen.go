@@ -149,6 +149,10 @@ func NewListener(w Timers, out Output, cfg ListenerConfig) (*Listener, error) {
 // HalfOpen returns the number of connections in SYN-RECEIVED.
 func (l *Listener) HalfOpen() int { return len(l.half) }
 
+// HasHalfOpen reports whether id is a connection in SYN-RECEIVED: a SYN for
+// it is a retransmission, not a new connection.
+func (l *Listener) HasHalfOpen(id ID) bool { return l.half[id] != nil }
+
 // Stats returns the listener's counters.
 func (l *Listener) Stats() ListenerStats { return l.stats }
 

@@ -50,6 +50,7 @@ type runConfig struct {
 	txqueue  int    // the TUN's txqueuelen: the kernel's queue of packets for the stack
 	plain    bool   // -no-offload
 	wqueue   int    // stack.Config.WriteQueue: the device writer's slots (0: none)
+	synStash int    // stack.Config.SYNStash: new connections' SYNs set aside (0: none)
 	loops    int    // stack.Config.Loops, on a TUN with as many queues
 	cpuprof  string // -cpuprofile: write the process's CPU profile here
 }
@@ -85,6 +86,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.BoolVar(&cfg.payload, "pcap-payload", false, "record packets whole in -pcap's recording (default: TCP and UDP headers and lengths only, as tcpdump -s; replay is exact either way)")
 	fs.StringVar(&cfg.pcap, "pcap", "", "write a flight recording (pcapng: every packet the stack handles and sends, and what `tcpwheel replay` needs to run it again exactly) to this file")
 	fs.BoolVar(&cfg.verbose, "v", false, "log to standard error: connections that end in an error, and every dropped packet with its reason")
+	fs.IntVar(&cfg.synStash, "syn-stash", 0, "new connections' SYNs the loop may set aside until the TUN is drained, serving established connections first (0: each SYN as it is read)")
 	fs.IntVar(&cfg.wqueue, "write-queue", 0, "packets the stack's loop may queue for a writer goroutine, which writes them to the TUN on its own thread (0: the loop writes them itself)")
 	fs.IntVar(&cfg.loops, "loops", 1, "the stack's event loops, each on a thread and a queue of a multi-queue TUN of its own (not with -pcap)")
 	fs.IntVar(&cfg.txqueue, "txqueuelen", netns.DefaultTxQueueLen, "the TUN's transmit queue, the packets the kernel holds for the stack while its loop is busy (a burst beyond it is dropped there)")
@@ -144,10 +146,14 @@ func (cfg *runConfig) parse(fs *flag.FlagSet, addr, peer string) error {
 		return fmt.Errorf("-txqueuelen %d: want 1 to %d", cfg.txqueue, netns.MaxTxQueueLen)
 	case cfg.wqueue < 0 || cfg.wqueue > stack.MaxWriteQueue:
 		return fmt.Errorf("-write-queue %d: want 0 to %d", cfg.wqueue, stack.MaxWriteQueue)
+	case cfg.synStash < 0 || cfg.synStash > stack.MaxSYNStash:
+		return fmt.Errorf("-syn-stash %d: want 0 to %d", cfg.synStash, stack.MaxSYNStash)
 	case cfg.loops < 1 || cfg.loops > stack.MaxLoops:
 		return fmt.Errorf("-loops %d: want 1 to %d", cfg.loops, stack.MaxLoops)
 	case cfg.loops > 1 && cfg.pcap != "":
 		return fmt.Errorf("-loops %d: not with -pcap (a flight recording is of one loop)", cfg.loops)
+	case cfg.synStash > 0 && cfg.pcap != "":
+		return fmt.Errorf("-syn-stash %d: not with -pcap (a recording replays each packet where it was read)", cfg.synStash)
 	}
 	return cfg.checkPaths()
 }
@@ -233,7 +239,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 			err = fmt.Errorf("run: cleaning up: %w", cerr)
 		}
 	}()
-	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Addr6: bed.StackAddr6, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog, InputQueue: cfg.txqueue, WriteQueue: cfg.wqueue}
+	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Addr6: bed.StackAddr6, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog, InputQueue: cfg.txqueue, WriteQueue: cfg.wqueue, SYNStash: cfg.synStash}
 	scfg.Logger = cfg.logger
 	if cfg.loops > 1 {
 		scfg.Queues, scfg.Loops = bed.Devs[1:], cfg.loops

@@ -92,6 +92,10 @@ type Config struct {
 	// stack.Config.WriteQueue: 0 (the loop writes to the device itself)
 	// to stack.MaxWriteQueue.
 	WriteQueue int
+	// SYNStash (-syn-stash) is the tcpwheel stacks' stack.Config.SYNStash:
+	// 0 (each SYN handled as it is read) to stack.MaxSYNStash. tcpwheel-rec
+	// runs without it (a recording replays each packet where it was read).
+	SYNStash int
 	// Loops (-loops) is the tcpwheel stacks' stack.Config.Loops, on a TUN
 	// with as many queues: 0 or 1 (one loop) to stack.MaxLoops. Not with
 	// tcpwheel-rec, whose recording is of one loop.

@@ -230,6 +230,8 @@ var metricOrder = []metricInfo{
 	{"timer_late_max_ms", "wheel timer lateness max (ms)"},
 	{"input_full_batches", "input batches of the maximum size (64)"},
 	{"deferred_expiries", "turns that held back expiry for waiting input"},
+	{"syns_stashed", "SYNs set aside until the TUN drained (-syn-stash)"},
+	{"syns_early", "  of which handled early: the stash full, or waited out"},
 	{"flood_syns_sent", "spoofed SYNs sent"},
 	{"flood_send_errors", "spoofed SYNs the kernel refused (ENOBUFS)"},
 	{"flood_rate_per_s", "flood rate achieved (SYNs/s)"},
@@ -317,6 +319,7 @@ type reportConfig struct {
 	BurstConns   int       `json:"burst_conns"`
 	BurstQueue   int       `json:"burst_queue,omitempty"`
 	WriteQueue   int       `json:"write_queue,omitempty"`
+	SYNStash     int       `json:"syn_stash,omitempty"`
 	Loops        int       `json:"loops,omitempty"`
 	HTTPBytes    int64     `json:"http_bytes"`
 	HTTPStreams  int       `json:"http_streams"`
@@ -336,7 +339,7 @@ func reportConfigOf(cfg Config) reportConfig {
 		BulkBytes: cfg.BulkSize, BulkLoss: cfg.BulkLoss, Conns: cfg.Conns,
 		HoldMS: ms(cfg.Hold), RunTimeoutMS: ms(cfg.RunTimeout),
 		FloodSYNs: cfg.FloodSYNs, FloodRate: cfg.FloodRate, FloodConns: cfg.FloodConns,
-		BurstConns: cfg.BurstConns, BurstQueue: cfg.BurstQueue, WriteQueue: cfg.WriteQueue, Loops: cfg.Loops,
+		BurstConns: cfg.BurstConns, BurstQueue: cfg.BurstQueue, WriteQueue: cfg.WriteQueue, SYNStash: cfg.SYNStash, Loops: cfg.Loops,
 		HTTPBytes: cfg.HTTPSize, HTTPStreams: cfg.HTTPStreams, WrkConns: cfg.WrkConns, WrkTimeMS: ms(cfg.WrkTime),
 		ABRequests: cfg.ABRequests, ABConns: cfg.ABConns,
 		Load: cfg.Load, CPUs: runtime.NumCPU(),

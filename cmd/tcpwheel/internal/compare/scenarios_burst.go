@@ -53,6 +53,9 @@ func (c *Config) checkBurst() error {
 	if c.WriteQueue < 0 || c.WriteQueue > stack.MaxWriteQueue {
 		return fmt.Errorf("-write-queue %d: want 0 to %d", c.WriteQueue, stack.MaxWriteQueue)
 	}
+	if c.SYNStash < 0 || c.SYNStash > stack.MaxSYNStash {
+		return fmt.Errorf("-syn-stash %d: want 0 to %d", c.SYNStash, stack.MaxSYNStash)
+	}
 	if slices.Contains(c.Scenarios, "burst") && c.RunTimeout < 2*burstLimit+10*time.Second {
 		return fmt.Errorf("-run-timeout %v: burst needs at least %v (a connect, then its echo, may take %v each)",
 			c.RunTimeout, 2*burstLimit+10*time.Second, burstLimit)
@@ -86,11 +89,11 @@ const burstPacketsPerConn = 4
 // listener's backlog, and the TUN's queue (its txqueuelen, which tcpwheel's
 // stacks are told as stack.Config.InputQueue); zero fields leave the
 // defaults.
-type limits struct{ backlog, inputQueue, writeQueue, loops int }
+type limits struct{ backlog, inputQueue, writeQueue, synStash, loops int }
 
 // runLimits are the limits of case c.
 func runLimits(cfg Config, c compareCase) limits {
-	return limits{backlog: listenBacklog(cfg, c), inputQueue: burstTxQueueLen(cfg, c), writeQueue: cfg.WriteQueue, loops: cfg.Loops}
+	return limits{backlog: listenBacklog(cfg, c), inputQueue: burstTxQueueLen(cfg, c), writeQueue: cfg.WriteQueue, synStash: cfg.SYNStash, loops: cfg.Loops}
 }
 
 // burstTxQueueLen is the TUN's txqueuelen in case c (0: netns's default).
@@ -318,6 +321,8 @@ func (t *tcpwheelStack) burstCounts() (uint64, uint64, map[string]float64) {
 		"stack_tlp_probes":     float64(st.TCP.TLPProbes),
 		"input_full_batches":   float64(st.Input.Full),
 		"deferred_expiries":    float64(st.Wheel.DeferredExpiries),
+		"syns_stashed":         float64(st.Input.SYNsStashed),
+		"syns_early":           float64(st.Input.SYNsEarly + st.Input.SYNsAged),
 		"timer_late_p99_ms":    float64(st.Wheel.LateP99) / 1e6,
 		"timer_late_max_ms":    float64(st.Wheel.LateMax) / 1e6,
 	})

@@ -72,7 +72,7 @@ func newStackUnderTest(name string, devs []tun.Device, addr, addr6, kernel netip
 	}
 	switch name {
 	case stackTcpwheel, stackTcpwheelRT, stackTcpwheelRec:
-		cfg := stack.Config{Device: dev, Addr: addr, Addr6: addr6, Backlog: backlog, InputQueue: lim.inputQueue, WriteQueue: lim.writeQueue}
+		cfg := stack.Config{Device: dev, Addr: addr, Addr6: addr6, Backlog: backlog, InputQueue: lim.inputQueue, WriteQueue: lim.writeQueue, SYNStash: lim.synStash}
 		if len(devs) > 1 {
 			cfg.Queues, cfg.Loops = devs[1:], len(devs)
 		}
@@ -87,14 +87,14 @@ func newStackUnderTest(name string, devs []tun.Device, addr, addr6, kernel netip
 				closeDevs()
 				return nil, err
 			}
-			t.rec, t.keep, cfg.Record = f, true, f
+			t.rec, t.keep, cfg.Record, cfg.SYNStash = f, true, f, 0
 		} else if name == stackTcpwheelRec {
 			f, err := os.CreateTemp(dir, "tcpwheel-rec-*.pcapng")
 			if err != nil {
 				closeDevs()
 				return nil, err
 			}
-			t.rec, cfg.Record = f, f
+			t.rec, cfg.Record, cfg.SYNStash = f, f, 0 // a recording replays each packet where it was read
 		}
 		s, err := stack.New(cfg)
 		if err != nil {
