@@ -75,30 +75,17 @@ func Open(name string, mtu int) (*TUN, error) {
 
 // open is Open, and OpenOffload with vnet.
 func open(name string, mtu int, vnet bool) (*TUN, error) {
-	if mtu == 0 {
-		mtu = DefaultMTU
-	}
-	if mtu < MinMTU || mtu > MaxMTU {
-		return nil, fmt.Errorf("tun: open %q: MTU %d not in [%d, %d]: %w", name, mtu, MinMTU, MaxMTU, ErrInvalidConfig)
-	}
-	if name != "" {
-		if err := CheckLinkName(name); err != nil {
-			return nil, fmt.Errorf("tun: open: %w", err)
-		}
+	mtu, err := checkOpen(name, mtu)
+	if err != nil {
+		return nil, err
 	}
 
 	// The existence check and the device must see the same namespace.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
-	if name != "" {
-		exists, err := LinkExists(name)
-		if err != nil {
-			return nil, fmt.Errorf("tun: open %q: %w", name, err)
-		}
-		if exists {
-			return nil, fmt.Errorf("tun: open %q: %w", name, ErrLinkExists)
-		}
+	if err := checkNewLink(name); err != nil {
+		return nil, err
 	}
 	if vnet {
 		return openVnet(name, mtu)
@@ -339,4 +326,38 @@ func linkExistsIn(h *netlink.Handle, name string) (bool, error) {
 	default:
 		return false, fmt.Errorf("netlink: link %q: %w", name, err)
 	}
+}
+
+// checkOpen checks an open's name and MTU, and returns the MTU with its
+// default filled in.
+func checkOpen(name string, mtu int) (int, error) {
+	if mtu == 0 {
+		mtu = DefaultMTU
+	}
+	if mtu < MinMTU || mtu > MaxMTU {
+		return 0, fmt.Errorf("tun: open %q: MTU %d not in [%d, %d]: %w", name, mtu, MinMTU, MaxMTU, ErrInvalidConfig)
+	}
+	if name != "" {
+		if err := CheckLinkName(name); err != nil {
+			return 0, fmt.Errorf("tun: open: %w", err)
+		}
+	}
+	return mtu, nil
+}
+
+// checkNewLink fails if a link named name exists in the calling thread's
+// namespace (the caller holds its OS thread, so that the device it then
+// opens sees the same namespace). An empty name is the kernel's to pick.
+func checkNewLink(name string) error {
+	if name == "" {
+		return nil
+	}
+	exists, err := LinkExists(name)
+	if err != nil {
+		return fmt.Errorf("tun: open %q: %w", name, err)
+	}
+	if exists {
+		return fmt.Errorf("tun: open %q: %w", name, ErrLinkExists)
+	}
+	return nil
 }

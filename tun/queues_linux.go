@@ -49,28 +49,15 @@ func OpenQueues(name string, mtu, n int, offload bool) ([]*TUN, error) {
 		}
 		return []*TUN{t}, nil
 	}
-	if mtu == 0 {
-		mtu = DefaultMTU
-	}
-	if mtu < MinMTU || mtu > MaxMTU {
-		return nil, fmt.Errorf("tun: open %q: MTU %d not in [%d, %d]: %w", name, mtu, MinMTU, MaxMTU, ErrInvalidConfig)
-	}
-	if name != "" {
-		if err := CheckLinkName(name); err != nil {
-			return nil, fmt.Errorf("tun: open: %w", err)
-		}
+	mtu, err := checkOpen(name, mtu)
+	if err != nil {
+		return nil, err
 	}
 	// Every queue attaches by name, in this thread's namespace.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if name != "" {
-		exists, err := LinkExists(name)
-		if err != nil {
-			return nil, fmt.Errorf("tun: open %q: %w", name, err)
-		}
-		if exists {
-			return nil, fmt.Errorf("tun: open %q: %w", name, ErrLinkExists)
-		}
+	if err := checkNewLink(name); err != nil {
+		return nil, err
 	}
 	qs, err := openQueues(name, mtu, n, offload)
 	if offload && errors.Is(err, errOffload) {
