@@ -336,6 +336,72 @@ func TestLoopInputStopsDueTimer(t *testing.T) {
 	}
 }
 
+// TestLoopInputAgainBeforeExpiry: the input step of a turn with a due
+// timer takes longer than RecheckAfter (the thread preempted, here a
+// callback that runs 2 ms), and the ACK that stops the timer arrives during
+// it (written to a second pipe by that callback, after the turn's poll): the
+// loop looks again before the expiry, so the timer is stopped, not fired.
+func TestLoopInputAgainBeforeExpiry(t *testing.T) {
+	l, w, clock := newTestLoop(t, timer.DefaultTick)
+	first, ack := testPipe(t), testPipe(t)
+	fired := make(chan struct{}, 1)
+	stopped := make(chan bool, 1)
+	var e timer.Entry
+	e.Init(func() { fired <- struct{}{} })
+	if err := l.Watch(first[0], func() bool {
+		drainFD(first[0])
+		for start := clock.Now(); clock.Now()-start < 20*RecheckAfter; {
+			// busy, as a preempted thread: the ACK comes meanwhile
+		}
+		if _, err := unix.Write(ack[1], []byte{1}); err != nil {
+			t.Error(err)
+		}
+		return false
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Watch(ack[0], func() bool {
+		drainFD(ack[0])
+		stopped <- w.Stop(&e)
+		return false
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const delay = 2 * time.Millisecond
+	deadlines := make(chan time.Duration, 1)
+	hold := make(chan struct{})
+	if err := l.Post(func() {
+		deadlines <- w.Now() + delay
+		if err := w.Start(&e, delay); err != nil {
+			t.Error(err)
+		}
+		<-hold // busy: the deadline passes
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := recvWithin(t, deadlines)
+	for clock.Now() < deadline+time.Millisecond {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := unix.Write(first[1], []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	if !recvWithin(t, stopped) {
+		t.Error("the ACK's input found the timer no longer pending: it fired first")
+	}
+	select {
+	case <-fired:
+		t.Error("the timer fired although its ACK arrived before the expiry step")
+	case <-time.After(10 * time.Millisecond):
+	}
+	for _, fd := range []int{first[0], ack[0]} {
+		if err := l.Unwatch(fd); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // testPipe returns a non-blocking pipe, closed at the end of the test.
 func testPipe(t *testing.T) [2]int {
 	t.Helper()

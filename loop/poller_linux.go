@@ -159,11 +159,12 @@ func (p *poller) watching() bool { return len(p.readers) > 0 }
 // poll collects the readable reader fds afresh, without sleeping, for a loop
 // that has timers due: readiness is level-triggered, so what the last wait
 // found is found again, with what has arrived since.
-func (p *poller) poll() {
+func (p *poller) poll() bool {
 	if len(p.readers) > 0 {
 		p.ready = p.ready[:0]
 		p.epoll(0)
 	}
+	return len(p.ready) > 0
 }
 
 // epoll waits up to timeout ms (-1: no limit) and returns the number of events:

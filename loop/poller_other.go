@@ -74,7 +74,7 @@ func (p *poller) wait(clock timer.Clock, next time.Duration, ok bool, _ time.Dur
 
 func (p *poller) watching() bool { return false }
 
-func (p *poller) poll() {}
+func (p *poller) poll() bool { return false }
 
 func (p *poller) runReady() bool { return false }
 

@@ -170,6 +170,9 @@ func TestClientsSmoke(t *testing.T) {
 		if r.Case == "ab" && r.Metrics["ab_complete"] != float64(cfg.ABRequests) {
 			t.Errorf("ab %s: %v complete, want %d", r.Stack, r.Metrics["ab_complete"], cfg.ABRequests)
 		}
+		if _, ok := r.Metrics["ab_stack_retx"]; r.Case == "ab" && ok != (r.Stack != stackKernel) {
+			t.Errorf("ab %s: the stack's resent segments recorded: %v, want %v (every stack with counters: not the kernel)", r.Stack, ok, r.Stack != stackKernel)
+		}
 	}
 	if r, ok := rep.row("wrk", "requests_per_s", stackTcpwheel); !ok || r.VsKernel == nil || r.VsGVisor == nil {
 		t.Errorf("wrk tcpwheel row %+v: want ratios to the kernel and to gvisor", r)

@@ -383,6 +383,7 @@ func scenarioAB(e *runEnv) error {
 		return err
 	}
 	n := e.cfg.ABRequests
+	s0, _ := e.burstCounters()
 	c0 := cpuTime()
 	// -t before -n: a -t after it would set the count to 50000.
 	r, err := e.client(toolAB, "-q", "-r", "-t", e.secondsLeft(), "-n", strconv.Itoa(n), "-c", strconv.Itoa(e.cfg.ABConns),
@@ -406,5 +407,20 @@ func scenarioAB(e *runEnv) error {
 	m["cpu_ms"] = ms(cpu)
 	m["cpu_us_per_request"] = float64(cpu.Microseconds()) / float64(complete)
 	m["client_cpu_us_per_request"] = float64(r.cpu.Microseconds()) / float64(complete)
+	if s1, _ := e.burstCounters(); s0.ok && s1.ok {
+		recordABRetransmits(m, s0, s1)
+	}
 	return nil
+}
+
+// recordABRetransmits records what the stack resent over an ab run, by
+// kind, from its own counters: where the duplicates the kernel reports
+// (kernel_dup_segments) come from.
+func recordABRetransmits(m map[string]float64, s0, s1 burstSnapshot) {
+	m["ab_stack_retx"] = float64(s1.retrans - s0.retrans)
+	for _, k := range []string{"stack_tlp_probes", "stack_rto_events", "stack_synack_retx"} {
+		if v, ok := s1.more[k]; ok { // tcpwheel's kinds
+			m["ab_"+k] = v - s0.more[k]
+		}
+	}
 }
