@@ -302,26 +302,7 @@ func TestLoopInputStopsDueTimer(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	const delay = 2 * time.Millisecond
-	deadlines := make(chan time.Duration, 1)
-	hold := make(chan struct{})
-	if err := l.Post(func() {
-		deadlines <- w.Now() + delay
-		if err := w.Start(&e, delay); err != nil {
-			t.Error(err)
-		}
-		<-hold // busy: the deadline passes
-	}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := recvWithin(t, deadlines)
-	for clock.Now() < deadline+time.Millisecond {
-		time.Sleep(time.Millisecond)
-	}
-	if _, err := unix.Write(p[1], []byte{1}); err != nil {
-		t.Fatal(err)
-	}
-	close(hold)
+	deadline := inputAfterDeadline(t, l, w, clock, &e, p[1])
 	at := recvWithin(t, handled)
 	if at <= deadline {
 		t.Errorf("input handled with Now %v, want after the deadline %v (a late wake)", at, deadline)
@@ -367,26 +348,7 @@ func TestLoopInputAgainBeforeExpiry(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	const delay = 2 * time.Millisecond
-	deadlines := make(chan time.Duration, 1)
-	hold := make(chan struct{})
-	if err := l.Post(func() {
-		deadlines <- w.Now() + delay
-		if err := w.Start(&e, delay); err != nil {
-			t.Error(err)
-		}
-		<-hold // busy: the deadline passes
-	}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := recvWithin(t, deadlines)
-	for clock.Now() < deadline+time.Millisecond {
-		time.Sleep(time.Millisecond)
-	}
-	if _, err := unix.Write(first[1], []byte{1}); err != nil {
-		t.Fatal(err)
-	}
-	close(hold)
+	inputAfterDeadline(t, l, w, clock, &e, first[1])
 	if !recvWithin(t, stopped) {
 		t.Error("the ACK's input found the timer no longer pending: it fired first")
 	}
@@ -400,6 +362,35 @@ func TestLoopInputAgainBeforeExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// inputAfterDeadline starts e 2 ms out from a posted function that keeps the
+// loop busy until the deadline has passed by a millisecond, writes a byte to
+// fd meanwhile (input that came before the loop got to the due timer), then
+// lets the loop go on; it returns e's deadline.
+func inputAfterDeadline(t *testing.T, l *Loop, w *timer.Wheel, clock timer.Clock, e *timer.Entry, fd int) time.Duration {
+	t.Helper()
+	const delay = 2 * time.Millisecond
+	deadlines := make(chan time.Duration, 1)
+	hold := make(chan struct{})
+	if err := l.Post(func() {
+		deadlines <- w.Now() + delay
+		if err := w.Start(e, delay); err != nil {
+			t.Error(err)
+		}
+		<-hold // busy: the deadline passes
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := recvWithin(t, deadlines)
+	for clock.Now() < deadline+time.Millisecond {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := unix.Write(fd, []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	return deadline
 }
 
 // testPipe returns a non-blocking pipe, closed at the end of the test.
