@@ -354,20 +354,21 @@ func (g *loopGroup) stats() Stats {
 			st.Loops = []LoopStats{ls}
 			continue
 		}
+		prev := st
 		addDeep(reflect.ValueOf(&st).Elem(), reflect.ValueOf(one))
-		// Not sums: the listeners are the first's twins, the maxima and
-		// lateness quantiles are the largest.
-		st.Listeners = st.Listeners - one.Listeners
-		st.Input.Max = max(st.Input.Max-one.Input.Max, one.Input.Max)
-		st.Input.SYNStashMax = max(st.Input.SYNStashMax-one.Input.SYNStashMax, one.Input.SYNStashMax)
-		st.Offload.MaxFrameIn = max(st.Offload.MaxFrameIn-one.Offload.MaxFrameIn, one.Offload.MaxFrameIn)
-		st.Offload.MaxFrameOut = max(st.Offload.MaxFrameOut-one.Offload.MaxFrameOut, one.Offload.MaxFrameOut)
-		st.Writer.Queue -= one.Writer.Queue
-		st.Writer.MaxDepth = max(st.Writer.MaxDepth-one.Writer.MaxDepth, one.Writer.MaxDepth)
-		w := &st.Wheel
-		w.LateP50 = max(w.LateP50-one.Wheel.LateP50, one.Wheel.LateP50)
-		w.LateP99 = max(w.LateP99-one.Wheel.LateP99, one.Wheel.LateP99)
-		w.LateMax = max(w.LateMax-one.Wheel.LateMax, one.Wheel.LateMax)
+		// Not sums: the listeners are the first's twins (and the writer's
+		// queue size a setting), the maxima and lateness quantiles are the
+		// largest.
+		st.Listeners = prev.Listeners
+		st.Writer.Queue = prev.Writer.Queue
+		st.Input.Max = max(prev.Input.Max, one.Input.Max)
+		st.Input.SYNStashMax = max(prev.Input.SYNStashMax, one.Input.SYNStashMax)
+		st.Offload.MaxFrameIn = max(prev.Offload.MaxFrameIn, one.Offload.MaxFrameIn)
+		st.Offload.MaxFrameOut = max(prev.Offload.MaxFrameOut, one.Offload.MaxFrameOut)
+		st.Writer.MaxDepth = max(prev.Writer.MaxDepth, one.Writer.MaxDepth)
+		st.Wheel.LateP50 = max(prev.Wheel.LateP50, one.Wheel.LateP50)
+		st.Wheel.LateP99 = max(prev.Wheel.LateP99, one.Wheel.LateP99)
+		st.Wheel.LateMax = max(prev.Wheel.LateMax, one.Wheel.LateMax)
 	}
 	return st
 }
