@@ -355,11 +355,7 @@ type burstSnapshot struct {
 // burstCounters reads the stack's counters and the namespace's kernel
 // counters (nil when unreadable).
 func (e *runEnv) burstCounters() (burstSnapshot, map[string]uint64) {
-	var s burstSnapshot
-	if sc, ok := e.stack.(segmentCounter); ok {
-		s.sent, s.retrans, s.more = sc.burstCounts()
-		s.ok = true
-	}
+	s := e.stackCounters()
 	k, err := e.bed.KernelCounters()
 	if err != nil {
 		return s, nil
@@ -376,6 +372,17 @@ func (e *runEnv) burstCounters() (burstSnapshot, map[string]uint64) {
 		return s, nil
 	}
 	return s, k
+}
+
+// stackCounters reads the stack's own counters (not ok for a stack without
+// them).
+func (e *runEnv) stackCounters() burstSnapshot {
+	var s burstSnapshot
+	if sc, ok := e.stack.(segmentCounter); ok {
+		s.sent, s.retrans, s.more = sc.burstCounts()
+		s.ok = true
+	}
+	return s
 }
 
 // burstTUNDrops is the key of tunDrops in burstCounters' kernel counters.

@@ -383,7 +383,7 @@ func scenarioAB(e *runEnv) error {
 		return err
 	}
 	n := e.cfg.ABRequests
-	s0, _ := e.burstCounters()
+	s0 := e.stackCounters()
 	c0 := cpuTime()
 	// -t before -n: a -t after it would set the count to 50000.
 	r, err := e.client(toolAB, "-q", "-r", "-t", e.secondsLeft(), "-n", strconv.Itoa(n), "-c", strconv.Itoa(e.cfg.ABConns),
@@ -407,7 +407,7 @@ func scenarioAB(e *runEnv) error {
 	m["cpu_ms"] = ms(cpu)
 	m["cpu_us_per_request"] = float64(cpu.Microseconds()) / float64(complete)
 	m["client_cpu_us_per_request"] = float64(r.cpu.Microseconds()) / float64(complete)
-	if s1, _ := e.burstCounters(); s0.ok && s1.ok {
+	if s1 := e.stackCounters(); s0.ok && s1.ok {
 		recordABRetransmits(m, s0, s1)
 	}
 	return nil
