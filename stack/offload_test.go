@@ -126,22 +126,37 @@ func (p *offloadPeer) deliver(t *testing.T, frames [][]byte) [][]byte {
 // partial checksum over the whole, the segments' headers the first's); B
 // takes it whole as one segment, without checking the partial checksum,
 // and reads the data intact; the counters count segments, not frames.
-func TestOffloadFrames(t *testing.T) { offloadFrames(t, addrA, addrB) }
+func TestOffloadFrames(t *testing.T) { offloadFrames(t, addrA, addrB, &frameDev{}) }
 
 // TestOffloadFrames6 is TestOffloadFrames over IPv6, on devices with TSO6:
 // a GSO_TCPV6 frame, its checksum's start after the 40-byte IPv6 header,
 // the IPv6 payload length the frame's, the IPv6 pseudo-header's sum.
-func TestOffloadFrames6(t *testing.T) { offloadFrames(t, addr6A, addr6B) }
+func TestOffloadFrames6(t *testing.T) { offloadFrames(t, addr6A, addr6B, &frameDev{}) }
+
+// TestOffloadFramesVec and TestOffloadFramesVec6 are TestOffloadFrames and
+// TestOffloadFrames6 with A on a device that writes frames in pieces: the
+// payloads go as views of the send buffer (offloadvec_test.go), and the
+// frames are the same.
+func TestOffloadFramesVec(t *testing.T)  { offloadFrames(t, addrA, addrB, &vecDev{}) }
+func TestOffloadFramesVec6(t *testing.T) { offloadFrames(t, addr6A, addr6B, &vecDev{}) }
 
 // offloadFrames is TestOffloadFrames from srcA to dstB, IPv4 or IPv6.
-func offloadFrames(t *testing.T, srcA, dstB netip.Addr) {
+func offloadFrames(t *testing.T, srcA, dstB netip.Addr, devA offloadDev) {
 	v6 := srcA.Is6()
 	ihl, typ := ipv4HeaderLen, uint8(tun.GSOTCPv4)
 	if v6 {
 		ihl, typ = ipv6HeaderLen, tun.GSOTCPv6
 	}
-	a, b, ca, cb := offloadPair(t, false, dstB)
+	a, b, ca, cb := offloadPairOn(t, devA, dstB)
 	var err error
+	if d, ok := devA.(*vecDev); ok {
+		d.buf = a.gso.buf
+		defer func() {
+			if d.vframes == 0 || d.views == 0 {
+				t.Errorf("%d frames in pieces, %d views: want the data's as views", d.vframes, d.views)
+			}
+		}()
+	}
 
 	data := make([]byte, 100_000)
 	for i := range data {
