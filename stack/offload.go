@@ -52,7 +52,9 @@ import (
 //     payload once the frame has tun.MaxFramePieces-1 pieces. The frame is
 //     written before its connection is handed a segment whose ACK covers
 //     any of its bytes (flushBeforeAck): only then may the endpoint consume
-//     them and the storage be written again (tcp.Output's contract).
+//     them and the storage be written again (tcp.Output's contract); and
+//     before the stack forgets its connection (flushFrameOf), after which
+//     its buffers may be reused.
 
 // OffloadStats reports the link offloads: what the device offered when the
 // stack started, and the frames that moved.
@@ -334,6 +336,16 @@ func (g *gsoState) piece(p []byte) {
 func (s *Stack) flushBeforeAck(id tcp.ID, seg *tcp.Segment) {
 	g := &s.gso
 	if len(g.vec) > 0 && seg.Flags&tcp.FlagACK != 0 && seqnum.Value(g.first).LessThan(seg.Ack) && id == g.id {
+		s.flushFrame()
+	}
+}
+
+// flushFrameOf writes the frame being built if it is the connection id's
+// and has views, as the stack forgets the connection: nothing may then
+// keep its send buffer from being reused (a pool of connections or of
+// buffers would overwrite it), and nothing of the frame needs it after.
+func (s *Stack) flushFrameOf(id tcp.ID) {
+	if g := &s.gso; len(g.vec) > 0 && id == g.id {
 		s.flushFrame()
 	}
 }

@@ -390,3 +390,30 @@ func TestVecAckMatches(t *testing.T) {
 		t.Fatalf("B's ACK %v, vecAck's %v", &got, &want)
 	}
 }
+
+// TestFrameViewsForget: a connection the stack forgets while its frame,
+// with views of its send buffer, is being built (a reset of the same
+// turn, say) has the frame written first: from then on its buffers may
+// be reused, by a pool of connections or of buffers.
+func TestFrameViewsForget(t *testing.T) {
+	a, _, ca, _, d := vecPair(t)
+	data := bytes.Repeat([]byte{0x3c}, 3*1448)
+	frames := a.step(func() {
+		if n, err := ca.TryWrite(data); n != len(data) || err != nil {
+			t.Fatalf("TryWrite: %d, %v", n, err)
+		}
+		if len(a.gso.vec) == 0 {
+			t.Fatal("no views in the frame being built")
+		}
+		a.forget(ca)
+		if d.vframes != 1 || len(a.gso.vec) != 0 {
+			t.Fatalf("forgotten: %d frames written in pieces, %d pieces held; want the frame written", d.vframes, len(a.gso.vec))
+		}
+	})
+	if len(frames) != 1 {
+		t.Fatalf("%d frames, want 1", len(frames))
+	}
+	if _, p := framePayload(t, frames[0]); !bytes.Equal(p, data) {
+		t.Fatalf("the frame's %d-byte payload is not the %d bytes written", len(p), len(data))
+	}
+}

@@ -859,6 +859,7 @@ func (s *Stack) forget(c *Conn) {
 		return
 	}
 	delete(s.conns, c.id)
+	s.flushFrameOf(c.id) // offload.go
 	if s.grp != nil {
 		s.grp.release(c.id, s)
 	}

@@ -38,9 +38,9 @@ func (id ID) String() string { return id.Local.String() + "->" + id.Remote.Strin
 // storage copies the bytes into new storage and leaves the old as it was; an
 // endpoint that is reset, aborted or closed leaves its storage as it was, and
 // a send buffer's storage is never handed to another connection or another
-// buffer (a pool of them would have to wait for the Output: the stack's
-// flushFrame at the end of the turn). Whoever changes the send buffer keeps
-// these.
+// buffer while the Output may hold views of it (the stack writes a
+// connection's frame when it forgets the connection: a pool may reuse the
+// buffers after that). Whoever changes the send buffer keeps these.
 type Output interface {
 	Send(id ID, seg *Segment)
 }
