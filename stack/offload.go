@@ -48,8 +48,10 @@ import (
 //     merged where they continue one another: the payload is not copied on
 //     the loop. A payload that is not stable (a span of the send buffer
 //     that wraps, copied by tcp into a scratch buffer that its next send
-//     reuses) is copied into buf at its place in the frame, and so is every
-//     payload once the frame has tun.MaxFramePieces-1 pieces. The frame is
+//     reuses) is copied into buf at its place in the frame, and so is a
+//     short one (minView: a request-response exchange's frames stay one
+//     write) and every payload once the frame has tun.MaxFramePieces-1
+//     pieces. The frame is
 //     written before its connection is handed a segment whose ACK covers
 //     any of its bytes (flushBeforeAck): only then may the endpoint consume
 //     them and the storage be written again (tcp.Output's contract); and
@@ -291,15 +293,22 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 	}
 }
 
+// minView is the shortest payload that put makes a view: a shorter one is
+// copied, as cheap as a writev's further iovec, so that the frames of a
+// request-response exchange (compare's ab and wrk answer a few hundred
+// bytes) stay one buffer and one write, as they were.
+const minView = 512
+
 // put adds the payload p at the frame's end (n): as a piece of its own, a
-// view, when view says p is stable and the frame has room for two more
-// pieces (the copy that may follow takes the last), else copied into buf.
-// A piece that continues the last one's storage extends it instead.
+// view, when view says p is stable, it is not short (minView) and the
+// frame has room for two more pieces (the copy that may follow takes the
+// last), else copied into buf. A piece that continues the last one's
+// storage extends it instead.
 func (g *gsoState) put(p []byte, view bool) {
 	if len(p) == 0 {
 		return
 	}
-	if view && len(g.vec) < tun.MaxFramePieces-1 {
+	if view && len(p) >= minView && len(g.vec) < tun.MaxFramePieces-1 {
 		if len(g.vec) == 0 {
 			g.vec = append(g.vec, g.buf[:g.n])
 		}

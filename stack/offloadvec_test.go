@@ -111,7 +111,7 @@ func TestFrameViews(t *testing.T) {
 		store[i] = byte(i*7 + 1)
 	}
 	tmp := bytes.Repeat([]byte{0xee}, 1000) // tcp's scratch copy of a wrapped span
-	want := append(append(append([]byte(nil), store[:2000]...), tmp...), store[3000:3500]...)
+	want := append(append(append(append([]byte(nil), store[:2000]...), tmp...), store[3000:4000]...), store[5000:5100]...)
 	seg := func(seq seqnum.Value, p []byte, stable bool) *tcp.Segment {
 		return &tcp.Segment{SrcPort: 5555, DstPort: 80, Seq: seq, Ack: 1, Flags: tcp.FlagACK, Window: 100, Payload: p, PayloadStable: stable}
 	}
@@ -120,23 +120,25 @@ func TestFrameViews(t *testing.T) {
 		a.queueSegment(id, seg(2000, store[1000:2000], true), ipv4HeaderLen)
 		a.queueSegment(id, seg(3000, tmp, false), ipv4HeaderLen)
 		clear(tmp) // the next send's copy
-		a.queueSegment(id, seg(4000, store[3000:3500], true), ipv4HeaderLen)
+		a.queueSegment(id, seg(4000, store[3000:4000], true), ipv4HeaderLen)
+		a.queueSegment(id, seg(5000, store[5000:5100], true), ipv4HeaderLen)
+		clear(store[5000:5100]) // copied, being short (minView): the frame has the bytes as they were
 	})
 	if len(frames) != 1 || a.gso.segs != 0 {
-		t.Fatalf("%d frames written, %d segments left: want one frame of 4", len(frames), a.gso.segs)
+		t.Fatalf("%d frames written, %d segments left: want one frame of 5", len(frames), a.gso.segs)
 	}
 	h, _ := tun.ParseVnetHdr(frames[0])
-	if n := tun.SegmentCount(h, frames[0][tun.VnetHdrLen:]); n != 4 {
-		t.Fatalf("a frame of %d segments, want 4", n)
+	if n := tun.SegmentCount(h, frames[0][tun.VnetHdrLen:]); n != 5 {
+		t.Fatalf("a frame of %d segments, want 5", n)
 	}
 	s, p := framePayload(t, frames[0])
 	if s.Seq != 1000 || !bytes.Equal(p, want) {
 		t.Fatalf("the frame's payload (seq %d, %d bytes) is not the segments' (seq 1000, %d bytes)", s.Seq, len(p), len(want))
 	}
-	// The headers (with the copy: in buf), the two stable payloads as one
-	// view, the copy (in buf, after the view), the last view.
-	if d.vframes != 1 || d.pieces != 4 || d.views != 2 || d.copies != 1 {
-		t.Fatalf("%d frames in %d pieces, %d views, %d copies; want 1 in 4: headers, a view of 2000 bytes, a copy, a view", d.vframes, d.pieces, d.views, d.copies)
+	// The headers, the two stable payloads as one view, the copy (in buf,
+	// after the view), a view, the short last payload copied.
+	if d.vframes != 1 || d.pieces != 5 || d.views != 2 || d.copies != 2 {
+		t.Fatalf("%d frames in %d pieces, %d views, %d copies; want 1 in 5: headers, a view of 2000 bytes, a copy, a view, a copy", d.vframes, d.pieces, d.views, d.copies)
 	}
 	if len(a.gso.vec) != 0 || cap(a.gso.vec) != tun.MaxFramePieces {
 		t.Fatalf("pieces after the write: %d of %d", len(a.gso.vec), cap(a.gso.vec))
@@ -158,8 +160,8 @@ func TestFrameViews(t *testing.T) {
 func TestFrameViewsPieceLimit(t *testing.T) {
 	a, d := vecPeer(t)
 	id := tcp.ID{Local: netip.AddrPortFrom(addrA, 5555), Remote: netip.AddrPortFrom(addrB, 80)}
-	const mss, segs = 100, 200
-	store := make([]byte, 2*mss*segs) // every other span: no view continues the one before
+	const mss, segs = minView + 88, 100 // views (minView), 58.8 KB: one frame
+	store := make([]byte, 2*mss*segs)   // every other span: no view continues the one before
 	for i := range store {
 		store[i] = byte(i * 5)
 	}
