@@ -499,9 +499,7 @@ func (c *Conn) drain() {
 	}
 	var err error
 	if k > 0 {
-		var n int
-		n, err = c.write(k)
-		c.tx.q.Taken(n)
+		_, err = c.write(k) // the endpoint takes what it does from tx.q (Take)
 	}
 	c.mu.Lock()
 	if err != nil {

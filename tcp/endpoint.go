@@ -270,7 +270,7 @@ func (e *Endpoint) Readable() int { return e.rcv.buf.len() }
 // EventWritable). Before the connection is established it returns (0, nil).
 // With a Source (SetSource) it takes nothing: Append hands the bytes over.
 func (e *Endpoint) Write(p []byte) (int, error) {
-	if e.snd.buf.src != nil {
+	if e.snd.buf.external() {
 		return 0, ErrInvalidConfig
 	}
 	return e.take(p, len(p))
@@ -280,7 +280,7 @@ func (e *Endpoint) Write(p []byte) (int, error) {
 // as far as the send buffer has room for them, join the send buffer without a
 // copy. It returns the count taken, as Write does.
 func (e *Endpoint) Append(k int) (int, error) {
-	if e.snd.buf.src == nil {
+	if !e.snd.buf.external() {
 		return 0, ErrInvalidConfig
 	}
 	return e.take(nil, k)
@@ -307,10 +307,10 @@ func (e *Endpoint) take(p []byte, k int) (int, error) {
 		return 0, nil
 	}
 	start := e.snd.bufSeq.Add(seqnum.Size(e.snd.buf.len()))
-	if e.snd.buf.src != nil {
-		e.snd.buf.n += n
+	if o := e.snd.buf.own(); o != nil {
+		o.r.Write(p[:n])
 	} else {
-		e.snd.buf.write(p[:n])
+		e.snd.buf.src.Take(n)
 	}
 	if e.cfg.PushPolicy == PushLinux {
 		e.pushWrite(start, start.Add(seqnum.Size(n)))

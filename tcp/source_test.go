@@ -8,24 +8,33 @@ import (
 	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
-// testSource is a Source over a fixed stream: the endpoint may read only the
-// bytes offered (avail) and not consumed.
+// testSource is a Source over a fixed stream: the endpoint may take only the
+// bytes offered (avail), and read only those it took and did not consume.
 type testSource struct {
-	t           *testing.T
-	stream      []byte
-	head, avail int // consumed; offered to Append, in all
+	t                  *testing.T
+	stream             []byte
+	head, taken, avail int // consumed, taken and offered to Append, in all
 }
 
+func (s *testSource) Take(k int) {
+	if k < 0 || s.taken+k > s.avail {
+		s.t.Fatalf("Take(%d) beyond the %d bytes offered", k, s.avail-s.taken)
+	}
+	s.taken += k
+}
+
+func (s *testSource) Len() int { return s.taken - s.head }
+
 func (s *testSource) At(i, k int) []byte {
-	if i < 0 || k < 0 || s.head+i+k > s.avail {
-		s.t.Fatalf("At(%d, %d) beyond the %d bytes held", i, k, s.avail-s.head)
+	if i < 0 || k < 0 || i+k > s.Len() {
+		s.t.Fatalf("At(%d, %d) beyond the %d bytes held", i, k, s.Len())
 	}
 	return s.stream[s.head+i : s.head+i+k]
 }
 
 func (s *testSource) Consume(k int) {
-	if k < 0 || s.head+k > s.avail {
-		s.t.Fatalf("Consume(%d) beyond the %d bytes held", k, s.avail-s.head)
+	if k < 0 || k > s.Len() {
+		s.t.Fatalf("Consume(%d) beyond the %d bytes held", k, s.Len())
 	}
 	s.head += k
 }
@@ -57,6 +66,9 @@ func TestSource(t *testing.T) {
 			t.Fatalf("Append(%d): %d, %v; Write took %d, %v", k, ns, errs, nw, errw)
 		}
 		written += ns
+		if src.taken != written {
+			t.Fatalf("Append took %d, the Source gave %d in all, want %d", ns, src.taken, written)
+		}
 		src.avail = written
 		if hw.ep.Writable() != hs.ep.Writable() {
 			t.Fatalf("Writable: %d with a Source, %d without", hs.ep.Writable(), hw.ep.Writable())

@@ -16,7 +16,7 @@ package ring
 // Its methods are split by who calls them and how:
 //   - the producer's, with the user's lock held: Held, Write;
 //   - the consumer's, with the lock held: Sync, Pending, Drop;
-//   - the consumer's alone, without the lock: Len, At, Consume, Taken.
+//   - the consumer's alone, without the lock: Take, Len, At, Consume.
 //
 // Storage holding bytes the consumer has taken and not consumed is never
 // written to: the producer writes only past the bytes held, and bytes the
@@ -25,19 +25,23 @@ package ring
 type Shared struct {
 	// The lock's.
 	b     []byte // the storage Write copies into; len 0 or a power of two
-	wr    int    // bytes written, in all
-	freed int    // bytes given back by the consumer (Sync), in all
+	wr    uint32 // bytes written, in all (modulo 2^32, as every count here)
+	freed uint32 // bytes given back by the consumer (Sync), in all
 	// The consumer's.
+	cwr     uint32 // wr as of the last Sync: cb holds the bytes up to it
+	head    uint32 // bytes consumed, in all
+	taken   uint32 // bytes taken (Take), in all: head <= taken <= cwr <= wr
 	cb      []byte // the storage as of the last Sync
-	cwr     int    // wr as of the last Sync: cb holds the bytes up to it
-	head    int    // bytes consumed, in all
-	taken   int    // bytes taken (Taken), in all: head <= taken <= cwr <= wr
 	scratch []byte // At's copy of a span that wraps
 }
 
+// The counts are positions in the stream modulo 2^32: their differences
+// (at most the storage's size, 1 GiB) are exact, and so is a position's
+// place in the storage (its size divides 2^32).
+
 // Held is what the ring holds, as the producer sees it: bytes written and not
 // yet given back by the consumer (taken or not). Lock held.
-func (r *Shared) Held() int { return r.wr - r.freed }
+func (r *Shared) Held() int { return int(r.wr - r.freed) }
 
 // Write appends p, growing the storage if it must. Producer, lock held.
 func (r *Shared) Write(p []byte) {
@@ -50,16 +54,18 @@ func (r *Shared) Write(p []byte) {
 			c *= 2
 		}
 		nb := make([]byte, c)
-		for t := r.freed; t < r.wr; {
-			from := r.b[t&(len(r.b)-1):]
-			from = from[:min(len(from), r.wr-t)]
-			t += copy(nb[t&(c-1):], from) // c > what is held: no wrap within one piece's copy
+		for t := r.freed; t != r.wr; {
+			from := r.b[int(t)&(len(r.b)-1):]
+			from = from[:min(len(from), int(r.wr-t))]
+			// A piece ends at a multiple of the old size, never past one
+			// of c's: it goes in one piece.
+			t += uint32(copy(nb[int(t)&(c-1):], from))
 		}
 		r.b = nb
 	}
 	for len(p) > 0 {
-		k := copy(r.b[r.wr&(len(r.b)-1):], p)
-		p, r.wr = p[k:], r.wr+k
+		k := copy(r.b[int(r.wr)&(len(r.b)-1):], p)
+		p, r.wr = p[k:], r.wr+uint32(k)
 	}
 }
 
@@ -74,7 +80,7 @@ func (r *Shared) Sync() int {
 
 // Pending is what the producer wrote and the consumer has not taken.
 // Consumer, lock held.
-func (r *Shared) Pending() int { return r.wr - r.taken }
+func (r *Shared) Pending() int { return int(r.wr - r.taken) }
 
 // Drop discards what the consumer has not taken (the producer's bytes that
 // will never be sent), and gives back what it consumed. Consumer, lock held.
@@ -83,17 +89,17 @@ func (r *Shared) Drop() {
 	r.Sync()
 }
 
-// Taken adds the next k bytes of the producer's (k <= Pending as of the last
+// Take adds the next k bytes of the producer's (k <= Pending as of the last
 // Sync) to what the consumer holds. Consumer.
-func (r *Shared) Taken(k int) {
-	if k < 0 || r.taken+k > r.cwr {
-		panic("ring: Taken beyond what was written")
+func (r *Shared) Take(k int) {
+	if k < 0 || k > int(r.cwr-r.taken) {
+		panic("ring: Take beyond what was written")
 	}
-	r.taken += k
+	r.taken += uint32(k)
 }
 
 // Len is what the consumer holds: taken and not consumed. Consumer.
-func (r *Shared) Len() int { return r.taken - r.head }
+func (r *Shared) Len() int { return int(r.taken - r.head) }
 
 // Consume drops the first k bytes the consumer holds (k <= Len); their room
 // goes back to the producer at the next Sync. Consumer.
@@ -101,22 +107,20 @@ func (r *Shared) Consume(k int) {
 	if k < 0 || k > r.Len() {
 		panic("ring: Consume beyond the contents")
 	}
-	r.head += k
+	r.head += uint32(k)
 }
 
-// At returns k bytes from offset i of what the consumer holds, or of the
-// bytes written up to the last Sync that follow it (an endpoint reads the
-// bytes it is handed before Taken counts them), as one slice: the storage itself when the span does not wrap, else a copy
+// At returns k bytes from offset i of what the consumer holds (i+k <= Len),
+// as one slice: the storage itself when the span does not wrap, else a copy
 // in a scratch buffer that the next At that wraps reuses. Consumer.
 func (r *Shared) At(i, k int) []byte {
-	if i < 0 || k < 0 || r.head+i+k > r.cwr {
+	if i < 0 || k < 0 || i+k > r.Len() {
 		panic("ring: At beyond the contents")
 	}
 	if k == 0 {
 		return nil
 	}
-	mask := len(r.cb) - 1
-	start := (r.head + i) & mask
+	start := int(r.head+uint32(i)) & (len(r.cb) - 1)
 	if start+k <= len(r.cb) {
 		return r.cb[start : start+k]
 	}

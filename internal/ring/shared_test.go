@@ -20,9 +20,12 @@ func pattern(t, n int) []byte {
 // consumes and drops, on one goroutine, against a model: every At returns
 // the stream's bytes, Held and Pending are exact, and views an At returned
 // keep their bytes until those are consumed and a Sync has passed, through
-// the producer's writes and the storage's growth.
+// the producer's writes and the storage's growth. The ring's counts start
+// near 2^32, so that they wrap around (modulo 2^32) early on.
 func TestSharedModel(t *testing.T) {
+	const origin = 1<<32 - 3000
 	var r Shared
+	r.wr, r.freed, r.cwr, r.head, r.taken = origin, origin, origin, origin, origin
 	rng := rand.New(rand.NewPCG(3, 4))
 	var (
 		wr, taken, head, freed int // the model: positions in the stream
@@ -49,7 +52,7 @@ func TestSharedModel(t *testing.T) {
 			}
 			freed = head
 			k := rng.IntN(wr - taken + 1)
-			r.Taken(k)
+			r.Take(k)
 			taken += k
 		case 3: // the consumer reads a span of what it holds
 			if taken == head {
@@ -61,7 +64,7 @@ func TestSharedModel(t *testing.T) {
 			if !bytes.Equal(got, pattern(head+off, k)) {
 				t.Fatalf("step %d: At(%d, %d) is not the stream's bytes at %d", i, off, k, head+off)
 			}
-			if (head+off)&(len(r.cb)-1)+k > len(r.cb) {
+			if int(uint32(origin+head+off))&(len(r.cb)-1)+k > len(r.cb) {
 				wrapped++ // a copy, not a view of the storage
 			} else {
 				views = append(views, view{head + off, got})
@@ -106,7 +109,7 @@ func TestSharedRoomAfterSync(t *testing.T) {
 	if k := r.Sync(); k != 1000 {
 		t.Fatalf("Sync: %d pending, want 1000", k)
 	}
-	r.Taken(800)
+	r.Take(800)
 	v := r.At(0, 600)
 	r.Consume(600)
 	r.Write(pattern(1000, 600)) // fits in the 1 KB storage only over the consumed bytes
@@ -124,7 +127,7 @@ func TestSharedRoomAfterSync(t *testing.T) {
 	}
 	r.Write(pattern(5000, 100))
 	r.Sync()
-	r.Taken(100)
+	r.Take(100)
 	if got := r.At(0, 200); !bytes.Equal(got, pattern(600, 200)) {
 		t.Fatal("Drop lost bytes the consumer had taken")
 	}
@@ -170,7 +173,7 @@ func TestSharedConcurrent(t *testing.T) {
 		case room <- struct{}{}:
 		default:
 		}
-		r.Taken(rng.IntN(k + 1))
+		r.Take(rng.IntN(k + 1))
 		if n := r.Len(); n > 0 {
 			k := 1 + rng.IntN(n)
 			if got := r.At(0, k); !bytes.Equal(got, pattern(head, k)) {
