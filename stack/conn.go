@@ -21,7 +21,8 @@ import (
 // Read and Write do not wait for the loop: between them and the endpoint are
 // two buffers under a small lock (mu), one each way. Write copies into tx, if
 // the send buffer has room, and posts one flush to the loop unless one is due
-// already; the loop moves the bytes into the endpoint. The loop moves received
+// already; the loop hands the bytes to the endpoint by count (tx.q is the
+// endpoint's tcp.Source: it sends them from where Write copied them). The loop moves received
 // data into rx as it arrives (connSink.Take, the endpoint's tcp.Sink, or
 // tcp.Endpoint.Hold: the window stays closed by it), and Read takes from rx; the loop learns what was read (Release) by a
 // post only once it adds up to a step of the window worth an update. A call
@@ -60,18 +61,21 @@ type Conn struct {
 	closed    chan struct{}
 }
 
-// txBuf holds what Write took and the loop has not yet moved into the
-// endpoint. Only Write appends to ring; only the loop removes from it.
+// txBuf holds what Write took: the bytes the loop has not yet handed to the
+// endpoint and those the endpoint holds, unacknowledged. Only Write appends
+// to q (its producer, under mu); only the loop takes from it (its consumer,
+// the endpoint's tcp.Source), and gives the room of what was acknowledged
+// back at its Sync.
 type txBuf struct {
-	ring ring.Buffer
-	// inEP is what the endpoint's send buffer held when the loop last looked
-	// (never less than it holds), limit the send buffer's size (SO_SNDBUF):
-	// Write takes bytes only while ring and inEP together stay within limit,
-	// so the two buffers hold no more than the endpoint alone would.
-	inEP, limit int
-	open        bool  // established: Write may take bytes
-	err         error // why Write fails: the endpoint's error, ErrWriteClosed, ErrClosed
-	posted      bool  // a flush is posted and has not yet looked at ring
+	q ring.Shared
+	// limit is the send buffer's size (SO_SNDBUF): Write takes bytes only
+	// while q holds (Held: not yet handed over, or in the endpoint when the
+	// loop last looked, never less than it holds) no more than limit, so
+	// q holds no more than the endpoint's own buffer would.
+	limit  int
+	open   bool  // established: Write may take bytes
+	err    error // why Write fails: the endpoint's error, ErrWriteClosed, ErrClosed
+	posted bool  // a flush is posted and has not yet looked at q
 }
 
 // rxBuf holds what the loop took from the endpoint (held there as unread)
@@ -120,8 +124,9 @@ func newConn(s *Stack, ep *tcp.Endpoint, settled bool) *Conn {
 	c.rd, c.wd = &ds[0], &ds[1]
 	c.tx.limit = ep.Writable() // the send buffer's size: it holds nothing yet
 	c.flushFn, c.releaseFn = c.flush, c.release
-	if s.play == nil {
-		ep.SetSink((*connSink)(c)) // a Playback's Conns leave their buffers out of the way
+	if s.play == nil { // a Playback's Conns leave their buffers out of the way
+		ep.SetSink((*connSink)(c))
+		ep.SetSource(&c.tx.q)
 	}
 	return c
 }
@@ -275,13 +280,13 @@ func (c *Conn) writeSome(p []byte) (int, error) {
 		c.mu.Unlock()
 		return 0, c.opErr("write", net.ErrClosed)
 	}
-	room := c.tx.limit - c.tx.ring.Len() - c.tx.inEP
+	room := c.tx.limit - c.tx.q.Held()
 	if !c.tx.open || room <= 0 || len(p) == 0 {
 		c.mu.Unlock()
 		return 0, nil
 	}
 	n := min(room, len(p))
-	c.tx.ring.Write(p[:n])
+	c.tx.q.Write(p[:n])
 	post := !c.tx.posted
 	c.tx.posted = true
 	c.mu.Unlock()
@@ -463,10 +468,10 @@ func (c *Conn) setKeepAlive(cfg net.KeepAliveConfig) error {
 // endpoint (drain), a read when it learns that the application read them
 // (release): the instants the endpoint sees them.
 
-// write moves p into the endpoint's send buffer.
-func (c *Conn) write(p []byte) (int, error) {
-	c.event(record.Write, int64(len(p)))
-	return c.ep.Write(p)
+// write hands the next k bytes of tx.q to the endpoint's send buffer.
+func (c *Conn) write(k int) (int, error) {
+	c.event(record.Write, int64(k))
+	return c.ep.Append(k)
 }
 
 // flush is what Write posts: it moves what Write took into the endpoint.
@@ -477,10 +482,9 @@ func (c *Conn) flush() {
 	c.drain()
 }
 
-// drain moves the bytes in tx into the endpoint's send buffer, as far as it
-// takes them, then runs a Close or CloseWrite that waited for them. The bytes
-// are read outside the lock: Write only appends (into free space, or into new
-// storage when it grows the ring), so what Peek returned stays as it was.
+// drain hands the bytes in tx that the endpoint does not hold yet to it, as
+// far as it takes them (by count: it sends them from tx.q's storage), then
+// runs a Close or CloseWrite that waited for them.
 func (c *Conn) drain() {
 	if c.draining {
 		return
@@ -488,31 +492,23 @@ func (c *Conn) drain() {
 	c.draining = true
 	defer func() { c.draining = false }()
 	c.mu.Lock()
-	a, b := c.tx.ring.Peek()
+	k := c.tx.q.Sync()
 	c.mu.Unlock()
-	moved := 0
+	if k == 0 && c.finPending == finNone {
+		return
+	}
 	var err error
-	for _, p := range [2][]byte{a, b} {
-		if len(p) == 0 {
-			break
-		}
-		var n int
-		n, err = c.write(p)
-		moved += n
-		if err != nil || n < len(p) {
-			break
-		}
+	if k > 0 {
+		_, err = c.write(k) // the endpoint takes what it does from tx.q (Take)
 	}
 	c.mu.Lock()
-	c.tx.ring.Consume(min(moved, c.tx.ring.Len()))
-	c.tx.inEP = c.tx.limit - c.ep.Writable()
 	if err != nil {
-		c.tx.ring.Reset()
+		c.tx.q.Drop()
 		if c.tx.err == nil || errors.Is(c.tx.err, tcp.ErrWriteClosed) {
 			c.tx.err = err
 		}
 	}
-	empty := c.tx.ring.Len() == 0
+	empty := c.tx.q.Pending() == 0
 	c.mu.Unlock()
 	if fin := c.finPending; empty && fin != finNone {
 		c.finPending = finNone
@@ -523,7 +519,7 @@ func (c *Conn) drain() {
 // dropTx discards what Write took and the endpoint never got (a reset).
 func (c *Conn) dropTx() {
 	c.mu.Lock()
-	c.tx.ring.Reset()
+	c.tx.q.Drop()
 	c.mu.Unlock()
 	c.finPending = finNone
 }
@@ -534,7 +530,7 @@ func (c *Conn) dropTx() {
 func (c *Conn) finAfterTx(fin finAction) error {
 	c.drain()
 	c.mu.Lock()
-	pending := c.tx.ring.Len() > 0
+	pending := c.tx.q.Pending() > 0
 	c.mu.Unlock()
 	if pending {
 		c.finPending = max(c.finPending, fin)
@@ -547,23 +543,23 @@ func (c *Conn) finAfterTx(fin finAction) error {
 }
 
 // syncTx takes the endpoint's send side as it now stands: established, what
-// its send buffer holds, its error; and moves more of tx into it if it has
-// room.
+// its send buffer holds (the room of what was acknowledged goes back to
+// Write), its error; and hands more of tx to it if it has room.
 func (c *Conn) syncTx(ev tcp.Event) {
 	c.mu.Lock()
 	if ev&tcp.EventEstablished != 0 {
 		c.tx.open = true
 	}
-	c.tx.inEP = c.tx.limit - c.ep.Writable()
+	more := c.tx.q.Sync() > 0
 	if ev&(tcp.EventError|tcp.EventClosed) != 0 {
 		err := c.ep.Err()
 		if err == nil {
 			err = tcp.ErrClosed
 		}
 		c.tx.err = err
-		c.tx.ring.Reset()
+		c.tx.q.Drop()
+		more = false
 	}
-	more := c.tx.ring.Len() > 0
 	c.mu.Unlock()
 	if more {
 		c.drain()
@@ -578,7 +574,7 @@ func (c *Conn) syncTx(ev tcp.Event) {
 func (c *Conn) roomy() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	held := c.tx.ring.Len() + c.tx.inEP
+	held := c.tx.q.Held()
 	return 2*(c.tx.limit-held) >= held
 }
 

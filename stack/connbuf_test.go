@@ -356,16 +356,7 @@ func TestWriteWithoutLoopTrip(t *testing.T) {
 		}
 		done <- err
 	}()
-	got, err := io.ReadAll(server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, data) {
-		t.Fatalf("received %d bytes, not the %d written", len(got), len(data))
-	}
+	readsAll(t, server, data, done)
 }
 
 // TestReadPostsPerUpdateStep: Reads tell the loop what they took only once

@@ -88,7 +88,8 @@
 // through two buffers of the Conn under a small lock, which the loop fills and
 // drains, and wait for the loop only when they must: Write copies into the
 // Conn while the send buffer (Conn and endpoint together: SO_SNDBUF) has room
-// and posts one flush until the loop has taken it; the loop moves received
+// and posts one flush until the loop has taken it (the loop hands the bytes
+// to the endpoint by count: it sends them from there, its tcp.Source); the loop moves received
 // data into the Conn as it arrives, straight from the packet (the endpoint's
 // tcp.Sink) or from the endpoint's buffer (tcp.Endpoint.Hold), held unread in
 // the endpoint so that the window never offers space that is not there, and learns what Read took (tcp.Endpoint.Release) by a post only once

@@ -27,7 +27,7 @@ func (c *Conn) Readiness() (Readiness, error) {
 		r.State, r.Err = c.ep.State(), c.ep.Err()
 		c.mu.Lock()
 		r.Readable = c.rx.ring.Len() + c.ep.Readable()
-		r.Writable = max(0, c.ep.Writable()-c.tx.ring.Len())
+		r.Writable = max(0, c.ep.Writable()-c.tx.q.Pending())
 		c.mu.Unlock()
 	}) != nil {
 		return r, net.ErrClosed
@@ -68,7 +68,6 @@ func (c *Conn) SetSendBuffer(n int) error {
 		if err = c.ep.SetSendBuffer(n); err == nil {
 			c.mu.Lock()
 			c.tx.limit = n
-			c.tx.inEP = n - c.ep.Writable()
 			c.mu.Unlock()
 			wake(c.writable)
 		}

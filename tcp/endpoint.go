@@ -268,7 +268,27 @@ func (e *Endpoint) Readable() int { return e.rcv.buf.len() }
 // Write copies as much of p as the send buffer has room for, and returns the
 // count: short, possibly zero, when the buffer is full (wait for
 // EventWritable). Before the connection is established it returns (0, nil).
+// With a Source (SetSource) it takes nothing: Append hands the bytes over.
 func (e *Endpoint) Write(p []byte) (int, error) {
+	if e.snd.buf.external() {
+		return 0, ErrInvalidConfig
+	}
+	return e.take(p, len(p))
+}
+
+// Append is Write for an endpoint with a Source: the Source's next k bytes,
+// as far as the send buffer has room for them, join the send buffer without a
+// copy. It returns the count taken, as Write does.
+func (e *Endpoint) Append(k int) (int, error) {
+	if !e.snd.buf.external() {
+		return 0, ErrInvalidConfig
+	}
+	return e.take(nil, k)
+}
+
+// take is Write and Append: k bytes offered, copied from p unless a Source
+// holds them.
+func (e *Endpoint) take(p []byte, k int) (int, error) {
 	defer e.flush()
 	switch {
 	case e.appClosed:
@@ -282,12 +302,16 @@ func (e *Endpoint) Write(p []byte) (int, error) {
 	case !e.state.canSend():
 		return 0, ErrClosed
 	}
-	n := min(len(p), e.cfg.SendBuffer-e.snd.buf.len())
+	n := min(k, e.cfg.SendBuffer-e.snd.buf.len())
 	if n <= 0 {
 		return 0, nil
 	}
 	start := e.snd.bufSeq.Add(seqnum.Size(e.snd.buf.len()))
-	e.snd.buf.write(p[:n])
+	if o := e.snd.buf.own(); o != nil {
+		o.r.Write(p[:n])
+	} else {
+		e.snd.buf.src.Take(n)
+	}
 	if e.cfg.PushPolicy == PushLinux {
 		e.pushWrite(start, start.Add(seqnum.Size(n)))
 	}

@@ -64,7 +64,7 @@ type sender struct {
 	smss     int          // payload bytes per segment (RFC 9293 3.7.1 Eff.snd.MSS)
 	peerMSS  int
 
-	buf       buffer       // unacknowledged and unsent data
+	buf       sendBuffer   // unacknowledged and unsent data
 	bufSeq    seqnum.Value // sequence number of buf's first byte
 	finQueued bool         // CloseWrite: send FIN after the data
 	finSent   bool

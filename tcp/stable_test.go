@@ -20,7 +20,7 @@ func TestPayloadStable(t *testing.T) {
 		if len(seg.Payload) == 0 {
 			return
 		}
-		a, b := h.ep.snd.buf.r.Peek()
+		a, b := h.ep.snd.buf.own().r.Peek()
 		view := within(seg.Payload, a) || within(seg.Payload, b)
 		if seg.PayloadStable != view {
 			t.Fatalf("seq %d, %d bytes: PayloadStable %v, a view of the storage %v", seg.Seq, len(seg.Payload), seg.PayloadStable, view)

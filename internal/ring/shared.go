@@ -1,0 +1,141 @@
+package ring
+
+// Shared is a byte ring that one goroutine, the producer, appends to while
+// another, the consumer, reads what it has taken of it in place and drops it
+// once done: the bytes are copied once, into the ring, and never from it into
+// another buffer. The stack's Conn is the producer (its Write) and its
+// endpoint, on the loop, the consumer (a tcp.Source): the endpoint sends
+// straight from the storage the application's bytes were copied into.
+//
+// The byte at position t of the stream (counting every byte ever written)
+// lives at t mod the storage's size, in whatever storage the ring has.
+// Growing copies the bytes held into new storage and leaves the old one as it
+// was: the consumer, which keeps the storage it saw last (Sync) until its
+// next Sync, reads the same bytes from either.
+//
+// Its methods are split by who calls them and how:
+//   - the producer's, with the user's lock held: Held, Write;
+//   - the consumer's, with the lock held: Sync, Pending, Drop;
+//   - the consumer's alone, without the lock: Take, Len, At, Consume.
+//
+// Storage holding bytes the consumer has taken and not consumed is never
+// written to: the producer writes only past the bytes held, and bytes the
+// consumer consumed count as held until its next Sync gives them back. So
+// At's views stay valid until those bytes are consumed and a Sync has passed.
+type Shared struct {
+	// The lock's.
+	b     []byte // the storage Write copies into; len 0 or a power of two
+	wr    uint32 // bytes written, in all (modulo 2^32, as every count here)
+	freed uint32 // bytes given back by the consumer (Sync), in all
+	// The consumer's.
+	cwr     uint32 // wr as of the last Sync: cb holds the bytes up to it
+	head    uint32 // bytes consumed, in all
+	taken   uint32 // bytes taken (Take), in all: head <= taken <= cwr <= wr
+	cb      []byte // the storage as of the last Sync
+	scratch []byte // At's copy of a span that wraps
+}
+
+// The counts are positions in the stream modulo 2^32: their differences
+// (at most the storage's size, 1 GiB) are exact, and so is a position's
+// place in the storage (its size divides 2^32).
+
+// Held is what the ring holds, as the producer sees it: bytes written and not
+// yet given back by the consumer (taken or not). Lock held.
+func (r *Shared) Held() int { return int(r.wr - r.freed) }
+
+// Write appends p, growing the storage if it must. Producer, lock held.
+func (r *Shared) Write(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	if need := r.Held() + len(p); need > len(r.b) {
+		c := max(len(r.b), minCap)
+		for c < need {
+			c *= 2
+		}
+		nb := make([]byte, c)
+		for t := r.freed; t != r.wr; {
+			from := r.b[int(t)&(len(r.b)-1):]
+			from = from[:min(len(from), int(r.wr-t))]
+			// A piece ends at a multiple of the old size, never past one
+			// of c's: it goes in one piece.
+			t += uint32(copy(nb[int(t)&(c-1):], from))
+		}
+		r.b = nb
+	}
+	for len(p) > 0 {
+		k := copy(r.b[int(r.wr)&(len(r.b)-1):], p)
+		p, r.wr = p[k:], r.wr+uint32(k)
+	}
+}
+
+// Sync gives the producer back the room of the bytes consumed, takes the
+// producer's storage as the one At reads, and returns Pending. Consumer, lock
+// held.
+func (r *Shared) Sync() int {
+	r.freed = r.head
+	r.cb, r.cwr = r.b, r.wr
+	return r.Pending()
+}
+
+// Pending is what the producer wrote and the consumer has not taken.
+// Consumer, lock held.
+func (r *Shared) Pending() int { return int(r.wr - r.taken) }
+
+// Drop discards what the consumer has not taken (the producer's bytes that
+// will never be sent), and gives back what it consumed. Consumer, lock held.
+func (r *Shared) Drop() {
+	r.wr = r.taken
+	r.Sync()
+}
+
+// Take adds the next k bytes of the producer's (k <= Pending as of the last
+// Sync) to what the consumer holds. Consumer.
+func (r *Shared) Take(k int) {
+	if k < 0 || k > int(r.cwr-r.taken) {
+		panic("ring: Take beyond what was written")
+	}
+	r.taken += uint32(k)
+}
+
+// Len is what the consumer holds: taken and not consumed. Consumer.
+func (r *Shared) Len() int { return int(r.taken - r.head) }
+
+// Consume drops the first k bytes the consumer holds (k <= Len); their room
+// goes back to the producer at the next Sync. Consumer.
+func (r *Shared) Consume(k int) {
+	if k < 0 || k > r.Len() {
+		panic("ring: Consume beyond the contents")
+	}
+	r.head += uint32(k)
+}
+
+// Stable reports whether At(i, k) returns the storage itself, not the
+// scratch copy of a span that wraps. Consumer.
+func (r *Shared) Stable(i, k int) bool {
+	start := int(r.head+uint32(i)) & (len(r.cb) - 1)
+	return k == 0 || start+k <= len(r.cb)
+}
+
+// At returns k bytes from offset i of what the consumer holds (i+k <= Len),
+// as one slice: the storage itself when the span does not wrap, else a copy
+// in a scratch buffer that the next At that wraps reuses. Consumer.
+func (r *Shared) At(i, k int) []byte {
+	if i < 0 || k < 0 || i+k > r.Len() {
+		panic("ring: At beyond the contents")
+	}
+	if k == 0 {
+		return nil
+	}
+	start := int(r.head+uint32(i)) & (len(r.cb) - 1)
+	if start+k <= len(r.cb) {
+		return r.cb[start : start+k]
+	}
+	if cap(r.scratch) < k {
+		r.scratch = make([]byte, k)
+	}
+	s := r.scratch[:k]
+	m := copy(s, r.cb[start:])
+	copy(s[m:], r.cb)
+	return s
+}

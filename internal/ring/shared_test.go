@@ -1,0 +1,194 @@
+package ring
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+// pattern returns n bytes of the stream that starts at position t.
+func pattern(t, n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte((t+i)*7 + (t+i)/509)
+	}
+	return p
+}
+
+// TestSharedModel drives a Shared with random writes, syncs, takes,
+// consumes and drops, on one goroutine, against a model: every At returns
+// the stream's bytes, Held and Pending are exact, and views an At returned
+// keep their bytes until those are consumed and a Sync has passed, through
+// the producer's writes and the storage's growth. The ring's counts start
+// near 2^32, so that they wrap around (modulo 2^32) early on.
+func TestSharedModel(t *testing.T) {
+	const origin = 1<<32 - 3000
+	var r Shared
+	r.wr, r.freed, r.cwr, r.head, r.taken = origin, origin, origin, origin, origin
+	rng := rand.New(rand.NewPCG(3, 4))
+	var (
+		wr, taken, head, freed int // the model: positions in the stream
+		grew, wrapped          int
+	)
+	type view struct {
+		at  int // stream position
+		got []byte
+	}
+	var views []view // views into storage, checked until freed passes them
+	for i := range 50000 {
+		switch rng.IntN(6) {
+		case 0, 1: // the producer writes, within a limit of 64 KB held
+			n := min(rng.IntN(3000), 64<<10-(wr-freed))
+			before := r.b
+			r.Write(pattern(wr, n))
+			if len(r.b) != len(before) {
+				grew++
+			}
+			wr += n
+		case 2: // the consumer syncs, and takes some of what is pending
+			if got := r.Sync(); got != wr-taken {
+				t.Fatalf("step %d: Sync: %d pending, want %d", i, got, wr-taken)
+			}
+			freed = head
+			k := rng.IntN(wr - taken + 1)
+			r.Take(k)
+			taken += k
+		case 3: // the consumer reads a span of what it holds
+			if taken == head {
+				continue
+			}
+			off := rng.IntN(taken - head)
+			k := 1 + rng.IntN(min(taken-head-off, 9000))
+			got := r.At(off, k)
+			if !bytes.Equal(got, pattern(head+off, k)) {
+				t.Fatalf("step %d: At(%d, %d) is not the stream's bytes at %d", i, off, k, head+off)
+			}
+			wraps := int(uint32(origin+head+off))&(len(r.cb)-1)+k > len(r.cb)
+			if r.Stable(off, k) == wraps {
+				t.Fatalf("step %d: Stable(%d, %d) %v for a span that wraps: %v", i, off, k, r.Stable(off, k), wraps)
+			}
+			if aliases := cap(got) > 0 && cap(r.scratch) > 0 && &got[:1][0] == &r.scratch[:1][0]; aliases == !wraps {
+				t.Fatalf("step %d: At(%d, %d) returned the scratch copy %v for a span that wraps %v", i, off, k, aliases, wraps)
+			}
+			if wraps {
+				wrapped++ // a copy, not a view of the storage
+			} else {
+				views = append(views, view{head + off, got})
+			}
+		case 4: // the consumer consumes
+			k := rng.IntN(taken - head + 1)
+			r.Consume(k)
+			head += k
+		case 5:
+			if rng.IntN(20) == 0 { // the consumer drops what it has not taken
+				r.Drop()
+				wr, freed = taken, head
+			}
+		}
+		if r.Held() != wr-freed || r.Len() != taken-head || r.Pending() != wr-taken {
+			t.Fatalf("step %d: Held %d, Len %d, Pending %d; want %d, %d, %d", i, r.Held(), r.Len(), r.Pending(), wr-freed, taken-head, wr-taken)
+		}
+		kept := views[:0]
+		for _, v := range views {
+			if v.at+len(v.got) <= freed {
+				continue // consumed and given back: the producer may reuse it
+			}
+			// What is given back of it (below freed) may be reused.
+			if d := max(0, freed-v.at); !bytes.Equal(v.got[d:], pattern(v.at+d, len(v.got)-d)) {
+				t.Fatalf("step %d: a view of %d bytes at %d was overwritten before its bytes were given back", i, len(v.got), v.at)
+			}
+			kept = append(kept, v)
+		}
+		views = kept
+	}
+	if grew < 3 || wrapped == 0 {
+		t.Fatalf("the storage grew %d times and At copied a wrapped span %d times: the test did not reach them", grew, wrapped)
+	}
+}
+
+// TestSharedRoomAfterSync: what the consumer consumes goes back to the
+// producer (Held) only at its next Sync, so a view of it stays valid until
+// then; Drop discards only what the consumer has not taken.
+func TestSharedRoomAfterSync(t *testing.T) {
+	var r Shared
+	r.Write(pattern(0, 1000))
+	if k := r.Sync(); k != 1000 {
+		t.Fatalf("Sync: %d pending, want 1000", k)
+	}
+	r.Take(800)
+	v := r.At(0, 600)
+	r.Consume(600)
+	r.Write(pattern(1000, 600)) // fits in the 1 KB storage only over the consumed bytes
+	if r.Held() != 1600 {
+		t.Fatalf("Held after a Consume without a Sync: %d, want 1600", r.Held())
+	}
+	if !bytes.Equal(v, pattern(0, 600)) {
+		t.Fatal("a consumed view was overwritten before the Sync")
+	}
+	// Drop: the 200 taken and not consumed stay, the 200 not taken and
+	// the 600 written after go; the 600 consumed go back.
+	r.Drop()
+	if r.Held() != 200 || r.Pending() != 0 || r.Len() != 200 {
+		t.Fatalf("after Drop: Held %d, Pending %d, Len %d; want 200, 0, 200", r.Held(), r.Pending(), r.Len())
+	}
+	r.Write(pattern(5000, 100))
+	r.Sync()
+	r.Take(100)
+	if got := r.At(0, 200); !bytes.Equal(got, pattern(600, 200)) {
+		t.Fatal("Drop lost bytes the consumer had taken")
+	}
+	if got := r.At(200, 100); !bytes.Equal(got, pattern(5000, 100)) {
+		t.Fatal("the bytes written after a Drop are not the next the consumer reads")
+	}
+}
+
+// TestSharedConcurrent runs the producer and the consumer on two goroutines,
+// as the Conn and its loop do (for -race): every byte arrives, in order, and
+// the producer never holds more than its limit.
+func TestSharedConcurrent(t *testing.T) {
+	const total, limit = 4 << 20, 100 << 10
+	var (
+		r    Shared
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		room = make(chan struct{}, 1)
+	)
+	wg.Add(1)
+	go func() { // the producer
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(5, 6))
+		for wr := 0; wr < total; {
+			mu.Lock()
+			n := min(1+rng.IntN(20000), limit-r.Held(), total-wr)
+			if n > 0 {
+				r.Write(pattern(wr, n))
+				wr += n
+			}
+			mu.Unlock()
+			if n <= 0 {
+				<-room
+			}
+		}
+	}()
+	rng := rand.New(rand.NewPCG(7, 8))
+	for head := 0; head < total; {
+		mu.Lock()
+		k := r.Sync()
+		mu.Unlock()
+		select {
+		case room <- struct{}{}:
+		default:
+		}
+		r.Take(rng.IntN(k + 1))
+		if n := r.Len(); n > 0 {
+			k := 1 + rng.IntN(n)
+			if got := r.At(0, k); !bytes.Equal(got, pattern(head, k)) {
+				t.Fatalf("At(0, %d) at %d is not the stream's bytes", k, head)
+			}
+			r.Consume(k)
+			head += k
+		}
+	}
+	wg.Wait()
+}
