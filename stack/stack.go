@@ -869,6 +869,7 @@ func (s *Stack) forget(c *Conn) {
 	if s.isLocal(c.id.Local.Addr()) {
 		s.releasePort(c.id.Local.Port())
 	}
-	addCounters(&s.closedTCP, c.ep.Info().Counters)
+	i := c.ep.Info()
+	addTCPCounters(&s.closedTCP, &i.Counters)
 	s.logClosed(c)
 }
