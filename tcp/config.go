@@ -249,7 +249,9 @@ type Config struct {
 	// (data+FIN): package stack sets it on a device that takes GSO frames
 	// (stack/offload.go). The tail-loss probe then counts the two as one
 	// packet in flight (TLPMaxAckDelay applies), as Linux counts a FIN
-	// on the data's skb (packets_out == 1).
+	// on the data's skb (packets_out == 1). (On a device without TSO6 an
+	// IPv6 connection's two still leave as two packets, counted as one all
+	// the same: its probe waits the longer timeout for them.)
 	FINJoinsData bool
 
 	DisableTimestamps  bool
