@@ -637,26 +637,37 @@ func TestOffloadFINRidesData(t *testing.T) {
 		t.Fatalf("%d probes within 100 ms, want 0", i.TLPProbes)
 	}
 
-	// On a GSO frame: the FIN is on its last packet only.
-	a2, _, ca2, _ := offloadPair(t, false, addrB)
-	frames = a2.step(func() {
-		if _, err := ca2.TryWrite(make([]byte, 3*1448)); err != nil {
-			t.Fatal(err)
+	// On a GSO frame: the FIN is on its last packet only; on a device that
+	// writes frames in pieces too (the payloads as views, the headers in
+	// the frame buffer, where the FIN is set).
+	for _, vec := range []bool{false, true} {
+		var a2 *offloadPeer
+		var ca2 *Conn
+		var d *vecDev
+		if vec {
+			a2, _, ca2, _, d = vecPair(t)
+		} else {
+			a2, _, ca2, _ = offloadPair(t, false, addrB)
 		}
-		if err := ca2.Close(); err != nil {
-			t.Fatal(err)
+		frames = a2.step(func() {
+			if _, err := ca2.TryWrite(make([]byte, 3*1448)); err != nil {
+				t.Fatal(err)
+			}
+			if err := ca2.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if len(frames) != 1 || vec && (d.vframes != 1 || d.views == 0) {
+			t.Fatalf("pieces %v: 3 full segments and a Close went out in %d frames, want 1 (of views: %v)", vec, len(frames), vec)
 		}
-	})
-	if len(frames) != 1 {
-		t.Fatalf("3 full segments and a Close went out in %d frames, want 1", len(frames))
-	}
-	pkts := tuntest.Segments(frames[0])
-	if len(pkts) != 3 {
-		t.Fatalf("the frame segments into %d packets, want 3", len(pkts))
-	}
-	for i, p := range pkts {
-		if got, last := flagsOf(p)&fin != 0, i == len(pkts)-1; got != last || payloadOf(p) != 1448 {
-			t.Fatalf("packet %d of 3: FIN %v, %d bytes; want FIN on the last only, 1448 bytes each", i, got, payloadOf(p))
+		pkts := tuntest.Segments(frames[0])
+		if len(pkts) != 3 {
+			t.Fatalf("pieces %v: the frame segments into %d packets, want 3", vec, len(pkts))
+		}
+		for i, p := range pkts {
+			if got, last := flagsOf(p)&fin != 0, i == len(pkts)-1; got != last || payloadOf(p) != 1448 {
+				t.Fatalf("pieces %v: packet %d of 3: FIN %v, %d bytes; want FIN on the last only, 1448 bytes each", vec, i, got, payloadOf(p))
+			}
 		}
 	}
 
