@@ -76,6 +76,9 @@ type txBuf struct {
 	open   bool  // established: Write may take bytes
 	err    error // why Write fails: the endpoint's error, ErrWriteClosed, ErrClosed
 	posted bool  // a flush is posted and has not yet looked at q
+	// closeAfter: a graceful Close came while the flush was posted; the
+	// flush runs its part on the loop (closeGraceful) after the drain.
+	closeAfter bool
 }
 
 // rxBuf holds what the loop took from the endpoint (held there as unread)
@@ -332,7 +335,6 @@ func (c *Conn) isClosed() bool {
 // releases the connection (RFC 9293 3.10.4). Unread received data makes it a RST,
 // as on Linux. A second Close returns an error wrapping net.ErrClosed.
 func (c *Conn) Close() error {
-	var err error
 	first := false
 	c.closeOnce.Do(func() {
 		first = true
@@ -341,20 +343,28 @@ func (c *Conn) Close() error {
 		unread := c.rx.ring.Len() > 0 // taken from the endpoint but never returned
 		c.rx.ring.Reset()
 		c.mu.Unlock()
-		var cerr error
-		if c.s.do(func() {
-			c.release() // what was read counts as read
-			if unread {
-				c.dropTx()
-				cerr = c.close(true)
-				return
+		// The loop's part is posted, not waited for: it cannot fail (the
+		// endpoint's Close reports only a second Close, which closeOnce
+		// rules out), and posts run in order, so the FIN still follows
+		// every byte written. A graceful Close while Write's flush is
+		// still posted rides on it (closeAfter): the FIN then leaves in
+		// the same turn as the last data, and joins its frame
+		// (queueSegment) as data+FIN in one packet.
+		rides := false
+		if !unread {
+			c.mu.Lock()
+			if rides = c.tx.posted; rides {
+				c.tx.closeAfter = true
 			}
-			cerr = c.finAfterTx(finClose)
-		}) != nil {
-			return
+			c.mu.Unlock()
 		}
-		if cerr != nil && !errors.Is(cerr, tcp.ErrClosed) {
-			err = c.opErr("close", mapErr(cerr))
+		if !rides {
+			c.s.connPosts.closes.Add(1)
+			if unread {
+				c.s.post(c.closeReset)
+			} else {
+				c.s.post(c.closeGraceful)
+			}
 		}
 		c.rd.set(time.Time{})
 		c.wd.set(time.Time{})
@@ -362,7 +372,23 @@ func (c *Conn) Close() error {
 	if !first {
 		return c.opErr("close", net.ErrClosed) // made only here: five allocations
 	}
-	return err
+	return nil
+}
+
+// closeGraceful is a Close's part on the loop when nothing received was
+// left unread: what was read counts as read, and a FIN follows the data
+// written.
+func (c *Conn) closeGraceful() {
+	c.release()
+	c.finAfterTx(finClose)
+}
+
+// closeReset is a Close's part on the loop when received data was left
+// unread: a reset, as on Linux.
+func (c *Conn) closeReset() {
+	c.release()
+	c.dropTx()
+	c.close(true)
 }
 
 // CloseWrite shuts down the sending side: a FIN follows the data already
@@ -478,7 +504,15 @@ func (c *Conn) write(k int) (int, error) {
 func (c *Conn) flush() {
 	c.mu.Lock()
 	c.tx.posted = false
+	closing := c.tx.closeAfter // set only while posted: no Close sets it now
+	c.tx.closeAfter = false
 	c.mu.Unlock()
+	if closing {
+		// What was read first (its window update rides on the data), then
+		// the drain and the FIN, in one turn.
+		c.closeGraceful()
+		return
+	}
 	c.drain()
 }
 

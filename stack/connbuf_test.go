@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"sync"
 	"syscall"
@@ -535,4 +536,58 @@ func TestConnTakesDataAsItArrives(t *testing.T) {
 	if i := c.Info(); i.RcvBuffered != 0 || i.BytesRead != uint64(len(data)) {
 		t.Fatalf("after the read: %d unread, %d read, want 0 and %d", i.RcvBuffered, i.BytesRead, len(data))
 	}
+}
+
+// TestCloseRidesPostedFlush: Close does not wait for the loop (here
+// stopped); a graceful Close while Write's flush is still posted makes no
+// post of its own but rides on the flush, which sends the FIN after the
+// data in the same turn; a Close with no flush posted posts its own. The
+// peer reads the data, then EOF, either way.
+func TestCloseRidesPostedFlush(t *testing.T) {
+	a, b := pair(t, Config{})
+	closeStopped := func(c net.Conn) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- c.Close() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close waited for the stopped loop")
+		}
+	}
+	readAll := func(server net.Conn, want string) {
+		t.Helper()
+		server.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, err := io.ReadAll(server)
+		if err != nil || string(got) != want {
+			t.Fatalf("the peer read %q, %v; want %q and EOF", got, err, want)
+		}
+	}
+
+	client, server := dialPair(t, a, b)
+	unblock := blockLoop(t, a)
+	flushes, closes := a.connPosts.flushes.Load(), a.connPosts.closes.Load()
+	if _, err := client.Write([]byte("response")); err != nil {
+		t.Fatal(err)
+	}
+	closeStopped(client)
+	if f, c := a.connPosts.flushes.Load()-flushes, a.connPosts.closes.Load()-closes; f != 1 || c != 0 {
+		t.Fatalf("a Write and a Close with the loop stopped posted %d flushes and %d closes, want 1 and 0", f, c)
+	}
+	unblock()
+	readAll(server, "response")
+
+	a, b = pair(t, Config{})
+	client, server = dialPair(t, a, b)
+	unblock = blockLoop(t, a)
+	closes = a.connPosts.closes.Load()
+	closeStopped(client)
+	if c := a.connPosts.closes.Load() - closes; c != 1 {
+		t.Fatalf("a Close with no flush posted posted %d closes, want 1", c)
+	}
+	unblock()
+	readAll(server, "")
 }

@@ -79,6 +79,10 @@ type OffloadStats struct {
 	MaxFrameOut                             int
 	// Of those, the frames and GSO frames over IPv6.
 	FramesOut6, GSOFramesOut6 uint64
+	// FINsJoined counts bare FIN segments that went out on the data
+	// segment before them, as its FIN flag (queueSegment): segments sent
+	// that are no packet of their own.
+	FINsJoined uint64
 }
 
 // gsoState is the frame being built of the TCP segments sent (loop only).
@@ -275,6 +279,21 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 			g.at, g.atOK = g.pendAt, true
 		}
 		g.pend = false
+	} else if g.n > 0 && id == g.id && seq == g.next && payload == 0 && flags&(fin|syn|rst) == fin &&
+		g.last > 0 && g.buf[tun.VnetHdrLen+g.ihl+13]&(fin|syn|rst) == 0 &&
+		len(hdr) == g.hl && s.sameHeader(t, thl) {
+		// A bare FIN right after the frame's last data segment, with the
+		// same headers (a Close in the turn of the last Write): it rides on
+		// that segment, data+FIN in one packet as TCP could have sent them
+		// (Linux's tcp_send_fin onto an unsent skb; the kernel's
+		// segmentation keeps FIN on a GSO frame's last packet only). TCP
+		// still sent two segments, each with its RTO entry, which one ACK
+		// of the FIN stops; one packet less to write, and for the peer to
+		// take and answer.
+		g.buf[tun.VnetHdrLen+g.ihl+13] |= fin
+		g.next = seq + 1
+		g.open = false
+		s.offStats.FINsJoined++
 	} else {
 		s.flushFrame()
 		if fill {

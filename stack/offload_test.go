@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"net/netip"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"github.com/tcpwheel/tcpwheel/timer"
 	"github.com/tcpwheel/tcpwheel/tun"
+	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 )
 
 // frameDev is a tun.Offloader that keeps every frame written to it (a
@@ -560,5 +562,125 @@ func TestOffloadTrustsVnetChecksum(t *testing.T) {
 				t.Errorf("IPv6 %v, DATA_VALID %v: %d segments taken, %d bad checksums", v6, valid, taken, bad)
 			}
 		}
+	}
+}
+
+// TestOffloadFINRidesData: a Close in the turn of the last Write sends a
+// bare FIN right after the data segment; it rides on that segment's frame
+// as its FIN flag: one packet, data+FIN, where TCP sent two segments (both
+// counted in SegmentsOut, one in PacketsOut, FINsJoined one). The peer
+// takes the data and the FIN from it and ACKs both; on a GSO frame the FIN
+// is on its last packet only. A FIN in a turn of its own is a packet of
+// its own, as before.
+func TestOffloadFINRidesData(t *testing.T) {
+	const fin, psh, ack = 0x01, 0x08, 0x10
+	flagsOf := func(pkt []byte) byte { return pkt[ipv4HeaderLen+13] }
+	payloadOf := func(pkt []byte) int { return len(pkt) - ipv4HeaderLen - int(pkt[ipv4HeaderLen+12]>>4)*4 }
+
+	a, b, ca, cb := offloadPair(t, false, addrB)
+	before := a.Stats()
+	data := []byte("HTTP/1.0 200 OK\r\n\r\nhello")
+	frames := a.step(func() {
+		if _, err := ca.TryWrite(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := ca.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	after := a.Stats()
+	if len(frames) != 1 {
+		t.Fatalf("a Write and a Close in one turn went out in %d frames, want 1", len(frames))
+	}
+	h, _ := tun.ParseVnetHdr(frames[0])
+	pkt := frames[0][tun.VnetHdrLen:]
+	if h.IsGSO() || flagsOf(pkt) != fin|psh|ack || payloadOf(pkt) != len(data) {
+		t.Fatalf("the frame: GSO %v, flags %#02x, %d bytes of payload; want one packet, FIN|PSH|ACK, %d bytes", h.IsGSO(), flagsOf(pkt), payloadOf(pkt), len(data))
+	}
+	seq := binary.BigEndian.Uint32(pkt[ipv4HeaderLen+4:])
+	if segs, pkts, joined := after.SegmentsOut-before.SegmentsOut, after.PacketsOut-before.PacketsOut,
+		after.Offload.FINsJoined-before.Offload.FINsJoined; segs != 2 || pkts != 1 || joined != 1 {
+		t.Fatalf("%d segments sent, %d packets, %d FINs joined; want 2, 1, 1", segs, pkts, joined)
+	}
+	acks := b.deliver(t, frames)
+	buf := make([]byte, 100)
+	if n, err := cb.TryRead(buf); n != len(data) || err != nil || string(buf[:n]) != string(data) {
+		t.Fatalf("B read %q, %v; want %q", buf[:n], err, data)
+	}
+	if n, err := cb.TryRead(buf); n != 0 || err != io.EOF {
+		t.Fatalf("B's read after the data: %d, %v; want EOF (the FIN)", n, err)
+	}
+	if len(acks) != 1 {
+		t.Fatalf("B answered with %d frames, want its ACK", len(acks))
+	}
+	if got, want := binary.BigEndian.Uint32(acks[0][tun.VnetHdrLen+ipv4HeaderLen+8:]), seq+uint32(len(data))+1; got != want {
+		t.Fatalf("B ACKs %d, want %d: the data and the FIN", got, want)
+	}
+	a.deliver(t, acks)
+	if st := ca.ep.Info().State; st != tcp.StateFinWait2 {
+		t.Fatalf("A is in %v after B's ACK, want FIN-WAIT-2", st)
+	}
+
+	// Unanswered, the one packet waits for the tail-loss probe of one
+	// packet in flight (tcp.Config.FINJoinsData: 2*SRTT plus
+	// TLP.max_ack_delay, capped at the RTO), not 2*SRTT + 2 ms: the peer
+	// may hold its ACK of a FIN until its own.
+	a4, _, ca4, _ := offloadPair(t, false, addrB)
+	a4.step(func() {
+		ca4.TryWrite(data)
+		ca4.Close()
+	})
+	if f := a4.step(func() { a4.AdvanceTo(a4.m.Clock().Now() + 100*time.Millisecond) }); len(f) != 0 {
+		t.Fatalf("%d frames within 100 ms of data+FIN, want none before the probe of one packet", len(f))
+	}
+	if i := ca4.ep.Info(); i.TLPProbes != 0 {
+		t.Fatalf("%d probes within 100 ms, want 0", i.TLPProbes)
+	}
+
+	// On a GSO frame: the FIN is on its last packet only; on a device that
+	// writes frames in pieces too (the payloads as views, the headers in
+	// the frame buffer, where the FIN is set).
+	for _, vec := range []bool{false, true} {
+		var a2 *offloadPeer
+		var ca2 *Conn
+		var d *vecDev
+		if vec {
+			a2, _, ca2, _, d = vecPair(t)
+		} else {
+			a2, _, ca2, _ = offloadPair(t, false, addrB)
+		}
+		frames = a2.step(func() {
+			if _, err := ca2.TryWrite(make([]byte, 3*1448)); err != nil {
+				t.Fatal(err)
+			}
+			if err := ca2.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if len(frames) != 1 || vec && (d.vframes != 1 || d.views == 0) {
+			t.Fatalf("pieces %v: 3 full segments and a Close went out in %d frames, want 1 (of views: %v)", vec, len(frames), vec)
+		}
+		pkts := tuntest.Segments(frames[0])
+		if len(pkts) != 3 {
+			t.Fatalf("pieces %v: the frame segments into %d packets, want 3", vec, len(pkts))
+		}
+		for i, p := range pkts {
+			if got, last := flagsOf(p)&fin != 0, i == len(pkts)-1; got != last || payloadOf(p) != 1448 {
+				t.Fatalf("pieces %v: packet %d of 3: FIN %v, %d bytes; want FIN on the last only, 1448 bytes each", vec, i, got, payloadOf(p))
+			}
+		}
+	}
+
+	// A Close in a turn after the Write's: the FIN is a packet of its own.
+	a3, _, ca3, _ := offloadPair(t, false, addrB)
+	if f := a3.step(func() { ca3.TryWrite(data) }); len(f) != 1 || flagsOf(f[0][tun.VnetHdrLen:])&fin != 0 {
+		t.Fatalf("the Write's turn: %d frames, want 1 without FIN", len(f))
+	}
+	f := a3.step(func() { ca3.Close() })
+	if len(f) != 1 || flagsOf(f[0][tun.VnetHdrLen:]) != fin|ack || payloadOf(f[0][tun.VnetHdrLen:]) != 0 {
+		t.Fatalf("the Close's turn: %d frames, want one bare FIN", len(f))
+	}
+	if j := a3.Stats().Offload.FINsJoined; j != 0 {
+		t.Fatalf("FINsJoined %d, want 0", j)
 	}
 }

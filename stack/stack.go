@@ -182,8 +182,8 @@ type Stack struct {
 	bufs sync.Pool
 
 	// The Conns' posts to the loop (conn.go), for tests: flushes of Write,
-	// releases of Read.
-	connPosts struct{ flushes, releases atomic.Uint64 }
+	// releases of Read, Close's own (not riding on a flush).
+	connPosts struct{ flushes, releases, closes atomic.Uint64 }
 
 	// UDP's direct send path (udpsend.go): udpDirect is set by New, before
 	// any socket exists, for a stack on a real loop that is not recording,
@@ -411,6 +411,9 @@ func newStack(cfg Config) (*Stack, error) {
 	s.syns = newSYNStash(cfg.SYNStash) // synstash.go
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
 	s.initOffload() // offload.go
+	// A bare FIN right after a data segment joins its frame: TCP's
+	// tail-loss probe counts the two as one packet (offload.go).
+	s.cfg.TCP.FINJoinsData = s.cfg.TCP.FINJoinsData || s.gso.on
 	s.setLogger(cfg.Logger)
 	s.wrapISN()
 	if cfg.Record != nil {
@@ -866,6 +869,7 @@ func (s *Stack) forget(c *Conn) {
 	if s.isLocal(c.id.Local.Addr()) {
 		s.releasePort(c.id.Local.Port())
 	}
-	addCounters(&s.closedTCP, c.ep.Info().Counters)
+	i := c.ep.Info()
+	addTCPCounters(&s.closedTCP, &i.Counters)
 	s.logClosed(c)
 }

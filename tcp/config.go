@@ -244,6 +244,15 @@ type Config struct {
 	// TLPSlack is added to 2*SRTT in every PTO, or TLPMaxAckDelay if larger
 	// where that applies. Zero means DefaultTLPSlack; negative means none.
 	TLPSlack time.Duration
+	// FINJoinsData says that the Output sends a bare FIN that follows a
+	// data segment at the same instant on that segment, as one packet
+	// (data+FIN): package stack sets it on a device that takes GSO frames
+	// (stack/offload.go). The tail-loss probe then counts the two as one
+	// packet in flight (TLPMaxAckDelay applies), as Linux counts a FIN
+	// on the data's skb (packets_out == 1). (On a device without TSO6 an
+	// IPv6 connection's two still leave as two packets, counted as one all
+	// the same: its probe waits the longer timeout for them.)
+	FINJoinsData bool
 
 	DisableTimestamps  bool
 	DisableSACK        bool

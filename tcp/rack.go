@@ -312,7 +312,7 @@ func (e *Endpoint) armPTO() {
 		return
 	}
 	extra := max(e.cfg.TLPSlack, 0) // as Linux: 2*SRTT + TCP_TIMEOUT_MIN
-	if len(e.snd.rtxq) == 1 {
+	if e.onePacketInFlight() {
 		extra = max(extra, e.cfg.TLPMaxAckDelay) // RFC 8985 7.2: FlightSize is one segment: PTO += TLP.max_ack_delay (WCDelAckT)
 	}
 	pto := 2*e.rtt.srtt + extra // RFC 8985 7.2: PTO = 2*SRTT
@@ -332,6 +332,27 @@ func (e *Endpoint) armPTO() {
 		e.rack.ptoCapped = true
 	}
 	e.startTimer(timerPTO, pto)
+}
+
+// onePacketInFlight reports whether what is in flight is RFC 8985 7.2's "one
+// segment", whose ACK the peer may delay: one segment, or, with
+// Config.FINJoinsData, a data segment and the bare FIN sent right after it
+// at the same instant (a Close in the turn of the last Write: the stack's
+// frame carries both as one packet, data+FIN, stack/offload.go). Linux
+// counts such a FIN on the data's skb as one packet (packets_out == 1 in
+// tcp_schedule_loss_probe), and a Linux peer that takes a FIN enters
+// pingpong mode: its ACK waits for its own FIN, often longer than 2*SRTT.
+func (e *Endpoint) onePacketInFlight() bool {
+	q := e.snd.rtxq
+	switch {
+	case len(q) == 1:
+		return true
+	case len(q) == 2 && e.cfg.FINJoinsData:
+		d, f := q[0], q[1]
+		return f.flags&FlagFIN != 0 && f.len == 1 && f.seq == d.end() && f.sentAt == d.sentAt &&
+			f.xmits == 1 && d.xmits == 1 && d.flags&(FlagSYN|FlagFIN) == 0 && d.dataLen() > 0
+	}
+	return false
 }
 
 // onPTO sends the tail-loss probe (RFC 8985 7.3): a new segment if there is

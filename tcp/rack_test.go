@@ -122,6 +122,33 @@ func TestTLP(t *testing.T) {
 			t.Fatalf("probes %d RTO events %d, want 1 0", i.TLPProbes, i.RTOEvents)
 		}
 	})
+	// With FINJoinsData (a stack whose frames carry data+FIN as one packet):
+	// a Close at the instant of the last data is one packet in flight, whose
+	// ACK the peer may hold; a Close later is a packet of its own.
+	for _, tc := range []struct {
+		name  string
+		gap   time.Duration // from the data to the Close
+		probe time.Duration // when the FIN is probed
+	}{
+		{"data and our FIN at one instant: one packet, PTO adds TLP.max_ack_delay", 0, t0 + 2*tlpRTT + 25*time.Millisecond},
+		{"data, then our FIN at a later instant: two packets, PTO at 2*SRTT", time.Millisecond, t0 + time.Millisecond + pto},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.TLPMaxAckDelay = 25 * time.Millisecond
+			cfg.FINJoinsData = true
+			h := establishedRTT(t, cfg, tlpRTT)
+			h.ep.Write(data(100))
+			h.expect(lenIs(100))
+			h.advance(tc.gap)
+			h.ep.Close()
+			h.expect(flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
+			h.expectAt(tc.probe, flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
+			if i := h.ep.Info(); i.TLPProbes != 1 || i.RTOEvents != 0 {
+				t.Fatalf("probes %d RTO events %d, want 1 0", i.TLPProbes, i.RTOEvents)
+			}
+		})
+	}
 	t.Run("one segment with our FIN, default TLP.max_ack_delay: the probe capped at the RTO", func(t *testing.T) {
 		h := establishedRTT(t, testConfig(), tlpRTT)
 		h.ep.Write(data(100))

@@ -108,6 +108,7 @@ type TCP struct {
 	DisableRecoveryProbe bool     `json:"disable_recovery_probe"`
 	TLPMaxAckDelay       Duration `json:"tlp_max_ack_delay"`
 	TLPSlack             Duration `json:"tlp_slack"`
+	FINJoinsData         bool     `json:"fin_joins_data,omitempty"`
 	DisableTimestamps    bool     `json:"disable_timestamps"`
 	DisableSACK          bool     `json:"disable_sack"`
 	DisableWindowScale   bool     `json:"disable_window_scale"`
