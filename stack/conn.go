@@ -78,11 +78,17 @@ type txBuf struct {
 // and Read has not yet returned. Only the loop appends to ring; only Read
 // (and Close) removes from it.
 type rxBuf struct {
-	ring       ring.Buffer
-	unreleased int   // bytes Read returned that the endpoint still holds as unread
-	posted     bool  // a release is posted and has not yet taken unreleased
-	eof        bool  // the peer's FIN follows ring's bytes
-	err        error // the endpoint's error follows ring's bytes
+	ring ring.Buffer
+	// frames are the frame buffers the sink took instead of copying their
+	// payloads into ring (rxframes.go), in order among ring's bytes; tail
+	// is ring's bytes after the last of them, lentBytes the payloads' bytes
+	// left to read.
+	frames          []rxFrame
+	tail, lentBytes int
+	unreleased      int   // bytes Read returned that the endpoint still holds as unread
+	posted          bool  // a release is posted and has not yet taken unreleased
+	eof             bool  // the peer's FIN follows ring's bytes
+	err             error // the endpoint's error follows ring's bytes
 }
 
 // finAction is a Close or CloseWrite waiting for the bytes in tx.
@@ -133,9 +139,11 @@ type connSink Conn
 // Take is the endpoint's tcp.Sink, on the loop: in-order data goes straight
 // from the input packet into rx, held there as unread, instead of into the
 // endpoint's buffer and then, at the batch's end, into rx (fill): one copy
-// of every byte received less. The reader is still woken once per batch, at
-// its end (fill, from Stack.fills). A closed Conn takes nothing: the data
-// stays in the endpoint, for Close's reset.
+// of every byte received less. A large payload that lies in the frame
+// buffer the loop read it into is not copied at all: rx takes the buffer
+// (Stack.lendFrame, rxframes.go). The reader is still woken once per batch,
+// at its end (fill, from Stack.fills). A closed Conn takes nothing: the
+// data stays in the endpoint, for Close's reset.
 func (cs *connSink) Take(p []byte) bool {
 	c := (*Conn)(cs)
 	c.mu.Lock()
@@ -143,7 +151,11 @@ func (cs *connSink) Take(p []byte) bool {
 	if c.isClosed() {
 		return false
 	}
-	c.rx.ring.Write(p)
+	if buf := c.s.lendFrame(p); buf != nil {
+		c.rx.lend(p, buf)
+		return true
+	}
+	c.rx.copyIn(p)
 	return true
 }
 
@@ -215,8 +227,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 // wait is true when there is nothing yet (nor EOF, nor an error).
 func (c *Conn) readSome(p []byte) (n int, wait bool, err error) {
 	c.mu.Lock()
-	if c.rx.ring.Len() > 0 {
-		n = c.rx.ring.Read(p)
+	if c.rx.len() > 0 {
+		n = c.rx.read(p, c.s.frames)
 		c.rx.unreleased += n
 		post := !c.rx.posted && c.rx.unreleased >= c.relStep
 		if post {
@@ -333,8 +345,8 @@ func (c *Conn) Close() error {
 		first = true
 		close(c.closed)
 		c.mu.Lock()
-		unread := c.rx.ring.Len() > 0 // taken from the endpoint but never returned
-		c.rx.ring.Reset()
+		unread := c.rx.len() > 0 // taken from the endpoint but never returned
+		c.rx.reset(c.s.frames)
 		c.mu.Unlock()
 		var cerr error
 		if c.s.do(func() {
@@ -598,7 +610,7 @@ func (c *Conn) fill() {
 			m, _ := c.ep.Hold(b[:min(len(b), k-n)])
 			n += m
 		}
-		c.rx.ring.Commit(n)
+		c.rx.committed(n)
 	}
 	if c.ep.Readable() == 0 {
 		var one [1]byte
