@@ -30,8 +30,8 @@ type framePool struct {
 	min  int // the smallest payload lent: half a buffer
 	mu   sync.Mutex
 	free [][]byte // at most maxFreeFrames
-	// lent counts the buffers a Conn took (loop only, under mu for Stats),
-	// back the ones returned to the pool: lent - back are held by Conns.
+	// lent counts the buffers a Conn took (loop only), back the ones
+	// returned to the pool: lent - back are held by Conns.
 	lent uint64
 	back atomic.Uint64
 }
@@ -68,13 +68,9 @@ func (p *framePool) put(b []byte) {
 }
 
 // counts returns the buffers lent to Conns, and those they hold: lent and
-// not given back.
+// not given back. It runs on the loop.
 func (p *framePool) counts() (lent, held uint64) {
-	back := p.back.Load() // first: every buffer given back by then was lent by then
-	p.mu.Lock()
-	lent = p.lent
-	p.mu.Unlock()
-	return lent, lent - back
+	return p.lent, p.lent - p.back.Load()
 }
 
 // lendFrame is the sink's question on the loop: may the Conn take data, a
@@ -90,9 +86,7 @@ func (s *Stack) lendFrame(data []byte) []byte {
 		return nil
 	}
 	s.lendable = nil
-	s.frames.mu.Lock()
 	s.frames.lent++
-	s.frames.mu.Unlock()
 	return b
 }
 
