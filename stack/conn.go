@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -45,8 +46,9 @@ type Conn struct {
 	tx txBuf // guarded by mu
 	rx rxBuf // guarded by mu
 	// relStep is the reads that add up to a post of Release: the endpoint's
-	// UpdateStep, or 1 on a manual loop, where a post is a call.
-	relStep int
+	// UpdateStep (at most half the receive buffer, an int32), or 1 on a
+	// manual loop, where a post is a call.
+	relStep int32
 	// finPending is what the application asked for after the bytes still in
 	// tx (a Close or CloseWrite whose FIN must follow them). Loop only.
 	finPending finAction
@@ -79,16 +81,14 @@ type txBuf struct {
 // (and Close) removes from it.
 type rxBuf struct {
 	ring ring.Buffer
-	// frames are the frame buffers the sink took instead of copying their
-	// payloads into ring (rxframes.go), in order among ring's bytes; tail
-	// is ring's bytes after the last of them, lentBytes the payloads' bytes
-	// left to read.
-	frames          []rxFrame
-	tail, lentBytes int
-	unreleased      int   // bytes Read returned that the endpoint still holds as unread
-	posted          bool  // a release is posted and has not yet taken unreleased
-	eof             bool  // the peer's FIN follows ring's bytes
-	err             error // the endpoint's error follows ring's bytes
+	// lent holds the frame buffers the sink took instead of copying their
+	// payloads into ring (rxframes.go), in order among ring's bytes; nil
+	// until the first.
+	lent       *lentFrames
+	unreleased int   // bytes Read returned that the endpoint still holds as unread
+	posted     bool  // a release is posted and has not yet taken unreleased
+	eof        bool  // the peer's FIN follows ring's bytes
+	err        error // the endpoint's error follows ring's bytes
 }
 
 // finAction is a Close or CloseWrite waiting for the bytes in tx.
@@ -112,7 +112,7 @@ func newConn(s *Stack, ep *tcp.Endpoint, settled bool) *Conn {
 		readable: make(chan struct{}, 1),
 		writable: make(chan struct{}, 1),
 		closed:   make(chan struct{}),
-		relStep:  ep.UpdateStep(),
+		relStep:  int32(min(ep.UpdateStep(), math.MaxInt32)),
 	}
 	if s.input == inputManual {
 		c.relStep = 1
@@ -230,7 +230,7 @@ func (c *Conn) readSome(p []byte) (n int, wait bool, err error) {
 	if c.rx.len() > 0 {
 		n = c.rx.read(p, c.s.frames)
 		c.rx.unreleased += n
-		post := !c.rx.posted && c.rx.unreleased >= c.relStep
+		post := !c.rx.posted && c.rx.unreleased >= int(c.relStep)
 		if post {
 			c.rx.posted = true
 		}

@@ -100,6 +100,14 @@ func within(p, b []byte) bool {
 	return &p[:cap(p)][cap(p)-1] == &b[:cap(b)][cap(b)-1]
 }
 
+// lentFrames are the frames a Conn's rx holds: each payload left to read
+// after before more bytes of the ring; tail is the ring's bytes after the
+// last, bytes the payloads' bytes.
+type lentFrames struct {
+	frames      []rxFrame
+	tail, bytes int
+}
+
 // rxFrame is a lent frame in a Conn's receive queue: the payload left to
 // read (a slice of buf), after before more bytes of the ring.
 type rxFrame struct {
@@ -109,37 +117,54 @@ type rxFrame struct {
 }
 
 // len is the bytes rx holds unread: the ring's and the lent frames'.
-func (r *rxBuf) len() int { return r.ring.Len() + r.lentBytes }
+func (r *rxBuf) len() int {
+	if r.lent == nil {
+		return r.ring.Len()
+	}
+	return r.ring.Len() + r.lent.bytes
+}
 
 // copyIn appends p to rx, copied into the ring.
 func (r *rxBuf) copyIn(p []byte) {
 	r.ring.Write(p)
-	r.tail += len(p)
+	if r.lent != nil {
+		r.lent.tail += len(p)
+	}
 }
 
 // committed notes k bytes appended to the ring by Free and Commit.
 func (r *rxBuf) committed(k int) {
 	r.ring.Commit(k)
-	r.tail += k
+	if r.lent != nil {
+		r.lent.tail += k
+	}
 }
 
 // lend appends data, a slice of the lent frame buffer buf, to rx.
 func (r *rxBuf) lend(data, buf []byte) {
-	before := r.tail
-	if len(r.frames) == 0 {
+	if r.lent == nil {
+		r.lent = new(lentFrames)
+	}
+	l := r.lent
+	before := l.tail
+	if len(l.frames) == 0 {
 		before = r.ring.Len()
 	}
-	r.frames = append(r.frames, rxFrame{before: before, data: data, buf: buf})
-	r.tail = 0
-	r.lentBytes += len(data)
+	l.frames = append(l.frames, rxFrame{before: before, data: data, buf: buf})
+	l.tail = 0
+	l.bytes += len(data)
 }
 
 // read copies what rx holds, in order, into p, and gives the frames it
 // empties back to pool.
 func (r *rxBuf) read(p []byte, pool *framePool) int {
+	l := r.lent
+	if l == nil || len(l.frames) == 0 {
+		return r.ring.Read(p)
+	}
 	n := 0
-	for n < len(p) && len(r.frames) > 0 {
-		f := &r.frames[0]
+	for n < len(p) && len(l.frames) > 0 {
+		f := &l.frames[0]
 		if f.before > 0 {
 			k := r.ring.Read(p[n:min(len(p), n+f.before)])
 			if k == 0 {
@@ -151,16 +176,16 @@ func (r *rxBuf) read(p []byte, pool *framePool) int {
 		}
 		k := copy(p[n:], f.data)
 		f.data = f.data[k:]
-		r.lentBytes -= k
+		l.bytes -= k
 		n += k
 		if len(f.data) == 0 {
 			pool.put(f.buf)
-			copy(r.frames, r.frames[1:])
-			r.frames[len(r.frames)-1] = rxFrame{}
-			r.frames = r.frames[:len(r.frames)-1]
+			copy(l.frames, l.frames[1:])
+			l.frames[len(l.frames)-1] = rxFrame{}
+			l.frames = l.frames[:len(l.frames)-1]
 		}
 	}
-	if len(r.frames) == 0 && n < len(p) {
+	if len(l.frames) == 0 && n < len(p) {
 		n += r.ring.Read(p[n:]) // the ring's bytes after the last frame
 	}
 	return n
@@ -168,11 +193,11 @@ func (r *rxBuf) read(p []byte, pool *framePool) int {
 
 // reset drops what rx holds, giving its frames back to pool.
 func (r *rxBuf) reset(pool *framePool) {
-	for i := range r.frames {
-		pool.put(r.frames[i].buf)
-		r.frames[i] = rxFrame{}
+	if l := r.lent; l != nil {
+		for i := range l.frames {
+			pool.put(l.frames[i].buf)
+		}
+		r.lent = nil
 	}
-	r.frames = r.frames[:0]
 	r.ring.Reset()
-	r.tail, r.lentBytes = 0, 0
 }
