@@ -162,6 +162,7 @@ func (s *Stack) demuxTCP(src, dst netip.Addr, seg *tcp.Segment, b []byte) {
 		if s.fwd != nil && seg.Flags&tcp.FlagSYN != 0 && s.fwd.timeWaitSYN(c, id, seg, b) { // forward.go
 			return
 		}
+		s.flushBeforeAck(id, seg) // offload.go
 		c.ep.HandleSegment(seg)
 		return
 	}

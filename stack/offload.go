@@ -8,6 +8,7 @@ import (
 
 	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
 	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"github.com/tcpwheel/tcpwheel/tun"
 )
 
@@ -38,6 +39,24 @@ import (
 //     does not fit it, before any other packet (so the order on the wire is
 //     the order sent), and at the end of the loop's turn (loop.SetTurnHook);
 //     on a stack without a loop.Loop (NewManual, a Playback) at once.
+//   - Views, not copies: on a device that writes a frame in pieces
+//     (tun.FrameVecWriter: a TUN, one writev), a stack that neither records
+//     nor hands its writes to a writer goroutine keeps the segments'
+//     payloads where they are, in the send buffers (tcp.Segment's
+//     PayloadStable: views, which stay as they are until acknowledged),
+//     and writes the frame as its headers (in buf) and those views,
+//     merged where they continue one another: the payload is not copied on
+//     the loop. A payload that is not stable (a span of the send buffer
+//     that wraps, copied by tcp into a scratch buffer that its next send
+//     reuses) is copied into buf at its place in the frame, and so is a
+//     short one (minView: a request-response exchange's frames stay one
+//     write) and every payload once the frame has tun.MaxFramePieces-1
+//     pieces. The frame is
+//     written before its connection is handed a segment whose ACK covers
+//     any of its bytes (flushBeforeAck): only then may the endpoint consume
+//     them and the storage be written again (tcp.Output's contract); and
+//     before the stack forgets its connection (flushFrameOf), after which
+//     its buffers may be reused.
 
 // OffloadStats reports the link offloads: what the device offered when the
 // stack started, and the frames that moved.
@@ -81,6 +100,15 @@ type gsoState struct {
 	last     int           // the last segment's payload
 	next     uint32        // the sequence number that extends it
 	open     bool          // another segment may join
+	// vdev is the device as a tun.FrameVecWriter, if it is one: payloads
+	// may then be views (not with a recorder or a writer goroutine, New).
+	vdev tun.FrameVecWriter
+	// vec is the frame in pieces once it has a view: buf[:n] as it was
+	// then, the views, the payloads copied into buf after them; empty
+	// while the frame is all in buf. first is the frame's first sequence
+	// number (flushBeforeAck).
+	vec   [][]byte
+	first uint32
 	// at is the clock's reading for the frame (atOK: it has one), which
 	// timers.SendTime gives the segments that may join it; pendAt is
 	// SendTime's latest reading (pend: no segment has taken it yet), which
@@ -104,6 +132,9 @@ func (s *Stack) initOffload() {
 	}
 	if off.GSO {
 		s.gso = gsoState{on: true, v6: off.TSO6, dev: o, buf: make([]byte, tun.MaxFrame)}
+		if v, ok := o.(tun.FrameVecWriter); ok {
+			s.gso.vdev, s.gso.vec = v, make([][]byte, 0, tun.MaxFramePieces)
+		}
 	}
 	s.offStats.GSO, s.offStats.GSO6 = off.GSO, off.GSO && off.TSO6
 }
@@ -124,6 +155,14 @@ func (s *Stack) readNonblock() (int, error) {
 		return s.poll.(tun.Offloader).ReadFrameNonblock(s.ibuf)
 	}
 	return s.poll.ReadPacketNonblock(s.ibuf)
+}
+
+// devWriteFrameVec writes a frame in pieces (tun.FrameVecWriter), under
+// wmu as devWriteFrame.
+func (s *Stack) devWriteFrameVec(pieces [][]byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.gso.vdev.WriteFrameVec(pieces)
 }
 
 // handleFrames handles the frames of one read: one from a TUN, or several
@@ -181,12 +220,15 @@ func (s *Stack) handleFrame(frame []byte) {
 // queueSegment sends the TCP segment seg (which fits the MTU; over IPv4,
 // or IPv6 when the device has TSO6, ihl the IP header's length) as part of
 // a frame: the current one if it extends it, else a new one after the
-// current is written. Only its headers are encoded apart, the payload is
-// copied from the send buffer into the frame, unless the segment is
-// recorded: the recorder takes the whole packet, checksummed.
+// current is written. Only its headers are encoded apart; the payload
+// joins the frame as a view of the send buffer when it is stable and the
+// device writes frames in pieces, else copied (put), unless the segment is
+// recorded: the recorder takes the whole packet, checksummed, and the
+// frame a copy.
 func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 	src, dst := id.Local.Addr(), id.Remote.Addr()
 	var hdr, data []byte // the IP and TCP headers, and the payload
+	view := false        // data may join the frame as a view (put)
 	// fill: the IP header is still to be written, which only a segment that
 	// starts a frame needs (the kernel's segmentation writes the others'
 	// from the first's): 4.5% of a download's CPU was IPv4 headers, their
@@ -212,6 +254,7 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 			return
 		}
 		hdr, data, fill = b, seg.Payload, true // the IP header: below
+		view = seg.PayloadStable && s.gso.vdev != nil
 	}
 	s.counters.SegmentsOut++
 	g := &s.gso
@@ -225,8 +268,7 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 		if fill && ihl == ipv4HeaderLen {
 			s.ipID++ // the ID the kernel gives this segment's packet (fillIPv4)
 		}
-		copy(g.buf[g.n:], data)
-		g.n += payload
+		g.put(data, view)
 		g.segs++
 		g.last = payload
 		g.next = seq + uint32(payload)
@@ -241,14 +283,81 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 		if fill {
 			s.fillIP(hdr, src, dst) // IPv4's ID; the lengths and checksums are flushFrame's
 		}
-		n := tun.VnetHdrLen + copy(g.buf[tun.VnetHdrLen:], hdr)
-		g.n = n + copy(g.buf[n:], data)
+		g.n = tun.VnetHdrLen + copy(g.buf[tun.VnetHdrLen:], hdr)
+		g.put(data, view)
+		g.first = seq
 		g.segs, g.id, g.ihl, g.hl, g.mss, g.last = 1, id, ihl, len(hdr), payload, payload
 		g.next = seq + uint32(payload)
 		g.open = payload > 0 && flags&(fin|syn|rst) == 0
 		g.at, g.atOK, g.pend = g.pendAt, g.pend, false
 	}
 	if !g.coalesce {
+		s.flushFrame()
+	}
+}
+
+// minView is the shortest payload that put makes a view: a shorter one is
+// copied, as cheap as a writev's further iovec, so that the frames of a
+// request-response exchange (compare's ab and wrk answer a few hundred
+// bytes) stay one buffer and one write, as they were.
+const minView = 512
+
+// put adds the payload p at the frame's end (n): as a piece of its own, a
+// view, when view says p is stable, it is not short (minView) and the
+// frame has room for two more pieces (the copy that may follow takes the
+// last), else copied into buf. A piece that continues the last one's
+// storage extends it instead.
+func (g *gsoState) put(p []byte, view bool) {
+	if len(p) == 0 {
+		return
+	}
+	if view && len(p) >= minView && len(g.vec) < tun.MaxFramePieces-1 {
+		if len(g.vec) == 0 {
+			g.vec = append(g.vec, g.buf[:g.n])
+		}
+		g.piece(p)
+		g.n += len(p)
+		return
+	}
+	c := g.buf[g.n : g.n+copy(g.buf[g.n:], p)]
+	if len(g.vec) > 0 {
+		g.piece(c)
+	}
+	g.n += len(p)
+}
+
+// piece appends p to the frame's pieces, or extends the last piece with it
+// when p starts where that one ends, in the same array.
+func (g *gsoState) piece(p []byte) {
+	if k := len(g.vec); k > 0 {
+		last := g.vec[k-1]
+		if l := len(last); cap(last)-l >= len(p) && &last[:l+1][l] == &p[0] {
+			g.vec[k-1] = last[:l+len(p)]
+			return
+		}
+	}
+	g.vec = append(g.vec, p)
+}
+
+// flushBeforeAck writes the frame being built before seg goes to the
+// endpoint of id, if the frame is that connection's, has views into its
+// send buffer, and seg acknowledges any of its bytes: the endpoint would
+// consume them, and the storage could be written again (a Write of the
+// same turn) before the frame is written. No peer acknowledges what it has
+// not received, so only a forged or blind ACK does it.
+func (s *Stack) flushBeforeAck(id tcp.ID, seg *tcp.Segment) {
+	g := &s.gso
+	if len(g.vec) > 0 && seg.Flags&tcp.FlagACK != 0 && seqnum.Value(g.first).LessThan(seg.Ack) && id == g.id {
+		s.flushFrame()
+	}
+}
+
+// flushFrameOf writes the frame being built if it is the connection id's
+// and has views, as the stack forgets the connection: nothing may then
+// keep its send buffer from being reused (a pool of connections or of
+// buffers would overwrite it), and nothing of the frame needs it after.
+func (s *Stack) flushFrameOf(id tcp.ID) {
+	if g := &s.gso; len(g.vec) > 0 && id == g.id {
 		s.flushFrame()
 	}
 }
@@ -330,7 +439,16 @@ func (s *Stack) flushFrame() {
 	h.Put(frame)
 	segs := uint64(g.segs)
 	g.n, g.segs = 0, 0
-	if s.writing() && (segs == 1 || !s.wr.inline()) {
+	if len(g.vec) > 0 { // views: a writev (never with a writer, New)
+		err := s.devWriteFrameVec(g.vec)
+		clear(g.vec) // keeps no send buffer alive
+		g.vec = g.vec[:0]
+		if err != nil {
+			s.counters.DeviceErrors++
+			s.counters.Drops.DeviceWrite += segs
+			return
+		}
+	} else if s.writing() && (segs == 1 || !s.wr.inline()) {
 		s.wr.queueFrame(&g.buf, len(frame), segs, v6) // writer.go: counted as written
 	} else if err := s.devWriteFrame(frame); err != nil {
 		s.counters.DeviceErrors++

@@ -49,6 +49,15 @@ func (d *frameDev) WriteFrame(f []byte) error {
 	return nil
 }
 
+// offloadDev is a device of an offloadPeer: a frameDev, or a device that
+// keeps its frames in one.
+type offloadDev interface {
+	tun.Offloader
+	base() *frameDev
+}
+
+func (d *frameDev) base() *frameDev { return d }
+
 // take returns the frames written since the last call.
 func (d *frameDev) take() [][]byte {
 	d.mu.Lock()
@@ -71,7 +80,7 @@ func newOffloadPeer(t *testing.T, addr netip.Addr, clock *timer.ManualClock) *of
 }
 
 // newOffloadPeerOn is newOffloadPeer on dev, with cfg.
-func newOffloadPeerOn(t *testing.T, dev *frameDev, cfg Config) *offloadPeer {
+func newOffloadPeerOn(t *testing.T, dev offloadDev, cfg Config) *offloadPeer {
 	t.Helper()
 	cfg.Device = dev
 	m, err := NewManual(cfg)
@@ -83,7 +92,7 @@ func newOffloadPeerOn(t *testing.T, dev *frameDev, cfg Config) *offloadPeer {
 		t.Fatal("no GSO on a tun.Offloader")
 	}
 	m.gso.coalesce = true // flushed by step, as the loop's turn hook does
-	return &offloadPeer{m, dev}
+	return &offloadPeer{m, dev.base()}
 }
 
 // step runs f as one turn of the peer's loop, and returns the frames it
@@ -117,22 +126,37 @@ func (p *offloadPeer) deliver(t *testing.T, frames [][]byte) [][]byte {
 // partial checksum over the whole, the segments' headers the first's); B
 // takes it whole as one segment, without checking the partial checksum,
 // and reads the data intact; the counters count segments, not frames.
-func TestOffloadFrames(t *testing.T) { offloadFrames(t, addrA, addrB) }
+func TestOffloadFrames(t *testing.T) { offloadFrames(t, addrA, addrB, &frameDev{}) }
 
 // TestOffloadFrames6 is TestOffloadFrames over IPv6, on devices with TSO6:
 // a GSO_TCPV6 frame, its checksum's start after the 40-byte IPv6 header,
 // the IPv6 payload length the frame's, the IPv6 pseudo-header's sum.
-func TestOffloadFrames6(t *testing.T) { offloadFrames(t, addr6A, addr6B) }
+func TestOffloadFrames6(t *testing.T) { offloadFrames(t, addr6A, addr6B, &frameDev{}) }
+
+// TestOffloadFramesVec and TestOffloadFramesVec6 are TestOffloadFrames and
+// TestOffloadFrames6 with A on a device that writes frames in pieces: the
+// payloads go as views of the send buffer (offloadvec_test.go), and the
+// frames are the same.
+func TestOffloadFramesVec(t *testing.T)  { offloadFrames(t, addrA, addrB, &vecDev{}) }
+func TestOffloadFramesVec6(t *testing.T) { offloadFrames(t, addr6A, addr6B, &vecDev{}) }
 
 // offloadFrames is TestOffloadFrames from srcA to dstB, IPv4 or IPv6.
-func offloadFrames(t *testing.T, srcA, dstB netip.Addr) {
+func offloadFrames(t *testing.T, srcA, dstB netip.Addr, devA offloadDev) {
 	v6 := srcA.Is6()
 	ihl, typ := ipv4HeaderLen, uint8(tun.GSOTCPv4)
 	if v6 {
 		ihl, typ = ipv6HeaderLen, tun.GSOTCPv6
 	}
-	a, b, ca, cb := offloadPair(t, false, dstB)
+	a, b, ca, cb := offloadPairOn(t, devA, dstB)
 	var err error
+	if d, ok := devA.(*vecDev); ok {
+		d.buf = a.gso.buf
+		defer func() {
+			if d.vframes == 0 || d.views == 0 {
+				t.Errorf("%d frames in pieces, %d views: want the data's as views", d.vframes, d.views)
+			}
+		}()
+	}
 
 	data := make([]byte, 100_000)
 	for i := range data {
@@ -219,13 +243,7 @@ func offloadFrames(t *testing.T, srcA, dstB netip.Addr) {
 	buf := make([]byte, 64<<10)
 	var now time.Duration
 	for range 1000 {
-		for {
-			n, _ := cb.TryRead(buf)
-			if n == 0 {
-				break
-			}
-			got = append(got, buf[:n]...)
-		}
+		got = readReady(cb, got, buf)
 		if len(got) == len(data) {
 			break
 		}
@@ -244,13 +262,30 @@ func offloadFrames(t *testing.T, srcA, dstB netip.Addr) {
 	}
 }
 
+// readReady appends to got what c has for a reader now, read through buf.
+func readReady(c *Conn, got, buf []byte) []byte {
+	for {
+		n, _ := c.TryRead(buf)
+		if n == 0 {
+			return got
+		}
+		got = append(got, buf[:n]...)
+	}
+}
+
 // offloadPair makes two offload peers, A (addrA, addr6A) and B (addrB,
 // addr6B), on frameDevs with TSO6 unless no6, and connects A to B's
 // dstB:80; no handshake segment goes in a GSO frame.
 func offloadPair(t *testing.T, no6 bool, dstB netip.Addr) (a, b *offloadPeer, ca, cb *Conn) {
 	t.Helper()
-	a = newOffloadPeerOn(t, &frameDev{no6: no6}, Config{Addr: addrA, Addr6: addr6A, Clock: timer.NewManualClock(0)})
-	b = newOffloadPeerOn(t, &frameDev{no6: no6}, Config{Addr: addrB, Addr6: addr6B, Clock: timer.NewManualClock(0)})
+	return offloadPairOn(t, &frameDev{no6: no6}, dstB)
+}
+
+// offloadPairOn is offloadPair with A on devA.
+func offloadPairOn(t *testing.T, devA offloadDev, dstB netip.Addr) (a, b *offloadPeer, ca, cb *Conn) {
+	t.Helper()
+	a = newOffloadPeerOn(t, devA, Config{Addr: addrA, Addr6: addr6A, Clock: timer.NewManualClock(0)})
+	b = newOffloadPeerOn(t, &frameDev{no6: devA.base().no6}, Config{Addr: addrB, Addr6: addr6B, Clock: timer.NewManualClock(0)})
 	ln, err := b.Listen("tcp", ":80")
 	if err != nil {
 		t.Fatal(err)

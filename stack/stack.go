@@ -315,6 +315,7 @@ func newLoop(cfg Config, grp *loopGroup, shard int) (*Stack, error) {
 	s.udpDirect, s.mtu = s.rec == nil, cfg.Device.MTU() // udpsend.go
 	if cfg.WriteQueue > 0 {
 		s.startWriter(cfg.WriteQueue) // writer.go; before the hook's Post
+		s.gso.vdev = nil              // a slot holds the frame whole (offload.go)
 	}
 	if s.gso.on || cfg.WriteQueue > 0 {
 		if err := l.SetTurnHook(s.endTurn); err != nil {
@@ -871,6 +872,7 @@ func (s *Stack) forget(c *Conn) {
 		return
 	}
 	delete(s.conns, c.id)
+	s.flushFrameOf(c.id) // offload.go
 	if s.grp != nil {
 		s.grp.release(c.id, s)
 	}

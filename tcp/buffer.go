@@ -19,3 +19,10 @@ func (b *buffer) consume(n int) { b.r.Consume(n) }
 func (b *buffer) at(i, n int) []byte { return b.r.At(i, n) }
 func (b *buffer) write(p []byte)     { b.r.Write(p) }
 func (b *buffer) read(p []byte) int  { return b.r.Read(p) }
+
+// stable reports whether at(i, n) returns the storage itself, not a copy:
+// the span lies within one of the contents' two pieces (Segment.PayloadStable).
+func (b *buffer) stable(i, n int) bool {
+	a, _ := b.r.Peek()
+	return i+n <= len(a) || i >= len(a)
+}

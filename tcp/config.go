@@ -25,6 +25,22 @@ func (id ID) String() string { return id.Local.String() + "->" + id.Remote.Strin
 // Output is where endpoints and listeners send segments. Send is called on the
 // loop goroutine; seg, and its Payload (which aliases the send buffer), are valid
 // only during the call: encode or copy them before returning.
+//
+// Except a Payload marked PayloadStable: a view into the endpoint's send
+// buffer storage (a span that wraps is a temporary copy, valid until the
+// endpoint's next send, and never so marked). The storage holding bytes sent
+// and not acknowledged is not written to until they are consumed, and an
+// endpoint consumes them only when handed a segment whose ACK covers them
+// (HandleSegment): so an Output may keep referring to a stable Payload after
+// Send returns (the stack writes its GSO frame with writev from such views at
+// the end of the loop's turn) as long as it is done with it before it hands
+// the endpoint a segment that acknowledges any of those bytes. Growing the
+// storage copies the bytes into new storage and leaves the old as it was; an
+// endpoint that is reset, aborted or closed leaves its storage as it was, and
+// a send buffer's storage is never handed to another connection or another
+// buffer while the Output may hold views of it (the stack writes a
+// connection's frame when it forgets the connection: a pool may reuse the
+// buffers after that). Whoever changes the send buffer keeps these.
 type Output interface {
 	Send(id ID, seg *Segment)
 }

@@ -89,7 +89,8 @@ func (o *Options) SACKBlocks() []SACKBlock { return o.SACK[:o.NSACK] }
 
 // Segment is a TCP segment: a parsed incoming one, or an outgoing one before
 // encoding. Payload aliases the buffer it was parsed from (incoming) or the
-// sender's buffer (outgoing); whoever keeps it past the call must copy it.
+// sender's buffer (outgoing); whoever keeps it past the call must copy it,
+// but for what PayloadStable allows (see Output).
 type Segment struct {
 	SrcPort, DstPort uint16
 	Seq, Ack         seqnum.Value
@@ -98,6 +99,10 @@ type Segment struct {
 	Urgent           uint16
 	Options          Options
 	Payload          []byte
+	// PayloadStable (outgoing only): Payload is a view into the send
+	// buffer's storage, not a temporary copy of a span that wraps, and
+	// stays as it is past the Output's Send (Output says how long).
+	PayloadStable bool
 }
 
 // Len is the segment's length in sequence space: payload plus SYN and FIN.

@@ -276,7 +276,7 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 	if n := s.dataLen(); n > 0 {
 		e.snd.dataSent, e.snd.lastDataAt = true, e.now() // restartAfterIdle
 		off := int(s.seq - e.snd.bufSeq)
-		seg.Payload = e.snd.buf.at(off, n)
+		seg.Payload, seg.PayloadStable = e.snd.buf.at(off, n), e.snd.buf.stable(off, n)
 		e.stats.DataSegsOut++
 		e.stats.BytesSent += uint64(n)
 		if retransmit {

@@ -51,6 +51,15 @@ type TUN struct {
 	wmu      sync.Mutex  // guards wbuf
 	wbuf     []byte      // WritePacket's frame: a zero header and the packet
 	nbHdr    [VnetHdrLen]byte
+
+	// WriteFrameVec's writev (offload_linux.go): its iovecs and the
+	// RawConn.Write function's results, kept here so that a write
+	// allocates nothing.
+	vmu  sync.Mutex
+	viov []unix.Iovec
+	vN   int
+	vErr error
+	vFn  func(fd uintptr) bool
 }
 
 var (

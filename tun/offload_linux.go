@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -119,6 +121,8 @@ func openVnetFlags(name string, mtu int, flags uint16) (*TUN, error) {
 	t.gro.Store(true)
 	t.wbuf = make([]byte, VnetHdrLen+mtu)
 	t.nbFn = t.readNonblock
+	t.viov = make([]unix.Iovec, 0, MaxFramePieces)
+	t.vFn = t.writev
 	if t.rc, err = file.SyscallConn(); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("tun: open %q: %w", name, err)
@@ -126,7 +130,7 @@ func openVnetFlags(name string, mtu int, flags uint16) (*TUN, error) {
 	return t, nil
 }
 
-var _ Offloader = (*TUN)(nil)
+var _ FrameVecWriter = (*TUN)(nil)
 
 // Offloads implements Offloader. GRO is off after a plain read.
 func (t *TUN) Offloads() Offloads {
@@ -201,6 +205,64 @@ func (t *TUN) WriteFrame(frame []byte) error {
 		return fmt.Errorf("tun %s: write: %d of %d bytes: %w", t.name, n, len(frame), io.ErrShortWrite)
 	}
 	return nil
+}
+
+// WriteFrameVec implements FrameVecWriter: one writev of the pieces,
+// through the descriptor's RawConn, which waits for the descriptor to be
+// writable when the kernel says EAGAIN, as WriteFrame's os.File.Write does.
+func (t *TUN) WriteFrameVec(pieces [][]byte) error {
+	if !t.vnet {
+		return fmt.Errorf("tun %s: write frame: %w", t.name, ErrNoOffload)
+	}
+	n := 0
+	for _, p := range pieces {
+		n += len(p)
+	}
+	if len(pieces) == 0 || len(pieces) > MaxFramePieces || n <= VnetHdrLen || n > MaxFrame {
+		return fmt.Errorf("tun %s: write frame: %d bytes in %d pieces: %w", t.name, n, len(pieces), ErrPacketSize)
+	}
+	t.vmu.Lock()
+	defer t.vmu.Unlock()
+	for _, p := range pieces {
+		if len(p) == 0 {
+			continue
+		}
+		v := unix.Iovec{Base: &p[0]}
+		v.SetLen(len(p))
+		t.viov = append(t.viov, v)
+	}
+	err := t.rc.Write(t.vFn)
+	w, werr := t.vN, t.vErr
+	clear(t.viov) // keeps no piece alive
+	t.viov, t.vErr = t.viov[:0], nil
+	switch {
+	case err != nil: // the RawConn's own: the file is closed
+		return fmt.Errorf("tun %s: write: %w", t.name, net.ErrClosed)
+	case werr != nil:
+		return t.wrapErr("write", werr)
+	case w != n:
+		return fmt.Errorf("tun %s: write: %d of %d bytes: %w", t.name, w, n, io.ErrShortWrite)
+	}
+	return nil
+}
+
+// writev is WriteFrameVec's RawConn.Write function: one writev of viov,
+// again on EINTR; false (wait, then again) on EAGAIN.
+func (t *TUN) writev(fd uintptr) bool {
+	for {
+		r, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&t.viov[0])), uintptr(len(t.viov)))
+		switch e {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		case 0:
+			t.vN, t.vErr = int(r), nil
+		default:
+			t.vN, t.vErr = 0, e
+		}
+		return true
+	}
 }
 
 // noGRO turns GRO off for a plain reader (see OpenOffload).

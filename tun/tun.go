@@ -139,3 +139,21 @@ type Offloader interface {
 	// bytes). The device does not retain it.
 	WriteFrame(frame []byte) error
 }
+
+// MaxFramePieces bounds the pieces of a FrameVecWriter's frame: a TUN
+// writes them with one writev, whose iovec array it keeps.
+const MaxFramePieces = 64
+
+// FrameVecWriter is an optional interface of an Offloader that writes a
+// frame given as pieces (a writev): the header and the segments' headers
+// in one buffer, the payload where it already is, so that it is not
+// copied into one buffer first. A TUN opened with OpenOffload is one; the
+// wrappers, which take frames apart, are not.
+type FrameVecWriter interface {
+	Offloader
+	// WriteFrameVec writes one frame, the concatenation of pieces (at most
+	// MaxFramePieces, non-empty, MaxFrame bytes in all, the header
+	// included), as WriteFrame writes it whole. The device does not retain
+	// the pieces.
+	WriteFrameVec(pieces [][]byte) error
+}
