@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -46,8 +47,9 @@ type Conn struct {
 	tx txBuf // guarded by mu
 	rx rxBuf // guarded by mu
 	// relStep is the reads that add up to a post of Release: the endpoint's
-	// UpdateStep, or 1 on a manual loop, where a post is a call.
-	relStep int
+	// UpdateStep (at most half the receive buffer, an int32), or 1 on a
+	// manual loop, where a post is a call.
+	relStep int32
 	// finPending is what the application asked for after the bytes still in
 	// tx (a Close or CloseWrite whose FIN must follow them). Loop only.
 	finPending finAction
@@ -85,7 +87,11 @@ type txBuf struct {
 // and Read has not yet returned. Only the loop appends to ring; only Read
 // (and Close) removes from it.
 type rxBuf struct {
-	ring       ring.Buffer
+	ring ring.Buffer
+	// lent holds the frame buffers the sink took instead of copying their
+	// payloads into ring (rxframes.go), in order among ring's bytes; nil
+	// until the first.
+	lent       *lentFrames
 	unreleased int   // bytes Read returned that the endpoint still holds as unread
 	posted     bool  // a release is posted and has not yet taken unreleased
 	eof        bool  // the peer's FIN follows ring's bytes
@@ -113,7 +119,7 @@ func newConn(s *Stack, ep *tcp.Endpoint, settled bool) *Conn {
 		readable: make(chan struct{}, 1),
 		writable: make(chan struct{}, 1),
 		closed:   make(chan struct{}),
-		relStep:  ep.UpdateStep(),
+		relStep:  int32(min(ep.UpdateStep(), math.MaxInt32)),
 	}
 	if s.input == inputManual {
 		c.relStep = 1
@@ -141,9 +147,11 @@ type connSink Conn
 // Take is the endpoint's tcp.Sink, on the loop: in-order data goes straight
 // from the input packet into rx, held there as unread, instead of into the
 // endpoint's buffer and then, at the batch's end, into rx (fill): one copy
-// of every byte received less. The reader is still woken once per batch, at
-// its end (fill, from Stack.fills). A closed Conn takes nothing: the data
-// stays in the endpoint, for Close's reset.
+// of every byte received less. A large payload that lies in the frame
+// buffer the loop read it into is not copied at all: rx takes the buffer
+// (Stack.lendFrame, rxframes.go). The reader is still woken once per batch,
+// at its end (fill, from Stack.fills). A closed Conn takes nothing: the
+// data stays in the endpoint, for Close's reset.
 func (cs *connSink) Take(p []byte) bool {
 	c := (*Conn)(cs)
 	c.mu.Lock()
@@ -151,7 +159,11 @@ func (cs *connSink) Take(p []byte) bool {
 	if c.isClosed() {
 		return false
 	}
-	c.rx.ring.Write(p)
+	if buf := c.s.lendFrame(p); buf != nil {
+		c.rx.lend(p, buf)
+		return true
+	}
+	c.rx.copyIn(p)
 	return true
 }
 
@@ -223,10 +235,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 // wait is true when there is nothing yet (nor EOF, nor an error).
 func (c *Conn) readSome(p []byte) (n int, wait bool, err error) {
 	c.mu.Lock()
-	if c.rx.ring.Len() > 0 {
-		n = c.rx.ring.Read(p)
+	if c.rx.len() > 0 {
+		n = c.rx.read(p, c.s.frames)
 		c.rx.unreleased += n
-		post := !c.rx.posted && c.rx.unreleased >= c.relStep
+		post := !c.rx.posted && c.rx.unreleased >= int(c.relStep)
 		if post {
 			c.rx.posted = true
 		}
@@ -340,8 +352,8 @@ func (c *Conn) Close() error {
 		first = true
 		close(c.closed)
 		c.mu.Lock()
-		unread := c.rx.ring.Len() > 0 // taken from the endpoint but never returned
-		c.rx.ring.Reset()
+		unread := c.rx.len() > 0 // taken from the endpoint but never returned
+		c.rx.reset(c.s.frames)
 		c.mu.Unlock()
 		// The loop's part is posted, not waited for: it cannot fail (the
 		// endpoint's Close reports only a second Close, which closeOnce
@@ -628,7 +640,7 @@ func (c *Conn) fill() {
 			m, _ := c.ep.Hold(b[:min(len(b), k-n)])
 			n += m
 		}
-		c.rx.ring.Commit(n)
+		c.rx.committed(n)
 	}
 	if c.ep.Readable() == 0 {
 		var one [1]byte

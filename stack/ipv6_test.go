@@ -89,7 +89,7 @@ func manual6(t *testing.T) (*Manual, link) {
 
 // manualOn is a manual stack of cfg on a pipe of MTU 1500, its clock at 0,
 // and its link.
-func manualOn(t *testing.T, cfg Config) (*Manual, link) {
+func manualOn(t testing.TB, cfg Config) (*Manual, link) {
 	t.Helper()
 	dev, peer := tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500})
 	cfg.Device, cfg.Clock = dev, timer.NewManualClock(0)

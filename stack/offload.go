@@ -73,6 +73,9 @@ type OffloadStats struct {
 	// virtio-net header).
 	FramesIn, LargeFramesIn uint64
 	MaxFrameIn              int
+	// Frames whose buffer a Conn took with its payload instead of a copy
+	// (rxframes.go), and those it still holds: their payload not yet read.
+	FramesLent, FramesHeld uint64
 	// Frames written, those with several segments (GSO), the segments in
 	// those, and the largest frame's packet, in bytes.
 	FramesOut, GSOFramesOut, GSOSegmentsOut uint64

@@ -26,7 +26,7 @@ func (c *Conn) Readiness() (Readiness, error) {
 	if c.s.do(func() {
 		r.State, r.Err = c.ep.State(), c.ep.Err()
 		c.mu.Lock()
-		r.Readable = c.rx.ring.Len() + c.ep.Readable()
+		r.Readable = c.rx.len() + c.ep.Readable()
 		r.Writable = max(0, c.ep.Writable()-c.tx.q.Pending())
 		c.mu.Unlock()
 	}) != nil {

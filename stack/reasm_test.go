@@ -82,7 +82,7 @@ func inject(t *testing.T, m *Manual, pkts ...[]byte) {
 }
 
 // readAll reads every packet the stack sent and has not been read.
-func (l link) readAll(t *testing.T) [][]byte {
+func (l link) readAll(t testing.TB) [][]byte {
 	var out [][]byte
 	for l.peer.Stats().Received < l.sent() {
 		out = append(out, l.read(t))

@@ -171,10 +171,15 @@ type Stack struct {
 	// The direct path, when the device is a tun.Pollable: the loop watches
 	// pollFD and reads packets into ibuf itself. Loop only; poll is nil when
 	// the reader goroutine reads instead.
-	poll    tun.Pollable
-	pollFD  int
-	ibuf    []byte
-	closing bool // loop only: Close has begun
+	poll   tun.Pollable
+	pollFD int
+	ibuf   []byte
+	// With GRO, ibuf is a buffer of frames (rxframes.go), and lendable is
+	// ibuf while readReady handles the frames read into it and no Conn has
+	// taken it (lendFrame); nil otherwise.
+	frames   *framePool
+	lendable []byte
+	closing  bool // loop only: Close has begun
 
 	// The reader's queue, handed to the loop.
 	inMu sync.Mutex
@@ -456,7 +461,10 @@ func (s *Stack) startPolling() bool {
 	// Set before Watch, whose Post orders these writes before readReady.
 	s.poll, s.pollFD, s.ibuf = p, fd, make([]byte, s.dev.MTU())
 	if s.gro = s.groDevice(); s.gro {
-		s.ibuf = make([]byte, tun.MaxFrame)
+		if s.frames == nil {
+			s.frames = newFramePool(tun.MaxFrame)
+		}
+		s.ibuf = s.frames.get()
 	}
 	if err := s.run.Watch(fd, s.readReady); err != nil {
 		s.poll, s.ibuf = nil, nil // never registered: readReady cannot run
@@ -532,7 +540,12 @@ func (s *Stack) readReady() (more bool) {
 		}
 		read++
 		if s.gro {
+			s.lendable = s.ibuf
 			s.handleFrames(s.ibuf[:n]) // offload.go
+			if s.lendable == nil {
+				s.ibuf = s.frames.get() // a Conn took it
+			}
+			s.lendable = nil
 			continue
 		}
 		s.handlePacketNow(s.ibuf[:n])

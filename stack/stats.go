@@ -206,6 +206,9 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 		st.Listeners = len(s.listeners)
 		st.UDPSockets = len(s.udp)
 		st.Offload = s.offStats
+		if s.frames != nil {
+			st.Offload.FramesLent, st.Offload.FramesHeld = s.frames.counts() // rxframes.go
+		}
 		if s.wr != nil {
 			st.Writer = s.wr.stats
 			s.wr.addTo(&st.Counters, &st.Offload) // writer.go

@@ -45,7 +45,7 @@ type link struct{ dev, peer *tuntest.Endpoint }
 func (l link) sent() uint64 { return l.dev.Stats().Sent }
 
 // read returns the next packet the stack sent.
-func (l link) read(t *testing.T) []byte {
+func (l link) read(t testing.TB) []byte {
 	t.Helper()
 	if l.peer.Stats().Received >= l.sent() {
 		t.Fatal("the stack sent no (more) packets")
