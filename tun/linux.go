@@ -24,9 +24,11 @@ import (
 // github.com/songgao/water (Open), or by OpenOffload itself with
 // IFF_VNET_HDR and offloads, which water cannot ask for: then it is an
 // Offloader, every packet has a virtio-net header, and ReadPacket and
-// WritePacket strip and add it. Its file descriptor is non-blocking and
-// registered with Go's network poller, so Close unblocks a pending
-// ReadPacket and SetReadDeadline works.
+// WritePacket strip and add it. Its file descriptor is non-blocking. Open's
+// is registered with Go's network poller, so Close unblocks a pending
+// ReadPacket and SetReadDeadline works; OpenOffload's is not, as package
+// stack's loop polls it with its own epoll (see fdWait): its reads and
+// writes wait in poll(2), which Close and SetReadDeadline wake.
 type TUN struct {
 	file *os.File
 	rc   syscall.RawConn
@@ -46,6 +48,7 @@ type TUN struct {
 	// OpenOffload's device (offload_linux.go): every packet has a
 	// virtio-net header in front of it.
 	vnet     bool
+	wt       *fdWait     // the vnet device's waits: its descriptor is off Go's poller
 	offloads Offloads    // what OpenOffload got (or why not: Err)
 	gro      atomic.Bool // GRO still on: no plain read has turned it off
 	wmu      sync.Mutex  // guards wbuf
@@ -181,7 +184,8 @@ func (t *TUN) checkTruncated(buf []byte, n int) (int, error) {
 }
 
 // ReadFD implements Pollable: the TUN's descriptor, which is non-blocking.
-// (Go's network poller watches it too, which is harmless.)
+// (Open's is on Go's network poller too; OpenOffload's is not: see
+// fdWait.)
 func (t *TUN) ReadFD() (int, error) {
 	fd := -1
 	if err := t.rc.Control(func(f uintptr) { fd = int(f) }); err != nil {
@@ -279,6 +283,12 @@ func (t *TUN) WritePacket(pkt []byte) error {
 // calls; a zero t means none. A read that misses it fails with an error
 // wrapping os.ErrDeadlineExceeded.
 func (t *TUN) SetReadDeadline(deadline time.Time) error {
+	if t.wt != nil {
+		if err := t.wt.setReadDeadline(deadline); err != nil {
+			return t.wrapErr("set read deadline", err)
+		}
+		return nil
+	}
 	if err := t.file.SetReadDeadline(deadline); err != nil {
 		return t.wrapErr("set read deadline", err)
 	}
@@ -296,6 +306,9 @@ func (t *TUN) Name() string { return t.name }
 // wherever (in whichever namespace) it is.
 func (t *TUN) Close() error {
 	t.closeOnce.Do(func() {
+		if t.wt != nil {
+			t.wt.close() // wakes the waits first: they hold the descriptor
+		}
 		if err := t.file.Close(); err != nil {
 			t.closeErr = fmt.Errorf("tun %s: close: %w", t.name, err)
 		}

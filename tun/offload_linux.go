@@ -115,8 +115,24 @@ func openVnetFlags(name string, mtu int, flags uint16) (*TUN, error) {
 			return nil, fmt.Errorf("tun: open %q: TUNSETOFFLOAD %#x: %w: %w", name, flags, errOffload, err)
 		}
 	}
-	file := os.NewFile(uintptr(fd), "/dev/net/tun") // non-blocking: on the poller
-	t := &TUN{file: file, name: name, mtu: mtu, vnet: true}
+	// Off Go's network poller (fdwait_linux.go): os.NewFile puts a
+	// descriptor on it only when it is non-blocking, so it is made
+	// non-blocking only after.
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("tun: open %q: %w", name, os.NewSyscallError("fcntl", err))
+	}
+	file := os.NewFile(uintptr(fd), "/dev/net/tun")
+	if err := unix.SetNonblock(fd, true); err != nil {
+		file.Close()
+		return nil, fmt.Errorf("tun: open %q: %w", name, os.NewSyscallError("fcntl", err))
+	}
+	wt, err := newFDWait()
+	if err != nil {
+		file.Close()
+		return nil, fmt.Errorf("tun: open %q: %w", name, err)
+	}
+	t := &TUN{file: file, name: name, mtu: mtu, vnet: true, wt: wt}
 	t.offloads = Offloads{GSO: true, GRO: true, TSO6: tso6}
 	t.gro.Store(true)
 	t.wbuf = make([]byte, VnetHdrLen+mtu)
@@ -147,7 +163,7 @@ func (t *TUN) ReadFrame(buf []byte) (int, error) {
 	if err := t.frameRead(buf); err != nil {
 		return 0, err
 	}
-	n, err := t.file.Read(buf)
+	n, err := t.readFile(buf)
 	if err != nil {
 		return 0, t.wrapErr("read", err)
 	}
@@ -197,7 +213,7 @@ func (t *TUN) WriteFrame(frame []byte) error {
 	if len(frame) <= VnetHdrLen || len(frame) > MaxFrame {
 		return fmt.Errorf("tun %s: write frame: %d bytes: %w", t.name, len(frame), ErrPacketSize)
 	}
-	n, err := t.file.Write(frame)
+	n, err := t.writeFile(frame)
 	if err != nil {
 		return t.wrapErr("write", err)
 	}
@@ -208,8 +224,8 @@ func (t *TUN) WriteFrame(frame []byte) error {
 }
 
 // WriteFrameVec implements FrameVecWriter: one writev of the pieces,
-// through the descriptor's RawConn, which waits for the descriptor to be
-// writable when the kernel says EAGAIN, as WriteFrame's os.File.Write does.
+// through the descriptor's RawConn; when the kernel says EAGAIN it waits
+// for the descriptor to be writable (fdWait), as WriteFrame does.
 func (t *TUN) WriteFrameVec(pieces [][]byte) error {
 	if !t.vnet {
 		return fmt.Errorf("tun %s: write frame: %w", t.name, ErrNoOffload)
@@ -247,7 +263,7 @@ func (t *TUN) WriteFrameVec(pieces [][]byte) error {
 }
 
 // writev is WriteFrameVec's RawConn.Write function: one writev of viov,
-// again on EINTR; false (wait, then again) on EAGAIN.
+// again on EINTR, and on EAGAIN once the descriptor is writable.
 func (t *TUN) writev(fd uintptr) bool {
 	for {
 		r, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&t.viov[0])), uintptr(len(t.viov)))
@@ -255,7 +271,11 @@ func (t *TUN) writev(fd uintptr) bool {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			return false
+			if err := t.wt.wait(fd, unix.POLLOUT); err != nil {
+				t.vN, t.vErr = 0, err
+				return true
+			}
+			continue
 		case 0:
 			t.vN, t.vErr = int(r), nil
 		default:
@@ -287,10 +307,15 @@ func (t *TUN) readVnetPacket(buf []byte) (int, error) {
 	err := t.rc.Read(func(fd uintptr) bool {
 		for {
 			n, rerr = unix.Readv(int(fd), [][]byte{hdr[:], buf})
-			if rerr == unix.EINTR {
+			switch rerr {
+			case unix.EINTR:
 				continue
+			case unix.EAGAIN:
+				if rerr = t.wt.wait(fd, unix.POLLIN); rerr == nil {
+					continue
+				}
 			}
-			return rerr != unix.EAGAIN
+			return true
 		}
 	})
 	if err == nil {
@@ -354,7 +379,7 @@ func (t *TUN) writeVnetPacket(pkt []byte) error {
 	b := t.wbuf[:VnetHdrLen+len(pkt)]
 	clear(b[:VnetHdrLen])
 	copy(b[VnetHdrLen:], pkt)
-	n, err := t.file.Write(b)
+	n, err := t.writeFile(b)
 	if err != nil {
 		return t.wrapErr("write", err)
 	}
@@ -362,4 +387,42 @@ func (t *TUN) writeVnetPacket(pkt []byte) error {
 		return fmt.Errorf("tun %s: write: %d of %d bytes: %w", t.name, n, len(b), io.ErrShortWrite)
 	}
 	return nil
+}
+
+// readFile is a vnet device's blocking read of one frame into buf: the
+// descriptor is off Go's poller, so an EAGAIN waits in fdWait.
+func (t *TUN) readFile(buf []byte) (int, error) { return t.fileIO(buf, unix.POLLIN) }
+
+// writeFile is a vnet device's write of one frame, which waits in fdWait
+// while the kernel says EAGAIN (a TUN takes a frame whole or not at all).
+func (t *TUN) writeFile(b []byte) (int, error) { return t.fileIO(b, unix.POLLOUT) }
+
+// fileIO reads (ev unix.POLLIN) or writes b through the file, again each
+// time the descriptor polls ready for ev after an EAGAIN.
+func (t *TUN) fileIO(b []byte, ev int16) (int, error) {
+	for {
+		var n int
+		var err error
+		if ev == unix.POLLIN {
+			n, err = t.file.Read(b)
+		} else {
+			n, err = t.file.Write(b)
+		}
+		if !errors.Is(err, unix.EAGAIN) {
+			return n, err
+		}
+		if err := t.waitFD(ev); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// waitFD waits in fdWait for the descriptor to poll ready for ev, holding
+// it (RawConn.Control) so that a Close cannot make it another one.
+func (t *TUN) waitFD(ev int16) error {
+	var werr error
+	if err := t.rc.Control(func(fd uintptr) { werr = t.wt.wait(fd, ev) }); err != nil {
+		return err
+	}
+	return werr
 }

@@ -123,10 +123,20 @@ func checkNamespaceExists(t *testing.T, name string) {
 	ns.Close()
 }
 
+// TestAttach runs on a plain TUN and on one with offloads, whose
+// descriptor is off Go's network poller (its reads wait in poll(2), which
+// the deadline and Close must still end).
 func TestAttach(t *testing.T) {
 	requireRoot(t)
+	for _, offload := range []bool{false, true} {
+		t.Run(fmt.Sprintf("offload=%v", offload), func(t *testing.T) { testAttach(t, offload) })
+	}
+}
+
+func testAttach(t *testing.T, offload bool) {
 	hostIPv6 := readSysctl(t, "net/ipv6/conf/all/disable_ipv6")
 	cfg := testConfig(t)
+	cfg.Offload = offload
 	a := mustAttach(t, cfg)
 
 	checkNamespaceExists(t, cfg.Namespace)
@@ -245,6 +255,11 @@ func TestAttach(t *testing.T) {
 		}
 	})
 
+	t.Run("deadline set while a read waits", func(t *testing.T) {
+		defer a.Dev.SetReadDeadline(time.Time{})
+		pendingReadEnds(t, a.Dev, "SetReadDeadline(now)", func() { a.Dev.SetReadDeadline(time.Now()) }, os.ErrDeadlineExceeded)
+	})
+
 	t.Run("read deadline", func(t *testing.T) {
 		a.Dev.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 		defer a.Dev.SetReadDeadline(time.Time{})
@@ -259,23 +274,11 @@ func TestAttach(t *testing.T) {
 	})
 
 	// Close unblocks a pending read and removes everything.
-	readErr := make(chan error, 1)
-	go func() {
-		_, err := a.Dev.ReadPacket(make([]byte, 2000))
-		readErr <- err
-	}()
-	time.Sleep(20 * time.Millisecond) // let it block; the test holds without it
-	if err := a.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	select {
-	case err := <-readErr:
-		if !errors.Is(err, net.ErrClosed) {
-			t.Errorf("pending ReadPacket after Close = %v, want net.ErrClosed", err)
+	pendingReadEnds(t, a.Dev, "Close", func() {
+		if err := a.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("ReadPacket still blocked 2s after Close")
-	}
+	}, net.ErrClosed)
 	checkGone(t, cfg)
 	if err := a.Close(); err != nil {
 		t.Errorf("second Close = %v, want nil", err)
@@ -285,6 +288,31 @@ func TestAttach(t *testing.T) {
 	}
 	if err := a.Do(func() error { return nil }); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Do after Close = %v, want net.ErrClosed", err)
+	}
+}
+
+// pendingReadEnds starts a ReadPacket that takes what is queued and then
+// waits, calls end, and checks that the waiting read fails with want.
+func pendingReadEnds(t *testing.T, dev *tun.TUN, what string, end func(), want error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := dev.ReadPacket(make([]byte, 2000)); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(20 * time.Millisecond) // let it block; the test holds without it
+	end()
+	select {
+	case err := <-done:
+		if !errors.Is(err, want) {
+			t.Errorf("pending ReadPacket after %s = %v, want %v", what, err, want)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatalf("ReadPacket still blocked 2s after %s", what)
 	}
 }
 
