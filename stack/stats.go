@@ -195,7 +195,8 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 		s.udpOut.addTo(&st.Counters) // udpsend.go
 		st.TCP = s.closedTCP
 		for _, c := range s.conns {
-			addCounters(&st.TCP, c.ep.Info().Counters)
+			cs := c.ep.Counters()
+			addTCPCounters(&st.TCP, &cs)
 		}
 		for _, l := range s.listeners {
 			ls := l.tl.Stats()

@@ -603,6 +603,10 @@ type Counters struct {
 	RTTSamples                      uint64
 }
 
+// Counters returns the endpoint's counters, as Info's Counters, without the
+// rest of Info (the stack sums every connection's for Stats).
+func (e *Endpoint) Counters() Counters { return e.stats }
+
 // Info returns a snapshot of the connection.
 func (e *Endpoint) Info() Info {
 	i := Info{
