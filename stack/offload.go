@@ -458,18 +458,18 @@ func (s *Stack) flushFrame() {
 	h.Put(frame)
 	segs := uint64(g.segs)
 	g.n, g.segs = 0, 0
-	if len(g.vec) > 0 { // views: a writev (never with a writer, New)
-		err := s.devWriteFrameVec(g.vec)
+	var err error
+	switch {
+	case len(g.vec) > 0: // views: a writev (never with a writer, New)
+		err = s.devWriteFrameVec(g.vec)
 		clear(g.vec) // keeps no send buffer alive
 		g.vec = g.vec[:0]
-		if err != nil {
-			s.counters.DeviceErrors++
-			s.counters.Drops.DeviceWrite += segs
-			return
-		}
-	} else if s.writing() && (segs == 1 || !s.wr.inline()) {
+	case s.writing() && (segs == 1 || !s.wr.inline()):
 		s.wr.queueFrame(&g.buf, len(frame), segs, v6) // writer.go: counted as written
-	} else if err := s.devWriteFrame(frame); err != nil {
+	default:
+		err = s.devWriteFrame(frame)
+	}
+	if err != nil {
 		s.counters.DeviceErrors++
 		s.counters.Drops.DeviceWrite += segs
 		return
