@@ -14,15 +14,11 @@ import (
 // packets have reached the stack's side (the reader path's queue).
 func burst(t *testing.T, s *Stack, n int, send func(pkt []byte) error, ready func() bool) Stats {
 	t.Helper()
-	hold, busy := make(chan struct{}), make(chan struct{})
-	if err := s.run.Post(func() { close(busy); <-hold }); err != nil {
-		t.Fatal(err)
-	}
-	<-busy
+	unblock := blockLoop(t, s)
 	junk := make([]byte, 20) // version 0: not IPv4
 	for i := range n {
 		if err := send(junk); err != nil {
-			close(hold)
+			unblock()
 			t.Fatalf("sending packet %d: %v", i, err)
 		}
 	}
@@ -32,7 +28,7 @@ func burst(t *testing.T, s *Stack, n int, send func(pkt []byte) error, ready fun
 		}
 		time.Sleep(time.Millisecond)
 	}
-	close(hold)
+	unblock()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		st := s.Stats()
 		if st.PacketsIn >= uint64(n) {

@@ -306,7 +306,9 @@ func TestConnSendBufferExact(t *testing.T) {
 func blockLoop(t *testing.T, s *Stack) (unblock func()) {
 	t.Helper()
 	in, out := make(chan struct{}), make(chan struct{})
-	s.post(func() { close(in); <-out })
+	if err := s.run.Post(func() { close(in); <-out }); err != nil {
+		t.Fatal(err)
+	}
 	<-in
 	var once sync.Once
 	unblock = func() { once.Do(func() { close(out) }) }

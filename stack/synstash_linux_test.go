@@ -38,22 +38,10 @@ func TestSYNStashDirectPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(c, c) }()
-		}
-	}()
+	go serveEcho(ln)
 	// Hold b's loop until every SYN waits in its device: the first batch
 	// is then a full one of SYNs.
-	hold, busy := make(chan struct{}), make(chan struct{})
-	if err := b.run.Post(func() { close(busy); <-hold }); err != nil {
-		t.Fatal(err)
-	}
-	<-busy
+	unblock := blockLoop(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -80,12 +68,12 @@ func TestSYNStashDirectPath(t *testing.T) {
 	}
 	for a.Stats().SegmentsOut < n {
 		if ctx.Err() != nil {
-			close(hold)
+			unblock()
 			t.Fatalf("a sent %d SYNs of %d", a.Stats().SegmentsOut, n)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	close(hold)
+	unblock()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -118,18 +106,14 @@ func TestSYNStashPostedTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	hold, busy := make(chan struct{}), make(chan struct{})
-	if err := b.run.Post(func() { close(busy); <-hold }); err != nil {
-		t.Fatal(err)
-	}
-	<-busy
+	unblock := blockLoop(t, b)
 	for i := range n {
 		if err := da.WritePacket(tcpPacket(t, uint16(6000+i), 7, 0, tcp.FlagSYN, "")); err != nil {
-			close(hold)
+			unblock()
 			t.Fatal(err)
 		}
 	}
-	close(hold)
+	unblock()
 	answered := map[uint16]bool{}
 	buf := make([]byte, 1500)
 	for deadline := time.Now().Add(20 * time.Second); len(answered) < n; {
