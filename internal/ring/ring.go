@@ -118,8 +118,8 @@ func (r *Buffer) At(i, k int) []byte {
 	if k == 0 {
 		return nil
 	}
-	start := (r.head + i) & (len(r.b) - 1)
-	if start+k <= len(r.b) {
+	if r.Stable(i, k) {
+		start := (r.head + i) & (len(r.b) - 1)
 		return r.b[start : start+k]
 	}
 	if cap(r.scratch) < k {
@@ -128,6 +128,12 @@ func (r *Buffer) At(i, k int) []byte {
 	s := r.scratch[:k]
 	r.copyOut(s, i, k)
 	return s
+}
+
+// Stable reports whether At(i, k) returns the storage itself, not the
+// scratch copy of a span that wraps (the same rule as At's).
+func (r *Buffer) Stable(i, k int) bool {
+	return k == 0 || (r.head+i)&(len(r.b)-1)+k <= len(r.b)
 }
 
 // Reset empties the ring and lets its storage go.

@@ -18,8 +18,23 @@ func check(t *testing.T, r *Buffer, want []byte) {
 	}
 	if len(want) > 0 {
 		i := len(want) / 3
-		if got := r.At(i, len(want)-i); !bytes.Equal(got, want[i:]) {
+		got := r.At(i, len(want)-i)
+		if !bytes.Equal(got, want[i:]) {
 			t.Fatalf("At(%d, %d) differs", i, len(want)-i)
+		}
+		// Stable: At returned a slice of the storage (one of Peek's
+		// pieces), not the scratch copy.
+		view := false
+		for _, s := range [][]byte{a, b} {
+			off := cap(s) - cap(got)
+			view = view || (len(s) > 0 && off >= 0 && off+len(got) <= len(s) && &s[:off+1][off] == &got[0])
+		}
+		k := len(want) - i
+		if oneSpan := i+k <= len(a) || i >= len(a); view != oneSpan {
+			t.Fatalf("At(%d, %d): a view of the storage %v, within one of Peek's pieces %v", i, k, view, oneSpan)
+		}
+		if r.Stable(i, len(want)-i) != view {
+			t.Fatalf("Stable(%d, %d) %v, At's a view of the storage %v", i, len(want)-i, r.Stable(i, len(want)-i), view)
 		}
 	}
 }
