@@ -111,7 +111,7 @@ func (r *Shared) Consume(k int) {
 }
 
 // Stable reports whether At(i, k) returns the storage itself, not the
-// scratch copy of a span that wraps. Consumer.
+// scratch copy of a span that wraps (the same rule as At's). Consumer.
 func (r *Shared) Stable(i, k int) bool {
 	start := int(r.head+uint32(i)) & (len(r.cb) - 1)
 	return k == 0 || start+k <= len(r.cb)
@@ -128,7 +128,7 @@ func (r *Shared) At(i, k int) []byte {
 		return nil
 	}
 	start := int(r.head+uint32(i)) & (len(r.cb) - 1)
-	if start+k <= len(r.cb) {
+	if r.Stable(i, k) {
 		return r.cb[start : start+k]
 	}
 	if cap(r.scratch) < k {
