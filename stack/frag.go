@@ -2,6 +2,7 @@ package stack
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"net/netip"
 
 	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
@@ -12,10 +13,9 @@ import (
 // 4.5: only the source fragments over IPv6). TCP never needs it: its
 // segments fit the MSS. Over IPv4 the fragments carry DF clear, the
 // datagram's identification (the stack's one counter); over IPv6 a
-// fragment header with an identification from a counter of its own (RFC
-// 7739 would rather have them unpredictable per destination; a counter
-// keeps a flight recording's replay exact). Each fragment but the last
-// holds the most multiple of 8 bytes the MTU leaves room for.
+// fragment header with an identification that is unpredictable per
+// destination (fragIDs, RFC 7739 5.3.3). Each fragment but the last holds
+// the most multiple of 8 bytes the MTU leaves room for.
 
 // outBuf returns a buffer of n bytes for a packet to send: the stack's
 // output buffer when the packet fits the MTU, else one that grows to the
@@ -68,7 +68,7 @@ func (s *Stack) writeFragments6(pkt []byte) {
 	const fh = 8
 	data := pkt[ipv6HeaderLen:]
 	chunk := (len(s.obuf) - ipv6HeaderLen - fh) &^ 7
-	s.fragID6++
+	id := s.fragIDs.next(pkt[8:40])
 	for off := 0; off < len(data); off += chunk {
 		n := min(chunk, len(data)-off)
 		out := s.obuf[:ipv6HeaderLen+fh+n]
@@ -82,7 +82,7 @@ func (s *Stack) writeFragments6(pkt []byte) {
 			offM |= 1 // M
 		}
 		binary.BigEndian.PutUint16(f[2:], offM)
-		binary.BigEndian.PutUint32(f[4:], s.fragID6)
+		binary.BigEndian.PutUint32(f[4:], id)
 		copy(f[fh:], data[off:off+n])
 		s.writeFragment(out)
 	}
@@ -95,4 +95,32 @@ func (s *Stack) writeFragment(out []byte) {
 		s.recordOut(out)
 	}
 	s.writePacket(out)
+}
+
+// fragIDs picks the identification of each fragmented IPv6 datagram as
+// RFC 7739 5.3.3's hash-based algorithm does: F(src, dst, secret) +
+// counter[G(src, dst, secret)]. Over one pair of addresses the values
+// follow a counter, so they do not repeat soon; from one destination's
+// values nothing can be learned of another's (an off-path attacker could
+// otherwise forge fragments that poison a reassembly, or count our
+// traffic). A counter over all destinations (Linux before 3.x, this stack
+// until 2026-11-24) had both faults. A flight recording's replay picks
+// other values: Playback's SentMatches skips the field, as it skips IPv4's
+// ID.
+type fragIDs struct {
+	seed maphash.Seed // the secret; the zero fragIDs has none until the first
+	ok   bool
+	ctr  [64]uint32
+}
+
+// next returns the identification of the next datagram between the
+// addresses in addrs (an IPv6 header's source and destination, 32 bytes).
+func (f *fragIDs) next(addrs []byte) uint32 {
+	if !f.ok {
+		f.seed, f.ok = maphash.MakeSeed(), true
+	}
+	h := maphash.Bytes(f.seed, addrs)
+	c := &f.ctr[h>>58] // G: the hash's top 6 bits; F: its low 32
+	*c++
+	return uint32(h) + *c
 }

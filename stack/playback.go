@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/loop"
@@ -459,7 +460,8 @@ func (discard) Close() error                   { return nil }
 
 // SentMatches compares a packet the recorded stack sent (want) with one the
 // replayed stack sent (got): equal but for the IP ID and checksum (the
-// connections' packets may interleave differently, see ARCHITECTURE.md), at
+// connections' packets may interleave differently, see ARCHITECTURE.md), and
+// an IPv6 fragment header's identification (unpredictable, frag.go), at
 // the same instant. Of a recorded packet whose payload the recording did not
 // keep (record.Event.Truncated), the length and the headers are compared,
 // less the TCP or UDP checksum, which covers the payload.
@@ -469,7 +471,12 @@ func SentMatches(want, got *record.Event) bool {
 		return false
 	}
 	y = y[:len(x)]
-	if x[0]>>4 == 6 { // no ID, no header checksum: all of it
+	if x[0]>>4 == 6 { // no header checksum: all of it, less a fragment's ID
+		if x[6] == nhFragment && len(x) >= ipv6HeaderLen+8 {
+			x, y = slices.Clone(x), slices.Clone(y)
+			clear(x[ipv6HeaderLen+4 : ipv6HeaderLen+8])
+			clear(y[ipv6HeaderLen+4 : ipv6HeaderLen+8])
+		}
 		if sum := checksumAt(x); want.Truncated() && sum > 0 && sum+2 <= len(x) {
 			return bytes.Equal(x[:sum], y[:sum]) && bytes.Equal(x[sum+2:], y[sum+2:])
 		}

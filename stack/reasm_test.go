@@ -478,3 +478,43 @@ func BenchmarkReassembly(b *testing.B) {
 		b.Fatalf("EchoReplies %d, drops %+v", st.EchoReplies, st.Drops)
 	}
 }
+
+// TestFragmentIDs6: the fragments of one reply share one identification;
+// the next reply to the same address has another; a reply to another
+// address does not follow on from the first's (RFC 7739: unpredictable per
+// destination), and a second stack starts elsewhere for the same address.
+func TestFragmentIDs6(t *testing.T) {
+	other := netip.MustParseAddr("2001:db8::77")
+	ids := func(m *Manual, l link, src netip.Addr) uint32 {
+		t.Helper()
+		inject(t, m, bigEcho(src, addr6B, 3000))
+		fs := l.readAll(t)
+		if len(fs) < 2 {
+			t.Fatalf("%d packets, want fragments", len(fs))
+		}
+		var id uint32
+		for i, f := range fs {
+			if f[6] != nhFragment || netip.AddrFrom16([16]byte(f[24:40])) != src {
+				t.Fatalf("packet %d: not a fragment to %v: %x", i, src, f[:ipv6HeaderLen+8])
+			}
+			got := binary.BigEndian.Uint32(f[ipv6HeaderLen+4:])
+			if i > 0 && got != id {
+				t.Fatalf("fragment %d has ID %#x, the first %#x", i, got, id)
+			}
+			id = got
+		}
+		return id
+	}
+	m, l := manual6(t)
+	a1, a2, b := ids(m, l, addr6A), ids(m, l, addr6A), ids(m, l, other)
+	if a2 == a1 {
+		t.Errorf("two datagrams to %v share ID %#x", addr6A, a1)
+	}
+	if d := b - a2; d == 1 || d == 0 || d == ^uint32(0) {
+		t.Errorf("the ID to %v (%#x) follows on from the ones to %v (%#x, %#x)", other, b, addr6A, a1, a2)
+	}
+	m2, l2 := manual6(t)
+	if c := ids(m2, l2, addr6A); c == a1 {
+		t.Errorf("a second stack's first ID to %v is the first's (%#x)", addr6A, c)
+	}
+}

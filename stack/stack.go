@@ -217,7 +217,7 @@ type Stack struct {
 	icmpLimit  icmpLimiter             // the ICMP errors' rate limit (icmplimit.go)
 	reasm      reassembler             // IP reassembly (reasm.go)
 	bigbuf     []byte                  // a packet larger than the MTU, sent in fragments (frag.go)
-	fragID6    uint32                  // the identification of our next fragmented IPv6 datagram
+	fragIDs    fragIDs                 // the identifications of fragmented IPv6 datagrams (frag.go)
 	fwd        *forwarder              // forwarding (forward.go), or nil
 	more       map[netip.Addr]struct{} // Config.MoreAddrs (addrs.go), or nil
 

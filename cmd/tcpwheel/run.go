@@ -370,8 +370,8 @@ func statsReport(s *stack.Stack) string {
 	if o.Why != "" {
 		fmt.Fprintf(&b, " (%s)", o.Why)
 	}
-	fmt.Fprintf(&b, "\n  frames in %d, larger than the MTU %d, largest %d\n  frames out %d, gso %d of %d segments, largest %d; over IPv6 %d, gso %d; FINs on data %d\n",
-		o.FramesIn, o.LargeFramesIn, o.MaxFrameIn, o.FramesOut, o.GSOFramesOut, o.GSOSegmentsOut, o.MaxFrameOut, o.FramesOut6, o.GSOFramesOut6, o.FINsJoined)
+	fmt.Fprintf(&b, "\n  frames in %d, larger than the MTU %d, largest %d; lent to readers %d, still held %d\n  frames out %d, gso %d of %d segments, largest %d; over IPv6 %d, gso %d; FINs on data %d\n",
+		o.FramesIn, o.LargeFramesIn, o.MaxFrameIn, o.FramesLent, o.FramesHeld, o.FramesOut, o.GSOFramesOut, o.GSOSegmentsOut, o.MaxFrameOut, o.FramesOut6, o.GSOFramesOut6, o.FINsJoined)
 	if w := st.Writer; w.Queue > 0 {
 		fmt.Fprintf(&b, "\ndevice writer: %d slots, queued %d, most taken %d, the loop waited %d times (%v)\n", w.Queue, w.Queued, w.MaxDepth, w.Waits, w.WaitTime)
 	}

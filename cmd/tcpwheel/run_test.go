@@ -165,8 +165,9 @@ func TestServe(t *testing.T) {
 	}
 	// run's TUN has offloads: the download went out in GSO frames (through
 	// the loss, which takes them apart packet by packet).
-	if o, err := inNS("curl", "-s", "-m", "10", "http://198.18.0.2/stats"); err != nil || !strings.Contains(o, "offloads: gso true gro true") || regexp.MustCompile(`frames out \d+, gso [1-9]`).FindString(o) == "" {
-		t.Fatalf("GET /stats: want offloads, and GSO frames sent:\n%s\n%v", o, err)
+	if o, err := inNS("curl", "-s", "-m", "10", "http://198.18.0.2/stats"); err != nil || !strings.Contains(o, "offloads: gso true gro true") || regexp.MustCompile(`frames out \d+, gso [1-9]`).FindString(o) == "" ||
+		regexp.MustCompile(`lent to readers \d+, still held 0\n`).FindString(o) == "" {
+		t.Fatalf("GET /stats: want offloads, GSO frames sent, no lent frame held:\n%s\n%v", o, err)
 	}
 	if o, err := inNS("curl", "-s", "-m", "10", "-o", "/dev/null", "-w", "%{http_code}", "http://198.18.0.2/bytes/-5"); err != nil || o != "400" {
 		t.Fatalf("GET /bytes/-5: status %q, %v; want 400", o, err)
