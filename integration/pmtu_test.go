@@ -181,29 +181,35 @@ func TestPMTUThroughKernelRouter(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := e.Stack.Stats()
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-			defer cancel()
-			nc, err := e.Stack.DialContext(ctx, "tcp", netip.AddrPortFrom(tc.server, 9000).String())
-			if err != nil {
-				t.Fatal(err)
+			// transfer sends 1 MB and checks what comes back.
+			transfer := func() (*stack.Conn, time.Time) {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+				defer cancel()
+				nc, err := e.Stack.DialContext(ctx, "tcp", netip.AddrPortFrom(tc.server, 9000).String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := nc.(*stack.Conn)
+				dialed := time.Now()
+				t.Cleanup(func() { c.Close() })
+				c.SetDeadline(time.Now().Add(30 * time.Second))
+				data := payload(1 << 20)
+				if _, err := c.Write(data); err != nil {
+					t.Fatal(err)
+				}
+				c.CloseWrite()
+				got, err := io.ReadAll(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sum := sha256.Sum256(data)
+				if len(got) != 32+1<<20 || string(got[:32]) != string(sum[:]) || string(got[32:]) != string(data) {
+					t.Fatalf("got %d bytes back; want the hash of what we sent and 1 MB, intact", len(got))
+				}
+				return c, dialed
 			}
-			c := nc.(*stack.Conn)
-			dialed := time.Now()
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(30 * time.Second))
-			data := payload(1 << 20)
-			if _, err := c.Write(data); err != nil {
-				t.Fatal(err)
-			}
-			c.CloseWrite()
-			got, err := io.ReadAll(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sum := sha256.Sum256(data)
-			if len(got) != 32+1<<20 || string(got[:32]) != string(sum[:]) || string(got[32:]) != string(data) {
-				t.Fatalf("got %d bytes back; want the hash of what we sent and 1 MB, intact", len(got))
-			}
+			c, dialed := transfer()
 			info := c.Info()
 			st := e.Stack.Stats()
 			t.Logf("SndMSS %d, PMTU resends %d, segments resent %d (SYNs %d, RTOs %d), ICMP errors taken %d, transfer %v",
@@ -211,6 +217,14 @@ func TestPMTUThroughKernelRouter(t *testing.T) {
 			if info.SndMSS != tc.mss || info.PMTUResends < 1 || st.TCPICMPErrors == before.TCPICMPErrors {
 				t.Fatalf("SndMSS %d, PMTUResends %d, ICMP errors taken %d; want %d, at least 1, at least 1",
 					info.SndMSS, info.PMTUResends, st.TCPICMPErrors-before.TCPICMPErrors, tc.mss)
+			}
+			// The next connection to the server starts with the path MTU
+			// the stack kept (stack/pmtu.go): no resend for it.
+			c2, _ := transfer()
+			info2, st2 := c2.Info(), e.Stack.Stats()
+			if info2.SndMSS != tc.mss || info2.PMTUResends != 0 || st2.PMTUReused == st.PMTUReused {
+				t.Fatalf("the second connection: SndMSS %d, PMTUResends %d, PMTUReused +%d; want %d, 0, +1",
+					info2.SndMSS, info2.PMTUResends, st2.PMTUReused-st.PMTUReused, tc.mss)
 			}
 		})
 	}

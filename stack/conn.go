@@ -137,6 +137,7 @@ func newConn(s *Stack, ep *tcp.Endpoint, settled bool) *Conn {
 		ep.SetSink((*connSink)(c))
 		ep.SetSource(&c.tx.q)
 	}
+	s.applyPMTU(ep) // pmtu.go
 	return c
 }
 

@@ -96,7 +96,10 @@ func (s *Stack) tcpICMP4(m []byte) bool {
 	case typ == header.ICMPv4TimeExceeded:
 		ok = c.ICMPError(seq, icmpCause("time exceeded", syscall.EHOSTUNREACH), false)
 	case code == int(header.ICMPv4FragmentationNeeded):
-		ok = c.ICMPTooBig(seq, int(binary.BigEndian.Uint16(m[6:]))) // RFC 1191 4: the next-hop MTU
+		mtu := int(binary.BigEndian.Uint16(m[6:])) // RFC 1191 4: the next-hop MTU
+		if ok = c.ICMPTooBig(seq, mtu); ok {
+			s.learnPMTU(c.ID().Remote.Addr(), mtu) // pmtu.go
+		}
 	case code < len(icmpErr4):
 		ok = c.ICMPError(seq, icmpCause("destination unreachable", icmpErr4[code].errno), icmpErr4[code].hard)
 	default:
@@ -132,7 +135,10 @@ func (s *Stack) tcpICMP6(m []byte) bool {
 	case typ == header.ICMPv6TimeExceeded:
 		ok = c.ICMPError(seq, icmpCause("time exceeded", syscall.EHOSTUNREACH), false)
 	case typ == header.ICMPv6PacketTooBig:
-		ok = c.ICMPTooBig(seq, int(min(binary.BigEndian.Uint32(m[4:]), maxDatagram))) // RFC 4443 3.2: the MTU
+		mtu := int(min(binary.BigEndian.Uint32(m[4:]), maxDatagram)) // RFC 4443 3.2: the MTU
+		if ok = c.ICMPTooBig(seq, mtu); ok {
+			s.learnPMTU(c.ID().Remote.Addr(), mtu)
+		}
 	case code < len(icmpErr6):
 		ok = c.ICMPError(seq, icmpCause("destination unreachable", icmpErr6[code].errno), icmpErr6[code].hard)
 	default:

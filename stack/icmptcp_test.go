@@ -397,3 +397,95 @@ func TestPMTUHalfOpen(t *testing.T) {
 		t.Fatalf("sent %x at 1 s, want the SYN-ACK again", again)
 	}
 }
+
+// TestPMTUCache: a path MTU one connection learned from a "fragmentation
+// needed" (or "packet too big") that quotes its segment, the next
+// connection to the same address starts with: its MSS is the path's at
+// the SYN-ACK, without an ICMP error of its own. One quoting a sequence
+// number not in flight teaches nothing; another address, or the same one
+// 10 minutes after the error, starts with the peer's MSS.
+func TestPMTUCache(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "IPv4", true: "IPv6"}[v6], func(t *testing.T) {
+			typ, code, want := unreach4, uint8(4), 1240
+			other := netip.MustParseAddr("198.18.0.99")
+			if v6 {
+				typ, code, want = uint8(header.ICMPv6PacketTooBig), 0, 1220
+				other = netip.MustParseAddr("2001:db8::99")
+			}
+			b := newICMPBed(t, v6, tcp.Config{})
+			b.icmp(typ, code, 1280, 0, 1) // not our SYN's sequence number
+			if st := b.m.Stats(); st.PMTULearned != 0 || st.Drops.ICMPBadSeq != 1 {
+				t.Fatalf("PMTULearned %d, ICMPBadSeq %d after a bad quote; want 0, 1", st.PMTULearned, st.Drops.ICMPBadSeq)
+			}
+			b.icmp(typ, code, 1280, 0, 0)
+			b.segment(5000, 1001, tcp.FlagSYN|tcp.FlagACK, 1440)
+			if mss := b.c.ep.Info().SndMSS; mss != want {
+				t.Fatalf("the first connection's SndMSS %d, want %d", mss, want)
+			}
+			port := uint16(40001)
+			dial := func(to netip.Addr) int {
+				t.Helper()
+				c, err := b.m.StartDial("tcp", port, netip.AddrPortFrom(to, 80).String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.drain()
+				seg := tcp.Segment{SrcPort: 80, DstPort: port, Seq: 9000, Ack: 1001, Flags: tcp.FlagSYN | tcp.FlagACK, Window: 65535}
+				seg.Options.HasMSS, seg.Options.MSS = true, 1440
+				p := make([]byte, seg.EncodedLen())
+				seg.Encode(p)
+				tcp.SetChecksum(to, b.local, p)
+				if v6 {
+					inject(t, b.m, ipv6Packet(to, b.local, protoTCP, nil, p))
+				} else {
+					inject(t, b.m, ipv4Packet(to, b.local, protoTCP, p))
+				}
+				b.drain()
+				port++
+				if c.ep.State() != tcp.StateEstablished {
+					t.Fatalf("connection to %v: %v", to, c.ep.State())
+				}
+				return c.ep.Info().SndMSS
+			}
+			if mss := dial(b.peer); mss != want {
+				t.Errorf("the next connection to %v: SndMSS %d, want the path's %d", b.peer, mss, want)
+			}
+			if mss := dial(other); mss != 1440 {
+				t.Errorf("a connection to %v: SndMSS %d, want the peer's 1440", other, mss)
+			}
+			b.m.AdvanceTo(pmtuLifetime - time.Millisecond)
+			if mss := dial(b.peer); mss != want {
+				t.Errorf("just before the entry's lifetime: SndMSS %d, want %d", mss, want)
+			}
+			b.m.AdvanceTo(pmtuLifetime)
+			if mss := dial(b.peer); mss != 1440 {
+				t.Errorf("10 minutes after the error: SndMSS %d, want the peer's 1440", mss)
+			}
+			if st := b.m.Stats(); st.PMTULearned != 1 || st.PMTUReused != 2 || len(b.m.pmtu) != 0 {
+				t.Errorf("PMTULearned %d, PMTUReused %d, %d kept; want 1, 2, 0", st.PMTULearned, st.PMTUReused, len(b.m.pmtu))
+			}
+		})
+	}
+}
+
+// TestPMTUCacheBound: the cache keeps at most pmtuMax destinations; a full
+// one drops its expired entries first.
+func TestPMTUCacheBound(t *testing.T) {
+	m, _ := manual6(t)
+	s := m.Stack
+	for i := range pmtuMax {
+		s.learnPMTU(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), 1280)
+	}
+	m.AdvanceTo(pmtuLifetime / 2)
+	fresh := netip.MustParseAddr("2001:db8::1:1")
+	s.learnPMTU(fresh, 1300)
+	if len(s.pmtu) != pmtuMax || s.pmtu[fresh].mtu != 1300 {
+		t.Fatalf("%d kept, the new one %+v; want %d and it", len(s.pmtu), s.pmtu[fresh], pmtuMax)
+	}
+	m.AdvanceTo(pmtuLifetime)
+	s.learnPMTU(netip.MustParseAddr("2001:db8::1:2"), 1300)
+	if len(s.pmtu) != 2 {
+		t.Fatalf("%d kept after the old ones expired; want 2", len(s.pmtu))
+	}
+}

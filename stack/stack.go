@@ -218,6 +218,7 @@ type Stack struct {
 	reasm      reassembler             // IP reassembly (reasm.go)
 	bigbuf     []byte                  // a packet larger than the MTU, sent in fragments (frag.go)
 	fragIDs    fragIDs                 // the identifications of fragmented IPv6 datagrams (frag.go)
+	pmtu       pmtuCache               // path MTUs learned from ICMP, by destination (pmtu.go)
 	fwd        *forwarder              // forwarding (forward.go), or nil
 	more       map[netip.Addr]struct{} // Config.MoreAddrs (addrs.go), or nil
 

@@ -29,8 +29,12 @@ type Counters struct {
 	// ICMP errors about our TCP connections (icmptcp.go): acted on (a
 	// smaller MSS, a soft error noted, a handshake refused).
 	TCPICMPErrors uint64
-	DeviceErrors  uint64 // failed reads and writes of the device
-	Drops         Drops
+	// The path MTU cache (pmtu.go): path MTUs learned from those errors
+	// and kept per destination, and new connections that started with
+	// one.
+	PMTULearned, PMTUReused uint64
+	DeviceErrors            uint64 // failed reads and writes of the device
+	Drops                   Drops
 }
 
 // Drops counts the packets the stack itself dropped, on input (and the few

@@ -75,24 +75,36 @@ func (e *Endpoint) ICMPTooBig(seq seqnum.Value, mtu int) bool {
 	if !e.icmpSeqOK(seq) {
 		return false
 	}
+	e.limitPathMTU(mtu)
+	return true
+}
+
+// LimitPathMTU starts the connection with a path MTU that the stack
+// learned earlier for its remote address (its cache of ICMP errors): as
+// ICMPTooBig, without a quoted sequence number to check.
+func (e *Endpoint) LimitPathMTU(mtu int) {
+	defer e.flush()
+	e.limitPathMTU(mtu)
+}
+
+func (e *Endpoint) limitPathMTU(mtu int) {
 	hl, floor := 20, minPMTU4
 	if !e.id.Local.Addr().Is4() {
 		hl, floor = 40, minPMTU6
 	}
 	mss := max(mtu, floor) - hl - HeaderMinSize
 	if e.icmp.mss != 0 && mss >= e.icmp.mss {
-		return true // no news
+		return // no news
 	}
 	e.icmp.mss = mss
-	if e.state == StateSynSent {
-		return true // negotiate applies it (pmtuCap) when the SYN-ACK comes
+	if e.state == StateSynSent || e.state == StateClosed {
+		return // negotiate applies it (pmtuCap) when the SYN-ACK comes
 	}
 	old := e.snd.smss
 	e.pmtuCap()
 	if e.snd.smss < old {
 		e.resegment()
 	}
-	return true
 }
 
 // pmtuCap lowers the send MSS to what the path MTU allows, if ICMP told
