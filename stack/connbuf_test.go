@@ -131,6 +131,22 @@ func (p *manualPair) send(from *Conn, data []byte) {
 	p.shuttle()
 }
 
+// readAll reads what c has received, through buf, and returns it appended
+// to got.
+func (p *manualPair) readAll(c *Conn, buf, got []byte) []byte {
+	p.t.Helper()
+	for {
+		n, err := c.TryRead(buf)
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		if n == 0 {
+			return got
+		}
+		got = append(got, buf[:n]...)
+	}
+}
+
 // windows returns the window fields of the packets a has written since the
 // last take or shuttle, taking them.
 func (p *manualPair) windows() []int {
@@ -592,4 +608,33 @@ func TestCloseRidesPostedFlush(t *testing.T) {
 	}
 	unblock()
 	readAll(server, "")
+}
+
+// TestConnSendBufferGrows: once the endpoint's send buffer grows (a bulk
+// sender, tcp's autoGrowSendBuffer), Write takes as much more: the Conn's
+// limit follows the endpoint's (syncTx). Before, it takes no more than the
+// default.
+func TestConnSendBufferGrows(t *testing.T) {
+	p := newManualPair(t)
+	c, s := p.connect()
+	big := make([]byte, 4*tcp.DefaultSendBuffer)
+	rbuf := make([]byte, 1<<20)
+	var sink []byte // what s read, dropped each round
+	most := 0       // the most one TryWrite took
+	for round := 0; round < 40 && most < 2*tcp.DefaultSendBuffer; round++ {
+		n, err := c.TryWrite(big)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > tcp.DefaultSendBuffer && c.Info().BytesAcked < 4*tcp.DefaultSendBuffer {
+			t.Fatalf("round %d: TryWrite took %d with %d bytes acknowledged: more than the default buffer before it may grow", round, n, c.Info().BytesAcked)
+		}
+		most = max(most, n)
+		p.shuttle()
+		sink = p.readAll(s, rbuf, sink[:0])
+		p.shuttle() // the window updates
+	}
+	if most != 2*tcp.DefaultSendBuffer {
+		t.Fatalf("the most one TryWrite took is %d (%d bytes acknowledged), want a grown buffer's %d", most, c.Info().BytesAcked, 2*tcp.DefaultSendBuffer)
+	}
 }

@@ -234,6 +234,27 @@ func (e *Endpoint) freeSegsCap() int {
 	return max(64, e.cfg.SendBuffer/max(e.snd.smss, 64)+1)
 }
 
+// autoGrowSendBuffer doubles the send buffer, up to Config.SendBufferMax,
+// when an ACK of new data finds it full while cwnd has room (Linux's
+// tcp_should_expand_sndbuf: the application is held back by the buffer,
+// not by the network) on a connection that has had at least four buffers'
+// worth acknowledged: a bulk sender, whose writer then wakes, and whose
+// loop sends, once per larger step. A shorter transfer keeps the default,
+// which a new connection's storage is grown and faulted in to (tcp.Config).
+// It runs on the ACKs alone, so a replay grows the buffer where the
+// recording did.
+func (e *Endpoint) autoGrowSendBuffer() {
+	n := e.cfg.SendBuffer
+	if n >= e.cfg.SendBufferMax || e.snd.buf.len() < n || e.stats.BytesAcked < 4*uint64(n) || e.snd.inflight() >= e.cc.cwnd() {
+		return
+	}
+	e.cfg.SendBuffer = min(2*n, e.cfg.SendBufferMax)
+}
+
+// SendBufferSize returns the send buffer's size (Config.SendBuffer), as
+// SetSendBuffer or its growth (autoGrowSendBuffer) left it.
+func (e *Endpoint) SendBufferSize() int { return e.cfg.SendBuffer }
+
 // synOptions fills the options of our SYN or SYN-ACK (RFC 9293 3.7.1, RFC 7323,
 // RFC 2018). On a SYN-ACK only the options the peer offered are echoed.
 func (e *Endpoint) synOptions(o *Options) {
@@ -774,6 +795,7 @@ func (e *Endpoint) ackRange(ack seqnum.Value, seg *Segment, newlySACKed int) {
 	if len(e.snd.rtxq) > 0 {
 		e.sb.trimmed(e.snd.rtxq[0], e.snd.trimHead(ack)) // partly acknowledged: trim it
 	}
+	e.autoGrowSendBuffer()
 	if e.snd.advance(ack) {
 		e.event(EventWritable)
 	}
