@@ -14,6 +14,7 @@ import (
 
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/timer"
+	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 )
 
@@ -35,11 +36,18 @@ func newManualPair(t *testing.T) *manualPair {
 // newManualPairWith is newManualPair with both stacks' TCP configured by tc.
 func newManualPairWith(t testing.TB, tc tcp.Config) *manualPair {
 	t.Helper()
+	return newManualPairOn(t, tc, func(d *tuntest.Endpoint) tun.Device { return d })
+}
+
+// newManualPairOn is newManualPairWith with a's device the one devA makes
+// of its pipe.
+func newManualPairOn(t testing.TB, tc tcp.Config, devA func(*tuntest.Endpoint) tun.Device) *manualPair {
+	t.Helper()
 	p := &manualPair{t: t}
 	p.aDev, p.aTap = tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500, QueueLen: 4096})
 	p.bDev, p.bTap = tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500, QueueLen: 4096})
 	var err error
-	p.a, err = NewManual(Config{Device: p.aDev, Addr: addrA, Clock: timer.NewManualClock(0), TCP: tc})
+	p.a, err = NewManual(Config{Device: devA(p.aDev), Addr: addrA, Clock: timer.NewManualClock(0), TCP: tc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -636,5 +644,34 @@ func TestConnSendBufferGrows(t *testing.T) {
 	}
 	if most != 2*tcp.DefaultSendBuffer {
 		t.Fatalf("the most one TryWrite took is %d (%d bytes acknowledged), want a grown buffer's %d", most, c.Info().BytesAcked, 2*tcp.DefaultSendBuffer)
+	}
+}
+
+// congPipe is a pipe that reports its queue full while full is set
+// (CongestedDevice).
+type congPipe struct {
+	*tuntest.Endpoint
+	full bool
+}
+
+func (d *congPipe) Congested() bool { return d.full }
+
+// TestCongestedDevice: while the device says its queue is full
+// (CongestedDevice), TCP holds new data (tcp.LocalCongestion); once it no
+// longer does, the next write sends what was held.
+func TestCongestedDevice(t *testing.T) {
+	dev := &congPipe{}
+	p := newManualPairOn(t, tcp.Config{}, func(d *tuntest.Endpoint) tun.Device { dev.Endpoint = d; return dev })
+	c, _ := p.connect()
+	dev.full = true
+	sent, acked := p.aDev.Stats().Sent, c.Info().BytesAcked
+	p.send(c, make([]byte, 1000))
+	if got := p.aDev.Stats().Sent; got != sent {
+		t.Fatalf("%d packets sent to a congested device", got-sent)
+	}
+	dev.full = false
+	p.send(c, make([]byte, 1))
+	if got := c.Info().BytesAcked - acked; got != 1001 {
+		t.Fatalf("%d bytes acknowledged once the device took packets again, want 1001", got)
 	}
 }
