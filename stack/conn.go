@@ -597,6 +597,7 @@ func (c *Conn) syncTx(ev tcp.Event) {
 	if ev&tcp.EventEstablished != 0 {
 		c.tx.open = true
 	}
+	c.tx.limit = c.ep.SendBufferSize() // grown (tcp's autoGrowSendBuffer) or set
 	more := c.tx.q.Sync() > 0
 	if ev&(tcp.EventError|tcp.EventClosed) != 0 {
 		err := c.ep.Err()

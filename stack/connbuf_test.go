@@ -14,6 +14,7 @@ import (
 
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/timer"
+	"github.com/tcpwheel/tcpwheel/tun"
 	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 )
 
@@ -35,11 +36,18 @@ func newManualPair(t *testing.T) *manualPair {
 // newManualPairWith is newManualPair with both stacks' TCP configured by tc.
 func newManualPairWith(t testing.TB, tc tcp.Config) *manualPair {
 	t.Helper()
+	return newManualPairOn(t, tc, func(d *tuntest.Endpoint) tun.Device { return d })
+}
+
+// newManualPairOn is newManualPairWith with a's device the one devA makes
+// of its pipe.
+func newManualPairOn(t testing.TB, tc tcp.Config, devA func(*tuntest.Endpoint) tun.Device) *manualPair {
+	t.Helper()
 	p := &manualPair{t: t}
 	p.aDev, p.aTap = tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500, QueueLen: 4096})
 	p.bDev, p.bTap = tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500, QueueLen: 4096})
 	var err error
-	p.a, err = NewManual(Config{Device: p.aDev, Addr: addrA, Clock: timer.NewManualClock(0), TCP: tc})
+	p.a, err = NewManual(Config{Device: devA(p.aDev), Addr: addrA, Clock: timer.NewManualClock(0), TCP: tc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +137,22 @@ func (p *manualPair) send(from *Conn, data []byte) {
 		p.t.Fatalf("TryWrite: %d, %v", n, err)
 	}
 	p.shuttle()
+}
+
+// readAll reads what c has received, through buf, and returns it appended
+// to got.
+func (p *manualPair) readAll(c *Conn, buf, got []byte) []byte {
+	p.t.Helper()
+	for {
+		n, err := c.TryRead(buf)
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		if n == 0 {
+			return got
+		}
+		got = append(got, buf[:n]...)
+	}
 }
 
 // windows returns the window fields of the packets a has written since the
@@ -592,4 +616,62 @@ func TestCloseRidesPostedFlush(t *testing.T) {
 	}
 	unblock()
 	readAll(server, "")
+}
+
+// TestConnSendBufferGrows: once the endpoint's send buffer grows (a bulk
+// sender, tcp's autoGrowSendBuffer), Write takes as much more: the Conn's
+// limit follows the endpoint's (syncTx). Before, it takes no more than the
+// default.
+func TestConnSendBufferGrows(t *testing.T) {
+	p := newManualPair(t)
+	c, s := p.connect()
+	big := make([]byte, 4*tcp.DefaultSendBuffer)
+	rbuf := make([]byte, 1<<20)
+	var sink []byte // what s read, dropped each round
+	most := 0       // the most one TryWrite took
+	for round := 0; round < 40 && most < 2*tcp.DefaultSendBuffer; round++ {
+		n, err := c.TryWrite(big)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > tcp.DefaultSendBuffer && c.Info().BytesAcked < 4*tcp.DefaultSendBuffer {
+			t.Fatalf("round %d: TryWrite took %d with %d bytes acknowledged: more than the default buffer before it may grow", round, n, c.Info().BytesAcked)
+		}
+		most = max(most, n)
+		p.shuttle()
+		sink = p.readAll(s, rbuf, sink[:0])
+		p.shuttle() // the window updates
+	}
+	if most != 2*tcp.DefaultSendBuffer {
+		t.Fatalf("the most one TryWrite took is %d (%d bytes acknowledged), want a grown buffer's %d", most, c.Info().BytesAcked, 2*tcp.DefaultSendBuffer)
+	}
+}
+
+// congPipe is a pipe that reports its queue full while full is set
+// (CongestedDevice).
+type congPipe struct {
+	*tuntest.Endpoint
+	full bool
+}
+
+func (d *congPipe) Congested() bool { return d.full }
+
+// TestCongestedDevice: while the device says its queue is full
+// (CongestedDevice), TCP holds new data (tcp.LocalCongestion); once it no
+// longer does, the next write sends what was held.
+func TestCongestedDevice(t *testing.T) {
+	dev := &congPipe{}
+	p := newManualPairOn(t, tcp.Config{}, func(d *tuntest.Endpoint) tun.Device { dev.Endpoint = d; return dev })
+	c, _ := p.connect()
+	dev.full = true
+	sent, acked := p.aDev.Stats().Sent, c.Info().BytesAcked
+	p.send(c, make([]byte, 1000))
+	if got := p.aDev.Stats().Sent; got != sent {
+		t.Fatalf("%d packets sent to a congested device", got-sent)
+	}
+	dev.full = false
+	p.send(c, make([]byte, 1))
+	if got := c.Info().BytesAcked - acked; got != 1001 {
+		t.Fatalf("%d bytes acknowledged once the device took packets again, want 1001", got)
+	}
 }

@@ -63,16 +63,7 @@ func TestConnSendsInPlace(t *testing.T) {
 			t.Fatalf("tx.q holds %d for the endpoint, %d in all with %d not handed over; the endpoint holds %d", inQ, held, pending, i.SndBuffered)
 		}
 		p.shuttle()
-		for {
-			n, err := s.TryRead(buf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n == 0 {
-				break
-			}
-			got = append(got, buf[:n]...)
-		}
+		got = p.readAll(s, buf, got)
 		if len(got) == len(data) {
 			break
 		}

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"cmp"
 	"reflect"
 
 	"github.com/tcpwheel/tcpwheel/stack/record"
@@ -20,12 +21,19 @@ import (
 const legacyRecvBuffer = 256 << 10
 
 // tcpRecord is c as a recording's header has it, with the receive buffer
-// its endpoints use (the default, when c leaves it unset).
+// its endpoints use (the default, when c leaves it unset), and the size
+// their send buffers may grow to.
 func tcpRecord(c tcp.Config) record.TCP {
 	var t record.TCP
 	copyByName(reflect.ValueOf(&t).Elem(), reflect.ValueOf(c))
 	if t.RecvBuffer == 0 {
 		t.RecvBuffer = tcp.DefaultRecvBuffer
+	}
+	if t.SendBufferMax == 0 { // what tcp.Config's defaults make of it
+		t.SendBufferMax = t.SendBuffer
+		if t.SendBuffer == 0 {
+			t.SendBufferMax = tcp.DefaultSendBufferMax
+		}
 	}
 	return t
 }
@@ -37,6 +45,11 @@ func tcpFromRecord(t record.TCP) tcp.Config {
 	copyByName(reflect.ValueOf(&c).Elem(), reflect.ValueOf(t))
 	if c.RecvBuffer == 0 {
 		c.RecvBuffer = legacyRecvBuffer
+	}
+	if c.SendBufferMax == 0 {
+		// A recording from before the send buffer grew (2026-11-24,
+		// tcp.Config.SendBufferMax): it stayed at its size.
+		c.SendBufferMax = cmp.Or(c.SendBuffer, tcp.DefaultSendBuffer)
 	}
 	return c
 }

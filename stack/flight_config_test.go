@@ -93,3 +93,33 @@ func TestRecordRecvBuffer(t *testing.T) {
 		t.Errorf("a header without RecvBuffer: %d, want 256 KB", got)
 	}
 }
+
+// TestRecordSendBufferMax: a recording's header carries what its send
+// buffers may grow to (tcp.Config.SendBufferMax as the defaults make it),
+// so that a replay grows them where the recording did; a header without it
+// (recorded before the growth, 2026-11-24) replays with buffers that keep
+// their size.
+func TestRecordSendBufferMax(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    tcp.Config
+		want int
+	}{
+		{"default", tcp.Config{}, tcp.DefaultSendBufferMax},
+		{"a set SendBuffer", tcp.Config{SendBuffer: 64 << 10}, 64 << 10},
+		{"a set SendBufferMax", tcp.Config{SendBufferMax: 8 << 20}, 8 << 20},
+	} {
+		if got := tcpRecord(tc.c).SendBufferMax; got != tc.want {
+			t.Errorf("%s: header's SendBufferMax %d, want %d", tc.name, got, tc.want)
+		}
+		if got := tcpFromRecord(tcpRecord(tc.c)).SendBufferMax; got != tc.want {
+			t.Errorf("%s: through a header, SendBufferMax %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if got := tcpFromRecord(record.TCP{}).SendBufferMax; got != tcp.DefaultSendBuffer {
+		t.Errorf("a header without SendBufferMax nor SendBuffer: %d, want the default buffer, %d", got, tcp.DefaultSendBuffer)
+	}
+	if got := tcpFromRecord(record.TCP{SendBuffer: 100 << 10}).SendBufferMax; got != 100<<10 {
+		t.Errorf("a header without SendBufferMax: %d, want its SendBuffer, %d", got, 100<<10)
+	}
+}

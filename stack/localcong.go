@@ -21,8 +21,8 @@ type CongestedDevice interface {
 var _ tcp.LocalCongestion = (*output)(nil)
 
 // Congested implements tcp.LocalCongestion: the device's answer, if it has
-// one (CongestedDevice).
+// one (CongestedDevice). TCP asks before every segment it sends: the
+// device's type is asserted once (initOffload), not at each.
 func (o *output) Congested(tcp.ID) bool {
-	c, ok := o.dev.(CongestedDevice)
-	return ok && c.Congested()
+	return o.cong != nil && o.cong.Congested()
 }

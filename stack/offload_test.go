@@ -416,6 +416,63 @@ func TestOffloadSameHeader(t *testing.T) {
 	}
 }
 
+// TestOffloadSameSeg: a segment that continues the frame joins it,
+// without its header encoded, when its fields are the frame's first's but
+// for the sequence number, PSH and FIN (sameSeg), and starts a frame of its
+// own when any other field of its header differs; sameSeg agrees with
+// sameHeader on the encodings.
+func TestOffloadSameSeg(t *testing.T) {
+	a, _, _, _ := offloadPair(t, false, addrB)
+	id := tcp.ID{Local: netip.AddrPortFrom(addrA, 5555), Remote: netip.AddrPortFrom(addrB, 80)}
+	for _, tc := range []struct {
+		name   string
+		change func(*tcp.Segment)
+		same   bool
+	}{
+		{"nothing", func(*tcp.Segment) {}, true},
+		{"PSH", func(s *tcp.Segment) { s.Flags ^= tcp.FlagPSH }, true},
+		{"FIN", func(s *tcp.Segment) { s.Flags |= tcp.FlagFIN }, true},
+		{"payload", func(s *tcp.Segment) { s.Payload = bytes.Repeat([]byte{7}, 100); s.PayloadStable = true }, true},
+		{"source port", func(s *tcp.Segment) { s.SrcPort++ }, false},
+		{"destination port", func(s *tcp.Segment) { s.DstPort++ }, false},
+		{"ACK", func(s *tcp.Segment) { s.Ack++ }, false},
+		{"flag ACK", func(s *tcp.Segment) { s.Flags &^= tcp.FlagACK }, false},
+		{"flag ECE", func(s *tcp.Segment) { s.Flags |= tcp.FlagECE }, false},
+		{"window", func(s *tcp.Segment) { s.Window++ }, false},
+		{"urgent", func(s *tcp.Segment) { s.Urgent++ }, false},
+		{"TSVal", func(s *tcp.Segment) { s.Options.TSVal++ }, false},
+		{"TSEcr", func(s *tcp.Segment) { s.Options.TSEcr++ }, false},
+		{"no timestamps", func(s *tcp.Segment) { s.Options.TS = false }, false},
+		{"a SACK block", func(s *tcp.Segment) { s.Options.NSACK, s.Options.SACK[0] = 1, tcp.SACKBlock{Start: 5, End: 6} }, false},
+	} {
+		first := tcp.Segment{SrcPort: 5555, DstPort: 80, Seq: 1000, Ack: 77, Flags: tcp.FlagACK | tcp.FlagPSH, Window: 100,
+			Options: tcp.Options{TS: true, TSVal: 9, TSEcr: 10}, Payload: make([]byte, 100)}
+		next := first
+		next.Seq += 100
+		tc.change(&next)
+		if got := sameSeg(&first, &next); got != tc.same {
+			t.Errorf("%s: sameSeg %v, want %v", tc.name, got, tc.same)
+		}
+		var ea, eb [100 + tcp.HeaderMaxSize]byte
+		na, _ := first.Encode(ea[:])
+		nb, _ := next.Encode(eb[:])
+		thl := na - len(first.Payload)
+		a.m.Post(a.flushFrame)
+		a.queueSegment(id, &first, ipv4HeaderLen)
+		if got := nb-len(next.Payload) == thl && a.sameHeader(eb[:thl], thl); got != tc.same {
+			t.Errorf("%s: sameHeader of the encodings %v, want %v", tc.name, got, tc.same)
+		}
+		a.queueSegment(id, &next, ipv4HeaderLen)
+		if want := map[bool]int{true: 2, false: 1}[tc.same]; a.gso.segs != want {
+			t.Errorf("%s: the frame has %d segments after the second, want %d", tc.name, a.gso.segs, want)
+		}
+		if f := tcp.Flags(a.gso.buf[tun.VnetHdrLen+ipv4HeaderLen+13]); f != next.Flags {
+			t.Errorf("%s: the frame's flags %v, want the last segment's, %v", tc.name, f, next.Flags)
+		}
+	}
+	a.m.Post(a.flushFrame)
+}
+
 // TestOffloadNoTSO6: on a device that takes GSO frames of TCP/IPv4 only (no
 // TSO6), TCP/IPv6 segments go out as plain packets, one write each.
 func TestOffloadNoTSO6(t *testing.T) {

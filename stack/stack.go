@@ -236,8 +236,9 @@ type Stack struct {
 	// Link offloads (offload.go): the frame of TCP segments being built,
 	// and what the device's frames carry. Loop only.
 	gso       gsoState
-	gro       bool // the direct path reads frames (tun.Offloader's GRO)
-	csumValid bool // the packet being handled has a verified or partial checksum
+	cong      CongestedDevice // the device, if it is one (localcong.go; set by initOffload)
+	gro       bool            // the direct path reads frames (tun.Offloader's GRO)
+	csumValid bool            // the packet being handled has a verified or partial checksum
 	offStats  OffloadStats
 
 	// ACK coalescing (output.HoldAck): inBatch while a batch of input is

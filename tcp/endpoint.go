@@ -357,7 +357,7 @@ func (e *Endpoint) SetSendBuffer(n int) error {
 		return ErrInvalidConfig
 	}
 	defer e.flush()
-	e.cfg.SendBuffer = n
+	e.cfg.SendBuffer, e.cfg.SendBufferMax = n, n // set: it grows no more (autoGrowSendBuffer), as Linux locks a set SO_SNDBUF
 	if e.Writable() > 0 {
 		e.event(EventWritable)
 	}

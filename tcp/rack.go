@@ -133,6 +133,15 @@ func (e *Endpoint) rackDetectLoss() {
 			continue
 		}
 		if !rackSentAfter(e.rack.xmitTS, e.rack.order, s.sentAt, s.order) {
+			if s.xmits == 1 {
+				// Sent once, not before RACK's segment: nor was anything
+				// after it, since first transmissions go in sequence order
+				// (a segment resent went last). Linux's tcp_rack_detect_loss
+				// stops there too, on its queue in order sent. Without the
+				// stop, every ACK of a bulk sender looked at each segment in
+				// flight (a 2 MB buffer's 1449): 10% of a download's CPU.
+				break
+			}
 			continue
 		}
 		if remaining := s.sentAt + e.rack.rtt + reo - now; remaining <= 0 {

@@ -240,6 +240,21 @@ func TestTLP(t *testing.T) {
 	})
 }
 
+// rackLostHead writes n segments at tlpRTT, SACKs the second an RTT later,
+// and expects RACK to resend the first at the reordering timer's expiry,
+// which it returns.
+func rackLostHead(t *testing.T, n int) (*harness, time.Duration) {
+	t.Helper()
+	t0 := tlpRTT
+	h := establishedRTT(t, testConfig(), tlpRTT)
+	h.writeSegs(n)
+	h.advanceTo(t0 + tlpRTT)
+	h.sackAck(segBlock(1))
+	rtxAt := t0 + tlpRTT + tlpRTT/4 // RFC 8985 6.2 step 4: reo_wnd min RTT / 4
+	h.expectAt(rtxAt, seqIs(segSeq(0)), lenIs(1448))
+	return h, rtxAt
+}
+
 func TestRACK(t *testing.T) {
 	t0 := tlpRTT
 	reo := tlpRTT / 4 // RFC 8985 6.2 step 4: min RTT / 4
@@ -288,12 +303,7 @@ func TestRACK(t *testing.T) {
 		}
 	})
 	t.Run("a lost retransmission in recovery: the probe's SACK reveals it, no RTO", func(t *testing.T) {
-		h := establishedRTT(t, testConfig(), tlpRTT)
-		h.writeSegs(4)
-		h.advanceTo(t0 + tlpRTT)
-		h.sackAck(segBlock(1))
-		rtxAt := t0 + tlpRTT + reo
-		h.expectAt(rtxAt, seqIs(segSeq(0))) // lost again, and the ACKs of 2 and 3 too
+		h, rtxAt := rackLostHead(t, 4) // lost again, and the ACKs of 2 and 3 too
 		probeAt := rtxAt + 2*tlpRTT + DefaultTLPSlack
 		h.expectAt(probeAt, seqIs(segSeq(3)), lenIs(1448))
 		h.advance(tlpRTT)
@@ -306,6 +316,18 @@ func TestRACK(t *testing.T) {
 		h.ackUpTo(segSeq(4))
 		if i := h.ep.Info(); i.InRecovery || h.w.Len() != 0 {
 			t.Fatalf("recovery %v timers %d, want false 0", i.InRecovery, h.w.Len())
+		}
+	})
+	t.Run("a hole after a retransmitted segment: found lost past the retransmission", func(t *testing.T) {
+		// rackDetectLoss stops at the first segment sent once after RACK's
+		// segment, not at one resent after it: the hole at 2, sent before
+		// the SACKed 3-5, lies beyond 0's retransmission.
+		h, _ := rackLostHead(t, 6)
+		h.advance(tlpRTT) // before the recovery probe
+		h.sackAck(segBlock(1), SACKBlock{segSeq(3), segSeq(6)})
+		h.expect(seqIs(segSeq(2)), lenIs(1448)) // sent before 3-5, in recovery (reo_wnd 0): lost at once
+		if i := h.ep.Info(); i.RACKRetransmits != 2 || i.RTOEvents != 0 || i.RecoveryProbes != 0 {
+			t.Fatalf("RACK retransmits %d RTO events %d recovery probes %d, want 2 0 0", i.RACKRetransmits, i.RTOEvents, i.RecoveryProbes)
 		}
 	})
 	// RFC 8985 6.2 step 5: lost when Segment.xmit_ts + RACK.rtt + reo_wnd <=

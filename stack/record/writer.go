@@ -85,6 +85,7 @@ type TCP struct {
 	MSS                  int      `json:"mss"`
 	MSS6                 int      `json:"mss6,omitempty"`
 	SendBuffer           int      `json:"send_buffer"`
+	SendBufferMax        int      `json:"send_buffer_max,omitempty"`
 	RecvBuffer           int      `json:"recv_buffer"`
 	InitialRTO           Duration `json:"initial_rto"`
 	MinRTO               Duration `json:"min_rto"`
