@@ -882,7 +882,7 @@ func (s *Stack) forget(c *Conn) {
 	if s.isLocal(c.id.Local.Addr()) {
 		s.releasePort(c.id.Local.Port())
 	}
-	i := c.ep.Info()
-	addTCPCounters(&s.closedTCP, &i.Counters)
+	counters := c.ep.Counters() // not Info: the whole snapshot, for its counters
+	addTCPCounters(&s.closedTCP, &counters)
 	s.logClosed(c)
 }
