@@ -4,9 +4,12 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tcpwheel/tcpwheel/tcp"
 )
 
 // TestNewConnAllocs: what making a Conn costs the loop (newConn runs there,
@@ -158,4 +161,71 @@ func TestDeadlineZeroValue(t *testing.T) {
 	if !e.passed() {
 		t.Fatal("a future time came: not passed")
 	}
+}
+
+// TestRecycleBuffers: a closed Conn's buffers serve the next Conns
+// (Conn.recycle, Stack.spares): rx's storage at Close, tx's only once the
+// bytes written in it are acknowledged, not while the endpoint may still
+// send them; the next accepted Conn takes both, and moves its bytes through
+// them intact.
+func TestRecycleBuffers(t *testing.T) {
+	p := newManualPair(t)
+	ln, err := p.b.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() (client, server *Conn) {
+		t.Helper()
+		client, err := p.a.StartDial("tcp", 0, "198.18.0.2:7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.shuttle()
+		server, ok := ln.(*Listener).TryAccept()
+		if !ok {
+			t.Fatal("no connection to accept")
+		}
+		return client, server
+	}
+	exchange := func(client, server *Conn, req, resp string) {
+		t.Helper()
+		buf := make([]byte, 100)
+		p.send(client, []byte(req))
+		if n, err := server.TryRead(buf); string(buf[:n]) != req || err != nil {
+			t.Fatalf("server read %q, %v; want %q", buf[:n], err, req)
+		}
+		p.send(server, []byte(resp))
+		if n, err := client.TryRead(buf); string(buf[:n]) != resp || err != nil {
+			t.Fatalf("client read %q, %v; want %q", buf[:n], err, resp)
+		}
+	}
+	s := p.b.Stack
+	client, server := open()
+	exchange(client, server, "request", "response")
+	if n, err := server.TryWrite([]byte("the last words")); n != 14 || err != nil {
+		t.Fatalf("TryWrite: %d, %v", n, err)
+	}
+	server.Close() // the last words not yet acknowledged: the peer has not had them
+	if len(s.spares) != 1 {
+		t.Fatalf("after Close with bytes unacknowledged: %d spares, want 1 (rx's alone)", len(s.spares))
+	}
+	p.shuttle()
+	if st := server.ep.State(); st != tcp.StateFinWait2 || len(s.spares) != 2 {
+		t.Fatalf("after the peer's ACK: %v, %d spares; want FIN-WAIT-2, 2 (tx's too)", st, len(s.spares))
+	}
+	buf := make([]byte, 100)
+	if n, err := client.TryRead(buf); string(buf[:n]) != "the last words" || err != nil {
+		t.Fatalf("client read %q, %v", buf[:n], err)
+	}
+	client.Close()
+	p.shuttle()
+	if st := server.ep.State(); st != tcp.StateTimeWait || len(s.spares) != 2 {
+		t.Fatalf("after the peer's FIN: %v, %d spares; want TIME-WAIT, 2", st, len(s.spares))
+	}
+	client, server = open()
+	if len(s.spares) != 0 {
+		t.Fatalf("a new Conn left %d spares, want 0 (it takes both)", len(s.spares))
+	}
+	exchange(client, server, "second request", "second response")
+	exchange(client, server, strings.Repeat("q", 90), strings.Repeat("r", 90))
 }

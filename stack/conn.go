@@ -62,6 +62,12 @@ type Conn struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+	// rxSpare is rx's storage, which Close released, until the loop takes
+	// it for the stack's spares (recycle). Guarded by mu.
+	rxSpare []byte
+	// recycled: the storage of both buffers went to the stack's spares,
+	// or tx had none. Loop only.
+	recycled bool
 }
 
 // txBuf holds what Write took: the bytes the loop has not yet handed to the
@@ -134,6 +140,15 @@ func newConn(s *Stack, ep *tcp.Endpoint, settled bool) *Conn {
 	// releaseFn is made at its first post (readSome).
 	c.flushFn = c.flush
 	if s.play == nil { // a Playback's Conns leave their buffers out of the way
+		// Storage that closed Conns were done with, if the stack kept
+		// some (recycle), instead of an allocation each at the first
+		// byte received and written.
+		if b := s.takeSpare(); b != nil {
+			c.rx.ring.Adopt(b)
+		}
+		if b := s.takeSpare(); b != nil {
+			c.tx.q.Adopt(b)
+		}
 		ep.SetSink((*connSink)(c))
 		ep.SetSource(&c.tx.q)
 	}
@@ -208,6 +223,9 @@ func (c *Conn) notify(ev tcp.Event) {
 	if ev&(tcp.EventEstablished|tcp.EventError|tcp.EventClosed) != 0 && !c.settledDone {
 		c.settledDone = true
 		close(c.settled)
+	}
+	if ev&(tcp.EventWritable|tcp.EventError|tcp.EventClosed) != 0 && !c.recycled {
+		c.recycle() // the last bytes written may have been acknowledged
 	}
 	if ev&tcp.EventClosed != 0 {
 		c.s.forget(c)
@@ -365,7 +383,8 @@ func (c *Conn) Close() error {
 		first = true
 		close(c.closed)
 		c.mu.Lock()
-		unread := c.rx.len() > 0 // taken from the endpoint but never returned
+		unread := c.rx.len() > 0        // taken from the endpoint but never returned
+		c.rxSpare = c.rx.ring.Release() // for the loop's recycle
 		c.rx.reset(c.s.frames)
 		c.mu.Unlock()
 		// The loop's part is posted, not waited for: it cannot fail (the
@@ -409,6 +428,7 @@ func (c *Conn) Close() error {
 func (c *Conn) closeGraceful() {
 	c.release()
 	c.finAfterTx(finClose)
+	c.recycle()
 }
 
 // closeReset is a Close's part on the loop when received data was left
@@ -417,6 +437,36 @@ func (c *Conn) closeReset() {
 	c.release()
 	c.dropTx()
 	c.close(true)
+	c.recycle()
+}
+
+// recycle hands the storage of the Conn's buffers to the stack's spares
+// (Stack.spare), for the next Conns, once the Conn is done with it: rx's,
+// which Close released, and tx's once the application has closed the Conn
+// and every byte it wrote has been sent, acknowledged and given back (the
+// ring then holds nothing: ring.Shared.Release). By the Output's contract a
+// frame with views of those bytes was written before the ACK that let the
+// endpoint consume them (offload.go's flushBeforeAck). On the loop, after
+// Close's part and after the endpoint's events; a Playback's Conns have no
+// buffers of their own.
+func (c *Conn) recycle() {
+	if c.recycled || c.s.play != nil || !c.isClosed() {
+		return
+	}
+	c.mu.Lock()
+	rx := c.rxSpare
+	c.rxSpare = nil
+	var tx []byte
+	done := c.tx.q.Held() == 0
+	if done {
+		tx = c.tx.q.Release() // nil if it never had storage
+	}
+	c.mu.Unlock()
+	c.s.spare(rx)
+	if done {
+		c.recycled = true
+		c.s.spare(tx)
+	}
 }
 
 // CloseWrite shuts down the sending side: a FIN follows the data already
