@@ -3,25 +3,51 @@ package stack
 import (
 	"errors"
 	"net"
+	"net/netip"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tcpwheel/tcpwheel/tcp"
 )
 
 // TestNewConnAllocs: what making a Conn costs the loop (newConn runs there,
-// for every connection a listener accepts). The Conn, its two deadlines in
-// one allocation, its readable, writable and closed channels, and the
-// flushFn and releaseFn it posts: not its net.TCPAddrs (made on the
-// application's goroutine by LocalAddr and RemoteAddr), not a settled channel
-// (an accepted one shares the stack's), not its deadlines' channels (made
-// when a deadline is first needed).
+// for every connection a listener accepts). The Conn (its two deadlines in
+// it), its readable, writable and closed channels, and the flushFn it posts:
+// not its net.TCPAddrs (made on the application's goroutine by LocalAddr and
+// RemoteAddr), not a settled channel (an accepted one shares the stack's),
+// not its deadlines' channels (made when a deadline is first needed), not
+// releaseFn (made by the first post of a release), not the endpoint's notify
+// function (the Conn is its tcp.Notifier: Listener.accept).
 func TestNewConnAllocs(t *testing.T) {
 	p := newManualPair(t)
 	_, server := p.connect()
 	s, ep := p.b.Stack, server.ep
 	allocs := testing.AllocsPerRun(100, func() { newConn(s, ep, true) })
-	const want = 7
+	const want = 5
 	if allocs > want {
 		t.Errorf("newConn: %.1f allocations, want at most %d", allocs, want)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { ep.SetNotifier((*connNotify)(server)) }); allocs != 0 {
+		t.Errorf("SetNotifier with the Conn: %.1f allocations, want none", allocs)
+	}
+}
+
+// TestNewTCPAddr: the net.TCPAddr that LocalAddr and RemoteAddr make is
+// net.TCPAddrFromAddrPort's, for every kind of address, in one allocation.
+func TestNewTCPAddr(t *testing.T) {
+	for _, s := range []string{"198.18.0.2:7", "[2001:db8::1]:443", "[fe80::1%eth0]:80", "[::ffff:198.18.0.1]:9", "0.0.0.0:0"} {
+		ap := netip.MustParseAddrPort(s)
+		got, want := newTCPAddr(ap), net.TCPAddrFromAddrPort(ap)
+		if !got.IP.Equal(want.IP) || len(got.IP) != len(want.IP) || got.Port != want.Port || got.Zone != want.Zone ||
+			got.String() != want.String() || got.AddrPort() != want.AddrPort() {
+			t.Errorf("%s: %#v, want %#v", s, got, want)
+		}
+		var p atomic.Pointer[net.TCPAddr]
+		if allocs := testing.AllocsPerRun(100, func() { p.Store(nil); addrOf(&p, ap) }); allocs != 1 {
+			t.Errorf("%s: addrOf: %.1f allocations, want 1", s, allocs)
+		}
 	}
 }
 
@@ -92,13 +118,42 @@ func TestDeadlineZeroValue(t *testing.T) {
 		t.Fatal("wait after clearing: want a new channel, not closed")
 	}
 	// Passed and cleared, as net/http's server does on every request: no
-	// channel made.
+	// channel made while nobody waits (the shared closed one), and the
+	// deadline works as before after it.
 	if allocs := testing.AllocsPerRun(100, func() {
 		d.set(time.Time{})
 		d.set(time.Now().Add(-time.Second))
 		d.set(time.Time{})
-	}); allocs > 1 {
-		t.Errorf("a deadline passed and cleared: %.1f allocations, want at most 1 (the channel closed)", allocs)
+	}); allocs != 0 {
+		t.Errorf("a deadline passed and cleared: %.1f allocations, want none", allocs)
+	}
+	var f deadline
+	f.set(time.Now().Add(-time.Second))
+	if !f.passed() || f.ch != passedCh {
+		t.Fatal("a time in the past, nobody waiting: not passed, or a channel of its own")
+	}
+	select {
+	case <-f.wait():
+	default:
+		t.Fatal("a time in the past, nobody waiting: wait's channel not closed")
+	}
+	f.set(time.Now().Add(time.Hour))
+	if f.passed() || f.ch == passedCh {
+		t.Fatal("re-armed after passing: still passed, or on the shared channel")
+	}
+	select {
+	case <-f.wait():
+		t.Fatal("re-armed after passing: wait's channel closed")
+	default:
+	}
+	f.set(time.Time{})
+	if f.passed() {
+		t.Fatal("cleared after re-arming: passed")
+	}
+	select {
+	case <-passedCh:
+	default:
+		t.Fatal("the shared channel was replaced or reopened")
 	}
 	var e deadline
 	e.set(time.Now().Add(10 * time.Millisecond))
@@ -106,4 +161,71 @@ func TestDeadlineZeroValue(t *testing.T) {
 	if !e.passed() {
 		t.Fatal("a future time came: not passed")
 	}
+}
+
+// TestRecycleBuffers: a closed Conn's buffers serve the next Conns
+// (Conn.recycle, Stack.spares): rx's storage at Close, tx's only once the
+// bytes written in it are acknowledged, not while the endpoint may still
+// send them; the next accepted Conn takes both, and moves its bytes through
+// them intact.
+func TestRecycleBuffers(t *testing.T) {
+	p := newManualPair(t)
+	ln, err := p.b.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() (client, server *Conn) {
+		t.Helper()
+		client, err := p.a.StartDial("tcp", 0, "198.18.0.2:7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.shuttle()
+		server, ok := ln.(*Listener).TryAccept()
+		if !ok {
+			t.Fatal("no connection to accept")
+		}
+		return client, server
+	}
+	exchange := func(client, server *Conn, req, resp string) {
+		t.Helper()
+		buf := make([]byte, 100)
+		p.send(client, []byte(req))
+		if n, err := server.TryRead(buf); string(buf[:n]) != req || err != nil {
+			t.Fatalf("server read %q, %v; want %q", buf[:n], err, req)
+		}
+		p.send(server, []byte(resp))
+		if n, err := client.TryRead(buf); string(buf[:n]) != resp || err != nil {
+			t.Fatalf("client read %q, %v; want %q", buf[:n], err, resp)
+		}
+	}
+	s := p.b.Stack
+	client, server := open()
+	exchange(client, server, "request", "response")
+	if n, err := server.TryWrite([]byte("the last words")); n != 14 || err != nil {
+		t.Fatalf("TryWrite: %d, %v", n, err)
+	}
+	server.Close() // the last words not yet acknowledged: the peer has not had them
+	if len(s.spares) != 1 {
+		t.Fatalf("after Close with bytes unacknowledged: %d spares, want 1 (rx's alone)", len(s.spares))
+	}
+	p.shuttle()
+	if st := server.ep.State(); st != tcp.StateFinWait2 || len(s.spares) != 2 {
+		t.Fatalf("after the peer's ACK: %v, %d spares; want FIN-WAIT-2, 2 (tx's too)", st, len(s.spares))
+	}
+	buf := make([]byte, 100)
+	if n, err := client.TryRead(buf); string(buf[:n]) != "the last words" || err != nil {
+		t.Fatalf("client read %q, %v", buf[:n], err)
+	}
+	client.Close()
+	p.shuttle()
+	if st := server.ep.State(); st != tcp.StateTimeWait || len(s.spares) != 2 {
+		t.Fatalf("after the peer's FIN: %v, %d spares; want TIME-WAIT, 2", st, len(s.spares))
+	}
+	client, server = open()
+	if len(s.spares) != 0 {
+		t.Fatalf("a new Conn left %d spares, want 0 (it takes both)", len(s.spares))
+	}
+	exchange(client, server, "second request", "second response")
+	exchange(client, server, strings.Repeat("q", 90), strings.Repeat("r", 90))
 }

@@ -37,7 +37,7 @@ type Conn struct {
 	// goroutine: not on the loop, which makes the Conn, for four
 	// allocations per connection that a burst of them queues behind.
 	laddr, raddr atomic.Pointer[net.TCPAddr]
-	rd, wd       *deadline
+	rd, wd       deadline // in the Conn: no allocation of their own
 
 	readable, writable chan struct{} // a pending wakeup each, set by endpoint events
 	settled            chan struct{} // closed once the handshake is over, either way
@@ -56,11 +56,18 @@ type Conn struct {
 	draining   bool // drain is running (loop only): the endpoint's events do not start another
 	fillDue    bool // listed in Stack.fills (loop only)
 	// flushFn and releaseFn are c.flush and c.release, posted without an
-	// allocation each.
+	// allocation each. releaseFn is made by the first post of a release,
+	// under mu.
 	flushFn, releaseFn func()
 
 	closeOnce sync.Once
 	closed    chan struct{}
+	// rxSpare is rx's storage, which Close released, until the loop takes
+	// it for the stack's spares (recycle). Guarded by mu.
+	rxSpare []byte
+	// recycled: the storage of both buffers went to the stack's spares,
+	// or tx had none. Loop only.
+	recycled bool
 }
 
 // txBuf holds what Write took: the bytes the loop has not yet handed to the
@@ -129,11 +136,19 @@ func newConn(s *Stack, ep *tcp.Endpoint, settled bool) *Conn {
 	} else {
 		c.settled = make(chan struct{})
 	}
-	ds := new([2]deadline) // one allocation for both
-	c.rd, c.wd = &ds[0], &ds[1]
 	c.tx.limit = ep.Writable() // the send buffer's size: it holds nothing yet
-	c.flushFn, c.releaseFn = c.flush, c.release
+	// releaseFn is made at its first post (readSome).
+	c.flushFn = c.flush
 	if s.play == nil { // a Playback's Conns leave their buffers out of the way
+		// Storage that closed Conns were done with, if the stack kept
+		// some (recycle), instead of an allocation each at the first
+		// byte received and written.
+		if b := s.takeSpare(); b != nil {
+			c.rx.ring.Adopt(b)
+		}
+		if b := s.takeSpare(); b != nil {
+			c.tx.q.Adopt(b)
+		}
 		ep.SetSink((*connSink)(c))
 		ep.SetSource(&c.tx.q)
 	}
@@ -167,6 +182,14 @@ func (cs *connSink) Take(p []byte) bool {
 	c.rx.copyIn(p)
 	return true
 }
+
+// connNotify is a Conn as its endpoint's tcp.Notifier: set with
+// SetNotifier, a pointer costs no allocation where the method value
+// c.notify would cost one per connection.
+type connNotify Conn
+
+// Notify is the endpoint's tcp.Notifier (Conn.notify).
+func (cn *connNotify) Notify(ev tcp.Event) { (*Conn)(cn).notify(ev) }
 
 // notify receives the endpoint's events on the loop, moves data between the
 // endpoint and the Conn's buffers, and wakes the waiters. A Playback drives
@@ -202,6 +225,9 @@ func (c *Conn) notify(ev tcp.Event) {
 		c.settledDone = true
 		close(c.settled)
 	}
+	if ev&(tcp.EventWritable|tcp.EventError|tcp.EventClosed) != 0 && !c.recycled {
+		c.recycle() // the last bytes written may have been acknowledged
+	}
 	if ev&tcp.EventClosed != 0 {
 		c.s.forget(c)
 	}
@@ -221,14 +247,14 @@ func (c *Conn) opErr(op string, err error) error {
 // Read implements net.Conn. It returns io.EOF after the peer's FIN.
 func (c *Conn) Read(p []byte) (int, error) {
 	for {
-		if err := c.usable("read", c.rd); err != nil {
+		if err := c.usable("read", &c.rd); err != nil {
 			return 0, err
 		}
 		n, wait, err := c.readSome(p)
 		if !wait {
 			return n, err
 		}
-		c.block(c.readable, c.rd)
+		c.block(c.readable, &c.rd)
 	}
 }
 
@@ -240,13 +266,18 @@ func (c *Conn) readSome(p []byte) (n int, wait bool, err error) {
 		n = c.rx.read(p, c.s.frames)
 		c.rx.unreleased += n
 		post := !c.rx.posted && c.rx.unreleased >= int(c.relStep)
+		var release func()
 		if post {
 			c.rx.posted = true
+			if c.releaseFn == nil { // made by the first post: most connections read less than a step
+				c.releaseFn = c.release
+			}
+			release = c.releaseFn
 		}
 		c.mu.Unlock()
 		if post {
 			c.s.connPosts.releases.Add(1)
-			c.s.post(c.releaseFn)
+			c.s.post(release)
 		}
 		return n, false, nil
 	}
@@ -270,7 +301,7 @@ func (c *Conn) readSome(p []byte) (n int, wait bool, err error) {
 func (c *Conn) Write(p []byte) (int, error) {
 	total := 0
 	for {
-		if err := c.usable("write", c.wd); err != nil {
+		if err := c.usable("write", &c.wd); err != nil {
 			return total, err
 		}
 		n, err := c.writeSome(p[total:])
@@ -279,7 +310,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 			return total, err
 		}
 		if n == 0 {
-			c.block(c.writable, c.wd)
+			c.block(c.writable, &c.wd)
 		}
 	}
 }
@@ -353,7 +384,8 @@ func (c *Conn) Close() error {
 		first = true
 		close(c.closed)
 		c.mu.Lock()
-		unread := c.rx.len() > 0 // taken from the endpoint but never returned
+		unread := c.rx.len() > 0        // taken from the endpoint but never returned
+		c.rxSpare = c.rx.ring.Release() // for the loop's recycle
 		c.rx.reset(c.s.frames)
 		c.mu.Unlock()
 		// The loop's part is posted, not waited for: it cannot fail (the
@@ -363,12 +395,15 @@ func (c *Conn) Close() error {
 		// still posted rides on it (closeAfter): the FIN then leaves in
 		// the same turn as the last data, and joins its frame
 		// (queueSegment) as data+FIN in one packet.
+		//
+		// A graceful Close that does not ride posts Write's flush with
+		// closeAfter set: the same closeGraceful, without a method value
+		// made for it (an allocation per connection).
 		rides := false
 		if !unread {
 			c.mu.Lock()
-			if rides = c.tx.posted; rides {
-				c.tx.closeAfter = true
-			}
+			rides = c.tx.posted
+			c.tx.closeAfter, c.tx.posted = true, true
 			c.mu.Unlock()
 		}
 		if !rides {
@@ -376,7 +411,7 @@ func (c *Conn) Close() error {
 			if unread {
 				c.s.post(c.closeReset)
 			} else {
-				c.s.post(c.closeGraceful)
+				c.s.post(c.flushFn)
 			}
 		}
 		c.rd.set(time.Time{})
@@ -394,6 +429,7 @@ func (c *Conn) Close() error {
 func (c *Conn) closeGraceful() {
 	c.release()
 	c.finAfterTx(finClose)
+	c.recycle()
 }
 
 // closeReset is a Close's part on the loop when received data was left
@@ -402,6 +438,36 @@ func (c *Conn) closeReset() {
 	c.release()
 	c.dropTx()
 	c.close(true)
+	c.recycle()
+}
+
+// recycle hands the storage of the Conn's buffers to the stack's spares
+// (Stack.spare), for the next Conns, once the Conn is done with it: rx's,
+// which Close released, and tx's once the application has closed the Conn
+// and every byte it wrote has been sent, acknowledged and given back (the
+// ring then holds nothing: ring.Shared.Release). By the Output's contract a
+// frame with views of those bytes was written before the ACK that let the
+// endpoint consume them (offload.go's flushBeforeAck). On the loop, after
+// Close's part and after the endpoint's events; a Playback's Conns have no
+// buffers of their own.
+func (c *Conn) recycle() {
+	if c.recycled || c.s.play != nil || !c.isClosed() {
+		return
+	}
+	c.mu.Lock()
+	rx := c.rxSpare
+	c.rxSpare = nil
+	var tx []byte
+	done := c.tx.q.Held() == 0
+	if done {
+		tx = c.tx.q.Release() // nil if it never had storage
+	}
+	c.mu.Unlock()
+	c.s.spare(rx)
+	if done {
+		c.recycled = true
+		c.s.spare(tx)
+	}
 }
 
 // CloseWrite shuts down the sending side: a FIN follows the data already
@@ -445,8 +511,29 @@ func addrOf(p *atomic.Pointer[net.TCPAddr], ap netip.AddrPort) *net.TCPAddr {
 	if a := p.Load(); a != nil {
 		return a
 	}
-	p.CompareAndSwap(nil, net.TCPAddrFromAddrPort(ap))
+	p.CompareAndSwap(nil, newTCPAddr(ap))
 	return p.Load()
+}
+
+// newTCPAddr is net.TCPAddrFromAddrPort(ap) in one allocation instead of
+// two: the address and its IP's bytes together (net/http asks every
+// connection for both ends).
+func newTCPAddr(ap netip.AddrPort) *net.TCPAddr {
+	a := ap.Addr()
+	if a.Is4() {
+		t := &struct {
+			net.TCPAddr
+			ip [4]byte
+		}{ip: a.As4()}
+		t.IP, t.Port = t.ip[:], int(ap.Port())
+		return &t.TCPAddr
+	}
+	t := &struct {
+		net.TCPAddr
+		ip [16]byte
+	}{ip: a.As16()}
+	t.IP, t.Port, t.Zone = t.ip[:], int(ap.Port()), a.Zone()
+	return &t.TCPAddr
 }
 
 // SetDeadline implements net.Conn.

@@ -18,6 +18,14 @@ type deadline struct {
 
 func newDeadline() *deadline { return &deadline{} }
 
+// passedCh is the channel of every deadline set to a time that had passed
+// when nobody waited on it: closed once, for all of them.
+var passedCh = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
 func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -37,10 +45,18 @@ func (d *deadline) set(t time.Time) {
 	if t.IsZero() {
 		return
 	}
+	dur := time.Until(t)
+	if d.ch == nil && dur <= 0 {
+		// Passed already, and nobody waits: the shared closed channel,
+		// not one made to be closed at once (net/http's server sets a
+		// past read deadline on every connection to stop its
+		// background read).
+		d.ch = passedCh
+		return
+	}
 	if d.ch == nil {
 		d.ch = make(chan struct{})
 	}
-	dur := time.Until(t)
 	if dur <= 0 {
 		close(d.ch)
 		return

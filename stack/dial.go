@@ -141,6 +141,6 @@ func (s *Stack) dial(id tcp.ID) (*Conn, error) {
 	}
 	c := newConn(s, ep, false)
 	s.register(c)
-	ep.SetNotify(c.notify)
+	ep.SetNotifier((*connNotify)(c))
 	return c, nil
 }

@@ -468,7 +468,7 @@ func (f *forwarder) established(ep *tcp.Endpoint) bool {
 	}
 	c := newConn(f.s, ep, true)
 	f.s.register(c)
-	ep.SetNotify(c.notify)
+	ep.SetNotifier((*connNotify)(c))
 	f.stats.TCPAccepted++
 	f.finish(r, c, nil)
 	return true

@@ -148,7 +148,7 @@ func (l *Listener) accept(ep *tcp.Endpoint) bool {
 		return false
 	}
 	l.s.register(c)
-	ep.SetNotify(c.notify)
+	ep.SetNotifier((*connNotify)(c))
 	return true
 }
 

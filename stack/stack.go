@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"fmt"
+	"github.com/tcpwheel/tcpwheel/internal/ring"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -253,6 +254,11 @@ type Stack struct {
 	// into its own buffer, and wakes its reader, once at the batch's end
 	// (Conn.fill). Loop only.
 	fills []*Conn
+	// spares is the buffer storage, ring.MinCap bytes each, that closed
+	// Conns were done with (Conn.recycle), for the next Conns' rings
+	// (newConn): a connection that moves a few small messages, as ab's
+	// churn does, allocates none. At most maxSpares. Loop only.
+	spares [][]byte
 
 	// Several loops (Config.Loops, loops.go): grp ties this stack, one
 	// loop's, to the others, of which it is the shard'th; nil with one
@@ -871,6 +877,30 @@ func (s *Stack) register(c *Conn) {
 	}
 }
 
+// maxSpares bounds Stack.spares: 1 MiB of storage at most.
+const maxSpares = 1024
+
+// spare keeps b, a ring's storage that nothing uses any more, for a new
+// Conn's ring (takeSpare), if it is of the size a new ring would allocate
+// and there is room. On the loop.
+func (s *Stack) spare(b []byte) {
+	if len(b) == ring.MinCap && len(s.spares) < maxSpares {
+		s.spares = append(s.spares, b)
+	}
+}
+
+// takeSpare returns storage that spare kept, or nil. On the loop.
+func (s *Stack) takeSpare() []byte {
+	n := len(s.spares)
+	if n == 0 {
+		return nil
+	}
+	b := s.spares[n-1]
+	s.spares[n-1] = nil
+	s.spares = s.spares[:n-1]
+	return b
+}
+
 // forget removes a connection whose endpoint reached CLOSED.
 func (s *Stack) forget(c *Conn) {
 	if s.conns[c.id] != c {
@@ -884,7 +914,7 @@ func (s *Stack) forget(c *Conn) {
 	if s.isLocal(c.id.Local.Addr()) {
 		s.releasePort(c.id.Local.Port())
 	}
-	i := c.ep.Info()
-	addTCPCounters(&s.closedTCP, &i.Counters)
+	counters := c.ep.Counters() // not Info: the whole snapshot, for its counters
+	addTCPCounters(&s.closedTCP, &counters)
 	s.logClosed(c)
 }

@@ -15,7 +15,7 @@ type Endpoint struct {
 	cfg    Config
 	w      Timers // the loop's wheel and its time
 	out    Output
-	notify func(Event)
+	notify Notifier
 	evs    Event // events not yet delivered
 	inNote bool  // notify is running
 
@@ -140,7 +140,29 @@ func (e *Endpoint) Err() error { return e.err }
 // call back into the endpoint. Events that came before SetNotify are delivered
 // at once.
 func (e *Endpoint) SetNotify(fn func(Event)) {
-	e.notify = fn
+	if fn == nil {
+		e.SetNotifier(nil)
+		return
+	}
+	e.SetNotifier(NotifyFunc(fn))
+}
+
+// Notifier receives an Endpoint's events (SetNotifier).
+type Notifier interface {
+	Notify(Event)
+}
+
+// NotifyFunc is a function as a Notifier.
+type NotifyFunc func(Event)
+
+// Notify calls f.
+func (f NotifyFunc) Notify(ev Event) { f(ev) }
+
+// SetNotifier is SetNotify with a Notifier: an owner that is one already
+// (a pointer with a Notify method) costs no allocation, where its method
+// value as a func would cost one per connection.
+func (e *Endpoint) SetNotifier(n Notifier) {
+	e.notify = n
 	e.flush()
 }
 
@@ -156,7 +178,7 @@ func (e *Endpoint) flush() {
 	for e.evs != 0 {
 		ev := e.evs
 		e.evs = 0
-		e.notify(ev)
+		e.notify.Notify(ev)
 	}
 	e.inNote = false
 }

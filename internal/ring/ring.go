@@ -8,6 +8,11 @@ package ring
 // few small messages holds little.
 const minCap = 1 << 10
 
+// MinCap is the size of the smallest storage a ring allocates, the storage
+// worth handing from a ring that is done to a new one (Release, Adopt): the
+// most a connection that moves a few small messages holds.
+const MinCap = minCap
+
 // Buffer is a byte ring. The zero value is an empty ring with no storage: the
 // storage is allocated by the first Write or Grow, and doubles as needed. Its
 // capacity is always a power of two.
@@ -138,6 +143,27 @@ func (r *Buffer) Stable(i, k int) bool {
 
 // Reset empties the ring and lets its storage go.
 func (r *Buffer) Reset() { *r = Buffer{} }
+
+// Release empties the ring, as Reset, and returns its storage for another
+// ring to Adopt (nil if it had none). Nothing may use the storage through r
+// afterwards.
+func (r *Buffer) Release() []byte {
+	b := r.b
+	*r = Buffer{}
+	return b
+}
+
+// Adopt gives an empty ring without storage b, of MinCap bytes, as its
+// storage (another ring's, from Release), instead of the allocation of its
+// first Write or Grow. It reports whether it took b: not when the ring has
+// storage or contents, nor a b of another size.
+func (r *Buffer) Adopt(b []byte) bool {
+	if len(r.b) != 0 || r.n != 0 || len(b) != MinCap {
+		return false
+	}
+	r.b, r.head = b, 0
+	return true
+}
 
 // copyOut copies k bytes from offset i of the contents into p.
 func (r *Buffer) copyOut(p []byte, i, k int) {

@@ -153,3 +153,36 @@ func BenchmarkSlide(b *testing.B) {
 		r.Consume(len(p))
 	}
 }
+
+// TestReleaseAdopt: a ring's storage, released, serves another ring as its
+// own, without an allocation; Adopt refuses storage of another size and a
+// ring that has storage or contents.
+func TestReleaseAdopt(t *testing.T) {
+	var r Buffer
+	r.Write(bytes.Repeat([]byte("x"), 100))
+	b := r.Release()
+	if len(b) != MinCap || r.Len() != 0 || r.Cap() != 0 {
+		t.Fatalf("Release: %d bytes, ring left with Len %d Cap %d; want %d, 0, 0", len(b), r.Len(), r.Cap(), MinCap)
+	}
+	var n Buffer
+	if n.Adopt(make([]byte, 2*MinCap)) || n.Cap() != 0 {
+		t.Fatal("Adopt took storage of another size")
+	}
+	if !n.Adopt(b) || n.Cap() != MinCap {
+		t.Fatal("Adopt refused a released ring's storage")
+	}
+	if n.Adopt(make([]byte, MinCap)) {
+		t.Fatal("Adopt replaced the storage of a ring that has some")
+	}
+	want := []byte("0123456789")
+	if allocs := testing.AllocsPerRun(10, func() { n.Write(want); n.Consume(len(want)) }); allocs != 0 {
+		t.Fatalf("writes into adopted storage: %.1f allocations, want none", allocs)
+	}
+	n.Write(want)
+	check(t, &n, want)
+	var e Buffer
+	e.Write([]byte("y"))
+	e.Release()
+	e.Write([]byte("z"))
+	check(t, &e, []byte("z"))
+}

@@ -69,6 +69,34 @@ func (r *Shared) Write(p []byte) {
 	}
 }
 
+// Release returns the storage for another ring to Adopt, and leaves r empty,
+// without storage, when r holds nothing: every byte written was taken,
+// consumed and given back (Sync), so that neither side can reach the storage
+// through r again. Otherwise, or without storage, it returns nil and
+// changes nothing. Both sides: lock held, and the consumer done with the
+// views At returned.
+func (r *Shared) Release() []byte {
+	if r.Held() != 0 || len(r.b) == 0 { // given back: taken and consumed, as head <= taken <= wr
+		return nil
+	}
+	b := r.b
+	*r = Shared{}
+	return b
+}
+
+// Adopt gives an empty ring that has no storage b, of MinCap bytes, as its
+// storage (from Release), instead of the allocation of its first Write. It
+// reports whether it took b: not when the ring has storage or has been
+// written to, nor a b of another size. Producer and consumer alike: before
+// either uses r.
+func (r *Shared) Adopt(b []byte) bool {
+	if len(r.b) != 0 || len(r.cb) != 0 || r.wr != 0 || r.freed != 0 || len(b) != MinCap {
+		return false
+	}
+	r.b = b
+	return true
+}
+
 // Sync gives the producer back the room of the bytes consumed, takes the
 // producer's storage as the one At reads, and returns Pending. Consumer, lock
 // held.

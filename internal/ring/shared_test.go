@@ -192,3 +192,65 @@ func TestSharedConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestSharedReleaseAdopt: a Shared ring gives its storage up only once every
+// byte written was taken, consumed and given back (a Sync after the last
+// Consume): storage still in use is never handed to another ring. Adopted
+// storage serves the new ring from its first byte, without an allocation.
+func TestSharedReleaseAdopt(t *testing.T) {
+	var r Shared
+	if r.Release() != nil {
+		t.Fatal("Release of a ring without storage returned some")
+	}
+	r.Write(pattern(0, 300))
+	for _, step := range []struct {
+		name string
+		do   func()
+	}{
+		{"written, not synced", func() {}},
+		{"synced, not taken", func() { r.Sync() }},
+		{"taken, not consumed", func() { r.Take(300) }},
+		{"consumed, not given back", func() { r.Consume(300) }},
+	} {
+		step.do()
+		if r.Release() != nil {
+			t.Fatalf("%s: Release gave the storage up", step.name)
+		}
+	}
+	r.Sync()
+	b := r.Release()
+	if len(b) != MinCap || r.Held() != 0 || r.Len() != 0 || r.Pending() != 0 {
+		t.Fatalf("Release: %d bytes, Held %d Len %d Pending %d; want %d, 0, 0, 0", len(b), r.Held(), r.Len(), r.Pending(), MinCap)
+	}
+	var n Shared
+	if n.Adopt(make([]byte, 4*MinCap)) {
+		t.Fatal("Adopt took storage of another size")
+	}
+	if !n.Adopt(b) {
+		t.Fatal("Adopt refused a released ring's storage")
+	}
+	if n.Adopt(make([]byte, MinCap)) {
+		t.Fatal("Adopt replaced the storage of a ring that has some")
+	}
+	var w Shared
+	w.Write(pattern(0, 1))
+	if w.Adopt(make([]byte, MinCap)) {
+		t.Fatal("Adopt took storage for a ring written to")
+	}
+	p := pattern(1000, 700)
+	if allocs := testing.AllocsPerRun(1, func() {
+		n.Write(p)
+		n.Sync()
+		n.Take(700)
+		n.Consume(700)
+		n.Sync()
+	}); allocs != 0 {
+		t.Fatalf("a ring on adopted storage: %.1f allocations, want none", allocs)
+	}
+	n.Write(p)
+	n.Sync()
+	n.Take(700)
+	if got := n.At(0, 700); !bytes.Equal(got, p) {
+		t.Fatal("the bytes read back from adopted storage differ")
+	}
+}
