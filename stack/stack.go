@@ -760,6 +760,18 @@ func (o *output) HoldAck(e *tcp.Endpoint) bool {
 	return true
 }
 
+// releaseRead tells the endpoints that data came to during the batch what
+// their applications read since (Conn.release), before the batch's ACKs
+// go: they then carry the window that opened, and a Read while the Conn is
+// lazy (Conn.pace) needs to post nothing. It runs before the batch is
+// recorded, so that a Playback (whose Conns are never in fills) releases
+// the same bytes, recorded as Reads, before the same ACKs.
+func (s *Stack) releaseRead() {
+	for _, c := range s.fills {
+		c.releaseRead(false)
+	}
+}
+
 // flushAcks ends the batch: the held ACKs go, in the order they were held.
 func (s *Stack) flushAcks() {
 	s.inBatch = false
@@ -772,6 +784,7 @@ func (s *Stack) flushAcks() {
 		s.fills[i] = nil
 		c.fillDue = false
 		c.fill()
+		c.pace()
 		wake(c.readable)
 	}
 	s.fills = s.fills[:0]
