@@ -55,6 +55,7 @@ type Conn struct {
 	finPending finAction
 	draining   bool // drain is running (loop only): the endpoint's events do not start another
 	fillDue    bool // listed in Stack.fills (loop only)
+	wakeHeld   bool // listed in Stack.wakes, its reader not yet woken (loop only)
 	// flushFn and releaseFn are c.flush and c.release, posted without an
 	// allocation each.
 	flushFn, releaseFn func()
@@ -664,15 +665,20 @@ func (c *Conn) fill() {
 // loop's wakeup, of every Read of a bulk transfer. When they cannot, bytes
 // Read took since the batch's releaseRead that would have been posted are
 // released at once (on the loop, as the post would).
-func (c *Conn) pace() {
+//
+// It reports whether the reader's wake may wait a turn (Stack.wakeReaders):
+// the Conn is lazy and holds lent frames, a bulk transfer's.
+func (c *Conn) pace() (bulk bool) {
 	lazy := c.ep.ReleaseCanWait()
 	c.mu.Lock()
 	c.rx.lazy = lazy
 	due := !lazy && !c.rx.posted && c.rx.unreleased >= int(c.relStep)
+	bulk = lazy && c.rx.lent != nil && len(c.rx.lent.frames) > 0
 	c.mu.Unlock()
 	if due {
 		c.releaseRead(false)
 	}
+	return bulk
 }
 
 // OutOfOrder implements tcp.OutOfOrderSink, on the loop: out-of-order data

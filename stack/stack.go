@@ -251,6 +251,13 @@ type Stack struct {
 	// into its own buffer, and wakes its reader, once at the batch's end
 	// (Conn.fill). Loop only.
 	fills []*Conn
+	// wakes are the readers whose wake a batch held back for one more turn
+	// (Conn.wakeHeld): input was waiting at the turn's end (wakeReaders).
+	wakes     []*Conn
+	wakesHeld bool // wakes has been held one turn already
+	// watched: the loop's epoll watches pollFD (startPolling), which
+	// wakeReaders may poll too; only then are wakes held.
+	watched bool
 
 	// Several loops (Config.Loops, loops.go): grp ties this stack, one
 	// loop's, to the others, of which it is the shard'th; nil with one
@@ -471,6 +478,7 @@ func (s *Stack) startPolling() bool {
 		s.noGRO()
 		return false
 	}
+	s.watched = true
 	return true
 }
 
@@ -481,7 +489,7 @@ func (s *Stack) stopPolling() {
 		return
 	}
 	_ = s.run.Unwatch(s.pollFD)
-	s.poll, s.ibuf = nil, nil
+	s.poll, s.ibuf, s.watched = nil, nil, false
 }
 
 // readReady runs on the loop when the device's descriptor is readable: it reads
@@ -784,10 +792,41 @@ func (s *Stack) flushAcks() {
 		s.fills[i] = nil
 		c.fillDue = false
 		c.fill()
-		c.pace()
+		if c.pace() && s.watched && !c.wakeHeld {
+			c.wakeHeld = true // wakeReaders, at the turn's end
+			s.wakes = append(s.wakes, c)
+			continue
+		}
+		c.wakeHeld = false
 		wake(c.readable)
 	}
 	s.fills = s.fills[:0]
+}
+
+// wakeReaders runs at the end of the loop's turn, after its writes (the
+// batch's ACKs): it wakes the readers of bulk data whose wake flushAcks
+// held back (Conn.pace), unless input waits on the device already, which
+// the next turn reads at once: then the readers wait for it, once, and are
+// woken a turn later with the data of both. The hand-off to a parked
+// reader (a thread woken by the loop's) costs more than its Read; a bulk
+// upload's ACK often lets the sender's next frame out before the write
+// returns.
+func (s *Stack) wakeReaders() {
+	if len(s.wakes) == 0 {
+		return
+	}
+	if !s.wakesHeld && s.watched && tun.PollReadable(s.pollFD) {
+		s.wakesHeld = true
+		return
+	}
+	for i, c := range s.wakes {
+		s.wakes[i] = nil
+		if c.wakeHeld {
+			c.wakeHeld = false
+			wake(c.readable)
+		}
+	}
+	s.wakes, s.wakesHeld = s.wakes[:0], false
 }
 
 // sendSegment wraps the segment in an IPv4 or IPv6 header and writes the
