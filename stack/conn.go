@@ -55,6 +55,7 @@ type Conn struct {
 	finPending finAction
 	draining   bool // drain is running (loop only): the endpoint's events do not start another
 	fillDue    bool // listed in Stack.fills (loop only)
+	wakeHeld   bool // listed in Stack.wakes, its reader not yet woken (loop only)
 	// flushFn and releaseFn are c.flush and c.release, posted without an
 	// allocation each. releaseFn is made by the first post of a release,
 	// under mu.
@@ -99,10 +100,15 @@ type rxBuf struct {
 	// payloads into ring (rxframes.go), in order among ring's bytes; nil
 	// until the first.
 	lent       *lentFrames
-	unreleased int   // bytes Read returned that the endpoint still holds as unread
-	posted     bool  // a release is posted and has not yet taken unreleased
-	eof        bool  // the peer's FIN follows ring's bytes
-	err        error // the endpoint's error follows ring's bytes
+	unreleased int  // bytes Read returned that the endpoint still holds as unread
+	posted     bool // a release is posted and has not yet taken unreleased
+	// lazy: Read posts no release; the loop releases what was read at the
+	// end of the next batch that brings data (Stack.releaseRead), where
+	// the endpoint has said that nothing waits for it before
+	// (tcp.Endpoint.ReleaseCanWait, Conn.pace).
+	lazy bool
+	eof  bool  // the peer's FIN follows ring's bytes
+	err  error // the endpoint's error follows ring's bytes
 }
 
 // finAction is a Close or CloseWrite waiting for the bytes in tx.
@@ -203,10 +209,7 @@ func (c *Conn) notify(ev tcp.Event) {
 		case ev&tcp.EventReadable != 0 && c.s.inBatch:
 			// Data of a batch of input: moved, and the reader woken, once
 			// at its end (Stack.flushAcks), not per segment.
-			if !c.fillDue {
-				c.fillDue = true
-				c.s.fills = append(c.s.fills, c)
-			}
+			c.fillAtEnd()
 			ev &^= tcp.EventReadable
 		case ev&tcp.EventReadable != 0:
 			c.fill()
@@ -265,7 +268,7 @@ func (c *Conn) readSome(p []byte) (n int, wait bool, err error) {
 	if c.rx.len() > 0 {
 		n = c.rx.read(p, c.s.frames)
 		c.rx.unreleased += n
-		post := !c.rx.posted && c.rx.unreleased >= int(c.relStep)
+		post := !c.rx.posted && !c.rx.lazy && c.rx.unreleased >= int(c.relStep)
 		var release func()
 		if post {
 			c.rx.posted = true
@@ -552,7 +555,10 @@ func (c *Conn) SetWriteDeadline(t time.Time) error { c.wd.set(t); return nil }
 // Info returns the connection's TCP_INFO-like snapshot.
 func (c *Conn) Info() tcp.Info {
 	var info tcp.Info
-	c.s.do(func() { info = c.ep.Info() })
+	c.s.do(func() {
+		c.releaseRead(false) // what was read counts as read, lazy or not (pace)
+		info = c.ep.Info()
+	})
 	return info
 }
 
@@ -741,12 +747,57 @@ func (c *Conn) fill() {
 	}
 }
 
+// pace decides, on the loop at the end of a batch that brought c data,
+// whether Read posts its releases (rxBuf.lazy): not while the endpoint
+// says that they can wait for the next batch of data
+// (tcp.Endpoint.ReleaseCanWait), which saves the post, and often the
+// loop's wakeup, of every Read of a bulk transfer. When they cannot, bytes
+// Read took since the batch's releaseRead that would have been posted are
+// released at once (on the loop, as the post would).
+//
+// It reports whether the reader's wake may wait a turn (Stack.wakeReaders):
+// the Conn is lazy and holds lent frames, a bulk transfer's.
+func (c *Conn) pace() (bulk bool) {
+	lazy := c.ep.ReleaseCanWait()
+	c.mu.Lock()
+	c.rx.lazy = lazy
+	due := !lazy && !c.rx.posted && c.rx.unreleased >= int(c.relStep)
+	bulk = lazy && c.rx.lent != nil && len(c.rx.lent.frames) > 0
+	c.mu.Unlock()
+	if due {
+		c.releaseRead(false)
+	}
+	return bulk
+}
+
+// OutOfOrder implements tcp.OutOfOrderSink, on the loop: out-of-order data
+// shrinks the peer's window although no in-order data came, so the batch's
+// end releases what was read and paces c again, as after data.
+func (cs *connSink) OutOfOrder() { (*Conn)(cs).fillAtEnd() }
+
+// fillAtEnd lists c in Stack.fills, once per batch: at the batch's end, the
+// loop releases what was read (releaseRead), moves the data (fill), paces
+// c and wakes the reader.
+func (c *Conn) fillAtEnd() {
+	if c.s.inBatch && !c.fillDue {
+		c.fillDue = true
+		c.s.fills = append(c.s.fills, c)
+	}
+}
+
 // release is what Read posts: it tells the endpoint what the application
 // read, which opens the window.
-func (c *Conn) release() {
+func (c *Conn) release() { c.releaseRead(true) }
+
+// releaseRead is release; posted: it runs as the posted one, which it ends
+// (else a post still pending stays so: it finds what Read took since).
+func (c *Conn) releaseRead(posted bool) {
 	c.mu.Lock()
 	n := c.rx.unreleased
-	c.rx.unreleased, c.rx.posted = 0, false
+	c.rx.unreleased = 0
+	if posted {
+		c.rx.posted = false
+	}
 	c.mu.Unlock()
 	if n > 0 {
 		c.event(record.Read, int64(n))

@@ -214,6 +214,7 @@ func (s *Stack) recordOut(pkt []byte) {
 // endBatch ends a batch of input: recorded, then the ACKs held for its end
 // are sent (flushAcks).
 func (s *Stack) endBatch() {
+	s.releaseRead()
 	if s.rec != nil {
 		s.hasSendAt = false
 		s.rec.Event(&record.Event{Kind: record.Batch, T: s.wheel.Now()})

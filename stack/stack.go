@@ -259,6 +259,13 @@ type Stack struct {
 	// (newConn): a connection that moves a few small messages, as ab's
 	// churn does, allocates none. At most maxSpares. Loop only.
 	spares [][]byte
+	// wakes are the readers whose wake a batch held back for one more turn
+	// (Conn.wakeHeld): input was waiting at the turn's end (wakeReaders).
+	wakes     []*Conn
+	wakesHeld bool // wakes has been held one turn already
+	// watched: the loop's epoll watches pollFD (startPolling), which
+	// wakeReaders may poll too; only then are wakes held.
+	watched bool
 
 	// Several loops (Config.Loops, loops.go): grp ties this stack, one
 	// loop's, to the others, of which it is the shard'th; nil with one
@@ -479,6 +486,7 @@ func (s *Stack) startPolling() bool {
 		s.noGRO()
 		return false
 	}
+	s.watched = true
 	return true
 }
 
@@ -489,7 +497,7 @@ func (s *Stack) stopPolling() {
 		return
 	}
 	_ = s.run.Unwatch(s.pollFD)
-	s.poll, s.ibuf = nil, nil
+	s.poll, s.ibuf, s.watched = nil, nil, false
 }
 
 // readReady runs on the loop when the device's descriptor is readable: it reads
@@ -768,6 +776,18 @@ func (o *output) HoldAck(e *tcp.Endpoint) bool {
 	return true
 }
 
+// releaseRead tells the endpoints that data came to during the batch what
+// their applications read since (Conn.release), before the batch's ACKs
+// go: they then carry the window that opened, and a Read while the Conn is
+// lazy (Conn.pace) needs to post nothing. It runs before the batch is
+// recorded, so that a Playback (whose Conns are never in fills) releases
+// the same bytes, recorded as Reads, before the same ACKs.
+func (s *Stack) releaseRead() {
+	for _, c := range s.fills {
+		c.releaseRead(false)
+	}
+}
+
 // flushAcks ends the batch: the held ACKs go, in the order they were held.
 func (s *Stack) flushAcks() {
 	s.inBatch = false
@@ -780,9 +800,41 @@ func (s *Stack) flushAcks() {
 		s.fills[i] = nil
 		c.fillDue = false
 		c.fill()
+		if c.pace() && s.watched && !c.wakeHeld {
+			c.wakeHeld = true // wakeReaders, at the turn's end
+			s.wakes = append(s.wakes, c)
+			continue
+		}
+		c.wakeHeld = false
 		wake(c.readable)
 	}
 	s.fills = s.fills[:0]
+}
+
+// wakeReaders runs at the end of the loop's turn, after its writes (the
+// batch's ACKs): it wakes the readers of bulk data whose wake flushAcks
+// held back (Conn.pace), unless input waits on the device already, which
+// the next turn reads at once: then the readers wait for it, once, and are
+// woken a turn later with the data of both. The hand-off to a parked
+// reader (a thread woken by the loop's) costs more than its Read; a bulk
+// upload's ACK often lets the sender's next frame out before the write
+// returns.
+func (s *Stack) wakeReaders() {
+	if len(s.wakes) == 0 {
+		return
+	}
+	if !s.wakesHeld && s.watched && tun.PollReadable(s.pollFD) {
+		s.wakesHeld = true
+		return
+	}
+	for i, c := range s.wakes {
+		s.wakes[i] = nil
+		if c.wakeHeld {
+			c.wakeHeld = false
+			wake(c.readable)
+		}
+	}
+	s.wakes, s.wakesHeld = s.wakes[:0], false
 }
 
 // sendSegment wraps the segment in an IPv4 or IPv6 header and writes the

@@ -135,6 +135,7 @@ func (s *Stack) startWriter(n int) {
 // the packets the writer has not been handed yet are.
 func (s *Stack) endTurn() {
 	s.flushFrame()
+	s.wakeReaders()
 	if s.writing() {
 		s.wr.endTurn()
 	}

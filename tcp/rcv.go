@@ -182,12 +182,7 @@ func (r *receiver) nearlyClosed(seq seqnum.Value) bool {
 // window doubles, from a closed one at its first MSS. A lost update costs
 // the peer's persist timer (a zero window) or its next segment's ACK.
 func (r *receiver) windowUpdateDue() bool {
-	clamp := min(r.size, 0xffff<<r.ws)
-	// What the peer can still send: the window it knows, less what it
-	// already sent above a hole (room). Linux's rule looks at the window
-	// alone; a peer that filled it with out-of-order data waits for this
-	// update (or its RTO) all the same (sendWindowUpdate).
-	cur := min(int(r.wnd()), r.room())
+	clamp, cur := r.peerWindow()
 	if 2*cur > clamp {
 		return false
 	}
@@ -196,6 +191,32 @@ func (r *receiver) windowUpdateDue() bool {
 		return false
 	}
 	return int(r.nxt.Size(edge)) >= 2*cur
+}
+
+// peerWindow returns the largest window we can advertise (clamp) and what
+// the peer can still send (cur): the window it knows, less what it already
+// sent above a hole (room). Linux's rule (windowUpdateDue) looks at the
+// window alone; a peer that filled it with out-of-order data waits for an
+// update (or its RTO) all the same (sendWindowUpdate).
+func (r *receiver) peerWindow() (clamp, cur int) {
+	return min(r.size, 0xffff<<r.ws), min(int(r.wnd()), r.room())
+}
+
+// ReleaseCanWait reports whether bytes the application has read may be
+// Released later, when the next segment with data arrives, instead of
+// now, with no change to what the endpoint sends: no ACK waits for a Read
+// (readAckDue needs unacknowledged data) and the peer can still send more
+// than half the largest window we advertise, so that no Release can make a
+// window update due (windowUpdateDue) until data arrives. Data is what
+// shrinks the peer's window: a receiver that releases what was read before
+// it handles the next data (the stack does, at the end of each batch of
+// input) never holds back an update the peer waits for.
+func (e *Endpoint) ReleaseCanWait() bool {
+	if !e.state.canReceive() || e.rcv.unacked > 0 {
+		return false
+	}
+	clamp, cur := e.rcv.peerWindow()
+	return 2*cur > clamp
 }
 
 // room is what the peer has left of the window we advertised, as far as we
@@ -253,6 +274,15 @@ type Sink interface {
 	Take(p []byte) bool
 }
 
+// OutOfOrderSink is a Sink told of out-of-order data as it arrives, before
+// it is queued: data that shrinks the window the peer has left although no
+// in-order data came (see ReleaseCanWait), during which the endpoint still
+// calls it. It must not call the endpoint back.
+type OutOfOrderSink interface {
+	Sink
+	OutOfOrder()
+}
+
 // SetSink makes s take the in-order data that arrives from now on (nil:
 // none, the endpoint's buffer holds it for Read or Hold).
 func (e *Endpoint) SetSink(s Sink) { e.rcv.sink = s }
@@ -288,6 +318,9 @@ func (r *receiver) deliver(data []byte, fin bool) (n int, filled, finReached boo
 // insertOOO queues out-of-order data (a copy) by sequence number. It reports
 // false when the queue is full and the data was dropped.
 func (r *receiver) insertOOO(seq seqnum.Value, data []byte, fin bool) bool {
+	if o, ok := r.sink.(OutOfOrderSink); ok {
+		o.OutOfOrder()
+	}
 	r.lastOOO = seq
 	end := seq.Add(seqnum.Size(len(data)))
 	i := sort.Search(len(r.ooo), func(i int) bool { return seq.LessThanEq(r.ooo[i].seq) })

@@ -127,3 +127,18 @@ func signal(fd int) {
 	binary.NativeEndian.PutUint64(one[:], 1)
 	_, _ = unix.Write(fd, one[:]) // fails only if the counter is full: then it is readable anyway
 }
+
+// PollReadable reports whether the descriptor fd polls readable now, without
+// waiting (poll(2) with a zero timeout): for a Pollable's ReadFD, whether a
+// packet waits to be read. The answer may be stale by the time the caller
+// acts on it; an error reads as false.
+func PollReadable(fd int) bool {
+	fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds[:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n > 0 && fds[0].Revents&unix.POLLIN != 0
+	}
+}
