@@ -146,7 +146,7 @@ func (s *sender) rtxqRoom() {
 		s.rtxq = s.rtxqMem[:n]
 		return
 	}
-	s.rtxqMem = make([]*txSeg, n, max(2*n, 16))
+	s.rtxqMem = make([]*txSeg, n, max(2*n, 1))
 	copy(s.rtxqMem, s.rtxq)
 	s.rtxq = s.rtxqMem
 }
