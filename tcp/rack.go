@@ -56,12 +56,16 @@ func rackSentAfter(t1 time.Duration, o1 uint64, t2 time.Duration, o2 uint64) boo
 
 // rackDelivered is RFC 8985 6.2 steps 2 and 3 for a segment that the ACK being
 // processed newly acknowledges or SACKs.
-func (e *Endpoint) rackDelivered(s *txSeg) {
+func (e *Endpoint) rackDelivered(s *txSeg) { e.rackDeliveredAt(s, e.now()) }
+
+// rackDeliveredAt is rackDelivered with the wheel's Now read by the caller
+// (now), once for all the segments an ACK delivers.
+func (e *Endpoint) rackDeliveredAt(s *txSeg, now time.Duration) {
 	if !e.rackOn() || s.flags&FlagSYN != 0 {
 		return
 	}
-	rtt := e.now() - s.sentAt
-	if s.xmits > 1 && rtt < e.rtt.minSeen && e.now()-s.prevSentAt <= e.rtt.srtt+rttK*e.rtt.rttvar {
+	rtt := now - s.sentAt
+	if s.xmits > 1 && rtt < e.rtt.minSeen && now-s.prevSentAt <= e.rtt.srtt+rttK*e.rtt.rttvar {
 		// RFC 8985 6.2 step 2: the ACK may be for the earlier transmission: an
 		// RTT below the minimum says so. Unless that transmission is older
 		// than RFC 6298's bound on an RTT (SRTT + 4*RTTVAR, unclamped): a tail

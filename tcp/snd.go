@@ -78,7 +78,11 @@ type sender struct {
 	finSent   bool
 	finSeq    seqnum.Value // valid when finSent
 	rtxq      []*txSeg     // sent, unacknowledged segments, by sequence
-	freeSegs  []*txSeg
+	// rtxqMem is rtxq's storage, from its start: an ACK moves rtxq past
+	// the segments it frees (dropHead), and queue moves what is left back
+	// to the start when rtxq reaches the storage's end.
+	rtxqMem  []*txSeg
+	freeSegs []*txSeg
 
 	rtoRetries     int          // RTO expirations since the last progress (tcpi_retransmits)
 	synRetries     int          // SYN or SYN-ACK retransmissions
@@ -122,9 +126,49 @@ func (s *sender) queue(q *txSeg) {
 	if q.flags&FlagFIN != 0 {
 		s.finSent, s.finSeq = true, q.end()-1
 	}
+	if len(s.rtxq) == cap(s.rtxq) {
+		s.rtxqRoom()
+	}
 	s.rtxq = append(s.rtxq, q)
 	s.nxt = q.end()
 	s.max = s.nxt
+}
+
+// rtxqRoom makes room at the end of a full rtxq: when it is in rtxqMem and
+// fills at most half of it, by moving it to the start (each segment is moved
+// at most once per half of the storage it is queued behind); else in a new
+// storage twice as large.
+func (s *sender) rtxqRoom() {
+	n := len(s.rtxq)
+	if s.inRtxqMem() && n <= cap(s.rtxqMem)/2 {
+		copy(s.rtxqMem[:n], s.rtxq)
+		clear(s.rtxqMem[n:cap(s.rtxqMem)])
+		s.rtxq = s.rtxqMem[:n]
+		return
+	}
+	s.rtxqMem = make([]*txSeg, n, max(2*n, 1))
+	copy(s.rtxqMem, s.rtxq)
+	s.rtxq = s.rtxqMem
+}
+
+// inRtxqMem reports whether rtxq, with room for at least one segment
+// beyond its start, ends where rtxqMem does: then it is rtxqMem's tail.
+func (s *sender) inRtxqMem() bool {
+	c, m := cap(s.rtxq), cap(s.rtxqMem)
+	return c > 0 && m > 0 && &s.rtxq[:c][c-1] == &s.rtxqMem[:m][m-1]
+}
+
+// dropHead takes the first n segments off the queue: rtxq moves past them
+// (an ACK of a window of segments copied the rest of the queue down, each
+// time), and they are cleared from the storage; an emptied queue starts
+// again at the storage's start.
+func (s *sender) dropHead(n int) {
+	clear(s.rtxq[:n])
+	if n == len(s.rtxq) && s.inRtxqMem() {
+		s.rtxq = s.rtxqMem[:0]
+		return
+	}
+	s.rtxq = s.rtxq[n:]
 }
 
 // segAt returns the queued segment that starts at seq, or nil.
@@ -222,9 +266,15 @@ func (e *Endpoint) newSeg(seq seqnum.Value, l seqnum.Size, flags Flags) *txSeg {
 
 // freeSeg stops s's retransmission timer (STOP_TIMER) and keeps s for reuse,
 // up to as many as a full send buffer holds (freeSegsCap).
-func (e *Endpoint) freeSeg(s *txSeg) {
-	e.w.Stop(&s.entry)
-	if len(e.snd.freeSegs) < e.freeSegsCap() {
+func (e *Endpoint) freeSeg(s *txSeg) { e.freeSegUpTo(s, e.freeSegsCap()) }
+
+// freeSegUpTo is freeSeg keeping up to keep segments: an ACK that frees a
+// window of them works out freeSegsCap, a division, once.
+func (e *Endpoint) freeSegUpTo(s *txSeg, keep int) {
+	if s.entry.Pending() { // the wheel's Stop of an idle entry does nothing: spare the call
+		e.w.Stop(&s.entry)
+	}
+	if len(e.snd.freeSegs) < keep {
 		e.snd.freeSegs = append(e.snd.freeSegs, s)
 	}
 }
@@ -288,7 +338,12 @@ func (e *Endpoint) queueNew(l seqnum.Size, flags Flags) *txSeg {
 }
 
 // transmit sends s (again) and starts its retransmission timer.
-func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
+func (e *Endpoint) transmit(s *txSeg, retransmit bool) { e.transmitAt(s, retransmit, e.now()) }
+
+// transmitAt is transmit with the wheel's Now read by the caller (now): it
+// does not move within the loop's turn, and a bulk sender read it, through
+// the Timers interface, three times per segment.
+func (e *Endpoint) transmitAt(s *txSeg, retransmit bool, now time.Duration) {
 	seg := e.outSeg()
 	seg.Seq = s.seq
 	seg.Flags = s.flags | FlagACK
@@ -302,7 +357,7 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 		e.synOptions(&seg.Options)
 	}
 	if n := s.dataLen(); n > 0 {
-		e.snd.dataSent, e.snd.lastDataAt = true, e.now() // restartAfterIdle
+		e.snd.dataSent, e.snd.lastDataAt = true, now // restartAfterIdle
 		off := int(s.seq - e.snd.bufSeq)
 		seg.Payload, seg.PayloadStable = e.snd.buf.at(off, n), e.snd.buf.stable(off, n)
 		e.stats.DataSegsOut++
@@ -321,7 +376,7 @@ func (e *Endpoint) transmit(s *txSeg, retransmit bool) {
 		e.fr.prr.out += int(s.len) // RFC 6937 3: prr_out
 	}
 	s.xmits++
-	s.prevSentAt, s.sentAt = s.sentAt, e.now() // RFC 8985 6.1: Segment.xmit_ts = Now()
+	s.prevSentAt, s.sentAt = s.sentAt, now // RFC 8985 6.1: Segment.xmit_ts = Now()
 	e.rack.xmits++
 	s.order = e.rack.xmits
 	s.lost = false       // RFC 8985 6.1: Segment.lost = FALSE
@@ -597,11 +652,12 @@ func (e *Endpoint) sendDataPSH(n int, push, psh bool) {
 	}
 	l := seqnum.Size(n)
 	var flags Flags
-	if psh || n == e.snd.unsent() {
+	last := n == e.snd.unsent() // it empties the buffer (unsent asks the buffer's Source)
+	if psh || last {
 		flags = FlagPSH
 	}
-	push = push || n == e.snd.unsent()
-	if n == e.snd.unsent() {
+	push = push || last
+	if last {
 		if e.snd.finQueued {
 			l++
 			flags |= FlagFIN
@@ -614,13 +670,14 @@ func (e *Endpoint) sendDataPSH(n int, push, psh bool) {
 	s.push = push
 	// Linux's pingpong mode (tcp_event_data_sent): data sent within the
 	// delayed-ACK time of the data received before it.
-	e.rcv.pingpong = e.rcv.gotData && e.now()-e.rcv.dataAt < e.cfg.DelayedACK
+	now := e.now()
+	e.rcv.pingpong = e.rcv.gotData && now-e.rcv.dataAt < e.cfg.DelayedACK
 	// Linux's tcp_cwnd_validate: the window's largest flight.
 	if out := e.snd.inflight(); !e.snd.una.LessThan(e.snd.maxOutSeq) || out > e.snd.maxOut {
 		e.snd.maxOut, e.snd.maxOutSeq = out, e.snd.nxt
 	}
 	e.stopTimer(timerPersist)
-	e.transmit(s, false)
+	e.transmitAt(s, false, now)
 }
 
 // sendNewSegment sends, as a tail-loss probe (RFC 8985 7.3), the next segment
@@ -804,15 +861,16 @@ func (e *Endpoint) ackRange(ack seqnum.Value, seg *Segment, newlySACKed int) {
 		}
 	}
 	delivered := acked + newlySACKed // deliveredOnAck
+	now, keep := e.now(), e.freeSegsCap()
 	for _, s := range e.snd.rtxq[:n] {
 		if !e.sb.acked(s) {
-			e.rackDelivered(s) // RFC 8985 6.2 steps 2 and 3
+			e.rackDeliveredAt(s, now) // RFC 8985 6.2 steps 2 and 3
 		} else {
 			delivered -= int(s.len)
 		}
-		e.freeSeg(s) // STOP_TIMER: acknowledged
+		e.freeSegUpTo(s, keep) // STOP_TIMER: acknowledged
 	}
-	e.snd.rtxq = append(e.snd.rtxq[:0], e.snd.rtxq[n:]...)
+	e.snd.dropHead(n)
 	if len(e.snd.rtxq) > 0 {
 		e.sb.trimmed(e.snd.rtxq[0], e.snd.trimHead(ack)) // partly acknowledged: trim it
 	}

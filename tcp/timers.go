@@ -163,8 +163,14 @@ func (e *Endpoint) startTimer(k timerKind, d time.Duration) {
 	}
 }
 
-// stopTimer disarms timer k (STOP_TIMER).
-func (e *Endpoint) stopTimer(k timerKind) { e.w.Stop(&e.timers[k]) }
+// stopTimer disarms timer k (STOP_TIMER). An idle one is left alone: the
+// wheel's Stop would do nothing, and every segment sent stops the
+// delayed-ACK timer.
+func (e *Endpoint) stopTimer(k timerKind) {
+	if e.timers[k].Pending() {
+		e.w.Stop(&e.timers[k])
+	}
+}
 
 // timerPending reports whether timer k is armed.
 func (e *Endpoint) timerPending(k timerKind) bool { return e.timers[k].Pending() }
