@@ -35,7 +35,10 @@ type Endpoint struct {
 	cc     congestionControl      // cwnd and ssthresh: NewReno, RFC 5681/6582 (cc.go), or CUBIC, RFC 9438 (cubic.go)
 	reno   newReno                // cc when it is NewReno: in the endpoint, so that making one allocates no cc
 	timers [numTimers]timer.Entry // all but retransmission, by kind (timers.go)
-	// timersInit has bit k set once timers[k] has its expiry function
+	// seg0 is the first txSeg newSeg makes (once seg0.e is set): in the
+	// endpoint, whose size class has room for it, not an allocation of its own.
+	seg0 txSeg
+	// timersInit has bit k set once timers[k] has its expiry handler
 	// (startTimer gives it on the first start: timerFn).
 	timersInit uint8
 

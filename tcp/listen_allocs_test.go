@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/tcpwheel/tcpwheel/timer"
 )
@@ -9,21 +10,31 @@ import (
 // TestHandshakeAllocs: what a listener allocates for one connection, from its
 // SYN (a half-open endpoint, its SYN-ACK sent) to the ACK that hands the
 // endpoint to Accept. The burst of issue 11 makes 20,000 of them on the loop:
-// the endpoint itself and the send path's for the SYN-ACK (its txSeg with
-// its retransmission entry's function, the retransmission queue and the
-// free list the ACK returns it to, the Segment transmit builds). No timer's
-// expiry function (they are made when a timer first starts: timerFn) and no
-// congestion control of its own (NewReno is in the endpoint).
+// the endpoint itself, and nothing else. The SYN-ACK's txSeg (seg0), the
+// retransmission queue and the free list the ACK returns it to have their
+// first storage in the endpoint; no expiry function, the txSeg's or a
+// timer's: their entries' handlers are the txSeg and the endpoint (timerFn);
+// and no congestion control of its own (NewReno is in the endpoint).
 func TestHandshakeAllocs(t *testing.T) {
 	handshake := handshaker(t)
 	for range 100 { // the half-open table and the wheel's lists at their size
 		handshake()
 	}
 	allocs := testing.AllocsPerRun(1000, handshake)
-	// The endpoint, and five of the send path's for the SYN-ACK (above).
-	const want = 6
+	// The endpoint (above).
+	const want = 1
 	if allocs > want {
 		t.Errorf("%.1f allocations per handshake, want at most %d", allocs, want)
+	}
+}
+
+// TestEndpointSizeClass: the endpoint, with the storage it carries for a
+// short connection's send path (seg0, rtxqFirst, freeFirst), stays within
+// the 2,304-byte size class it had without them: more would cost every
+// connection the next class, 2,688 bytes.
+func TestEndpointSizeClass(t *testing.T) {
+	if got := unsafe.Sizeof(Endpoint{}); got > 2304 {
+		t.Fatalf("Endpoint is %d bytes, want at most 2304 (its size class)", got)
 	}
 }
 

@@ -53,7 +53,9 @@ func (s *txSeg) dataLen() int {
 	return n
 }
 
-func (s *txSeg) fire() { s.e.onRTO(s) }
+// Expire is the segment's retransmission timeout: s is its entry's
+// timer.Handler, so a new segment binds no method value (an allocation).
+func (s *txSeg) Expire() { s.e.onRTO(s) }
 
 // sender is the send side of a connection: the send sequence space (RFC 9293
 // 3.3.1), the send buffer, the retransmission queue and the state of
@@ -83,6 +85,10 @@ type sender struct {
 	// to the start when rtxq reaches the storage's end.
 	rtxqMem  []*txSeg
 	freeSegs []*txSeg
+	// rtxqFirst and freeFirst are rtxqMem's and freeSegs' first storage,
+	// in the endpoint's allocation (whose size class has room for them): a
+	// short connection's queues do not grow on the heap.
+	rtxqFirst, freeFirst [2]*txSeg
 
 	rtoRetries     int          // RTO expirations since the last progress (tcpi_retransmits)
 	synRetries     int          // SYN or SYN-ACK retransmissions
@@ -146,7 +152,11 @@ func (s *sender) rtxqRoom() {
 		s.rtxq = s.rtxqMem[:n]
 		return
 	}
-	s.rtxqMem = make([]*txSeg, n, max(2*n, 1))
+	if s.rtxqMem == nil && n < len(s.rtxqFirst) {
+		s.rtxqMem = s.rtxqFirst[:n]
+	} else {
+		s.rtxqMem = make([]*txSeg, n, max(2*n, 1))
+	}
 	copy(s.rtxqMem, s.rtxq)
 	s.rtxq = s.rtxqMem
 }
@@ -250,15 +260,20 @@ func (s *sender) advance(ack seqnum.Value) (freed bool) {
 	return freed
 }
 
-// newSeg makes a txSeg, reusing a freed one (and its timer entry) if it can.
+// newSeg makes a txSeg, reusing a freed one (and its timer entry) if it can;
+// the endpoint's first is Endpoint.seg0, in the endpoint's allocation.
 func (e *Endpoint) newSeg(seq seqnum.Value, l seqnum.Size, flags Flags) *txSeg {
 	var s *txSeg
 	if n := len(e.snd.freeSegs); n > 0 {
 		s = e.snd.freeSegs[n-1]
 		e.snd.freeSegs = e.snd.freeSegs[:n-1]
+	} else if e.seg0.e == nil {
+		s = &e.seg0
+		s.e = e
+		s.entry.InitHandler(s)
 	} else {
 		s = &txSeg{e: e}
-		s.entry.Init(s.fire)
+		s.entry.InitHandler(s)
 	}
 	s.segState = segState{seq: seq, len: l, flags: flags}
 	return s
@@ -275,6 +290,9 @@ func (e *Endpoint) freeSegUpTo(s *txSeg, keep int) {
 		e.w.Stop(&s.entry)
 	}
 	if len(e.snd.freeSegs) < keep {
+		if e.snd.freeSegs == nil {
+			e.snd.freeSegs = e.snd.freeFirst[:0]
+		}
 		e.snd.freeSegs = append(e.snd.freeSegs, s)
 	}
 }

@@ -115,36 +115,55 @@ const (
 	timerNone = numTimers // stopAll's "keep none"
 )
 
-// timerFn returns timer k's expiry function. Each is a method value bound
-// to e, an allocation of its own: startTimer makes it the first time k is
-// started (Endpoint.timersInit), not when the endpoint is made, for most
-// connections never start most timers (a short one: no keepalive, persist,
-// user or reordering timer), and the endpoints of a burst of connections
-// are made on the loop, where every allocation delays the queue behind it.
-func (e *Endpoint) timerFn(k timerKind) func() {
-	var fn func()
+// timerFn returns timer k's expiry handler: e itself, as the named type of
+// k's (below), which converts from *Endpoint without allocating, so starting
+// a timer binds no method value. Tracing wraps it in a closure that records
+// the expiry first.
+func (e *Endpoint) timerFn(k timerKind) timer.Handler {
+	var h timer.Handler
 	switch k {
 	case timerDelayedACK:
-		fn = e.onDelayedACK
+		h = (*delayedACKTimer)(e)
 	case timerKeepalive:
-		fn = e.onKeepalive
+		h = (*keepaliveTimer)(e)
 	case timerPersist:
-		fn = e.onPersist
+		h = (*persistTimer)(e)
 	case timerClose:
-		fn = e.onCloseTimer
+		h = (*closeTimer)(e)
 	case timerUser:
-		fn = e.onUserTimeout
+		h = (*userTimer)(e)
 	case timerPTO:
-		fn = e.onPTO
+		h = (*ptoTimer)(e)
 	case timerReorder:
-		fn = e.onReorderTimer
+		h = (*reorderTimer)(e)
 	}
 	if e.trace != nil {
-		run := fn
-		fn = func() { e.traceFired(k); run() }
+		run := h
+		h = tracedTimer(func() { e.traceFired(k); run.Expire() })
 	}
-	return fn
+	return h
 }
+
+// The endpoint as each of its timers' timer.Handler.
+type (
+	delayedACKTimer Endpoint
+	keepaliveTimer  Endpoint
+	persistTimer    Endpoint
+	closeTimer      Endpoint
+	userTimer       Endpoint
+	ptoTimer        Endpoint
+	reorderTimer    Endpoint
+	tracedTimer     func()
+)
+
+func (t *delayedACKTimer) Expire() { (*Endpoint)(t).onDelayedACK() }
+func (t *keepaliveTimer) Expire()  { (*Endpoint)(t).onKeepalive() }
+func (t *persistTimer) Expire()    { (*Endpoint)(t).onPersist() }
+func (t *closeTimer) Expire()      { (*Endpoint)(t).onCloseTimer() }
+func (t *userTimer) Expire()       { (*Endpoint)(t).onUserTimeout() }
+func (t *ptoTimer) Expire()        { (*Endpoint)(t).onPTO() }
+func (t *reorderTimer) Expire()    { (*Endpoint)(t).onReorderTimer() }
+func (t tracedTimer) Expire()      { t() }
 
 // startTimer arms timer k to fire d from now (START_TIMER); a wheel that
 // refuses it (closed, full) aborts the connection, for a connection without
@@ -156,7 +175,7 @@ func (e *Endpoint) startTimer(k timerKind, d time.Duration) {
 	}
 	if e.timersInit&(1<<k) == 0 {
 		e.timersInit |= 1 << k
-		e.timers[k].Init(e.timerFn(k))
+		e.timers[k].InitHandler(e.timerFn(k))
 	}
 	if err := e.w.Start(&e.timers[k], d); err != nil {
 		e.timerFailed(err)

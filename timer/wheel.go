@@ -54,18 +54,40 @@ type Config struct {
 // zero value is an idle entry with no function. An Entry belongs to at most one
 // wheel at a time, and only while it is pending.
 //
-// An Entry takes 40 bytes on 64-bit platforms.
+// An Entry takes 48 bytes on 64-bit platforms.
 type Entry struct {
 	next  *Entry
 	pprev **Entry // the pointer that points at this entry (a list head or the previous entry's next); nil when idle
 	w     *Wheel  // the wheel the entry was last armed on: while pprev is set, the one it is pending on
-	fn    func()
+	fn    Handler
 	when  uint64 // deadline, in ticks since the wheel's origin
 }
 
+// Handler is what an entry runs when it expires: InitHandler's form of Init,
+// for an owner that embeds many entries (a connection's segments) and would
+// otherwise bind a method value, an allocation, per entry. A pointer-shaped
+// Handler (a pointer to the owner, or to a named type of the owner's for each
+// of several entries) is stored without allocating.
+type Handler interface{ Expire() }
+
+// funcHandler is Init's func as a Handler: a func value is pointer-shaped, so
+// the conversion does not allocate.
+type funcHandler func()
+
+func (f funcHandler) Expire() { f() }
+
 // Init sets the function run when the entry expires. It does not arm the entry.
 // Init on a pending entry only replaces the function.
-func (e *Entry) Init(fn func()) { e.fn = fn }
+func (e *Entry) Init(fn func()) {
+	if fn == nil {
+		e.fn = nil
+		return
+	}
+	e.fn = funcHandler(fn)
+}
+
+// InitHandler is Init with h's Expire as the function (a nil h clears it).
+func (e *Entry) InitHandler(h Handler) { e.fn = h }
 
 // Pending reports whether the entry is armed on a wheel.
 func (e *Entry) Pending() bool { return e.pprev != nil }
@@ -535,10 +557,14 @@ func (w *Wheel) fire(e *Entry, rel time.Duration) {
 		w.late.Add(rel - time.Duration(e.when*w.tickNs))
 	}
 	if w.collect != nil {
-		*w.collect = append(*w.collect, e.fn)
+		f, ok := e.fn.(funcHandler)
+		if !ok {
+			f = e.fn.Expire // a method value: the locked front's path only
+		}
+		*w.collect = append(*w.collect, f)
 		return
 	}
-	e.fn()
+	e.fn.Expire()
 }
 
 // AdvanceCollect is Advance (PER_TICK_BOOKKEEPING) with EXPIRY_PROCESSING

@@ -858,3 +858,69 @@ func TestMoveNowZeroRearmCannotLoop(t *testing.T) {
 		t.Fatalf("runs at the next Advance = %d, want 1", runs-before)
 	}
 }
+
+// countHandler counts its expiries and when the last one ran.
+type countHandler struct {
+	w    *Wheel
+	n    int
+	last time.Duration
+}
+
+func (h *countHandler) Expire() { h.n++; h.last = h.w.Now() }
+
+// TestInitHandler: an entry given a Handler runs its Expire at the deadline
+// (Advance), hands it back from AdvanceCollect, is stored without
+// allocating, and a nil func or Handler leaves the entry without a function.
+func TestInitHandler(t *testing.T) {
+	clk := NewManualClock(0)
+	w, err := New(Config{Clock: clk, Tick: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &countHandler{w: w}
+	var e Entry
+	if a := testing.AllocsPerRun(100, func() { e.InitHandler(h) }); a != 0 {
+		t.Fatalf("InitHandler allocates %v times, want 0", a)
+	}
+	if a := testing.AllocsPerRun(100, func() { e.Init(h.Expire) }); a > 1 { // the method value only
+		t.Fatalf("Init allocates %v times, want at most 1", a)
+	}
+	e.InitHandler(h)
+	if err := w.Start(&e, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(5*time.Millisecond - 1)
+	w.Advance(clk.Now())
+	if h.n != 0 {
+		t.Fatalf("fired %d times before the deadline", h.n)
+	}
+	clk.Set(5 * time.Millisecond)
+	w.Advance(clk.Now())
+	if h.n != 1 || h.last != 5*time.Millisecond {
+		t.Fatalf("fired %d times, last at %v; want once at 5ms", h.n, h.last)
+	}
+	// AdvanceCollect returns the Handler's Expire, run later by the caller.
+	if err := w.Start(&e, 2*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(7 * time.Millisecond)
+	due := w.AdvanceCollect(clk.Now(), nil)
+	if len(due) != 1 || h.n != 1 {
+		t.Fatalf("collected %d, fired %d times; want 1 collected, not run", len(due), h.n)
+	}
+	due[0]()
+	if h.n != 2 || h.last != 7*time.Millisecond {
+		t.Fatalf("collected function: fired %d times, last at %v; want twice, at 7ms", h.n, h.last)
+	}
+	for _, init := range []func(*Entry){
+		func(e *Entry) { e.Init(nil) },
+		func(e *Entry) { e.InitHandler(nil) },
+	} {
+		var n Entry
+		n.InitHandler(h)
+		init(&n)
+		if err := w.Start(&n, time.Millisecond); !errors.Is(err, ErrNoFunc) {
+			t.Fatalf("Start after a nil Init: %v, want ErrNoFunc", err)
+		}
+	}
+}
