@@ -139,7 +139,7 @@ func (e *Endpoint) timerFn(k timerKind) timer.Handler {
 	}
 	if e.trace != nil {
 		run := h
-		h = tracedTimer(func() { e.traceFired(k); run.Expire() })
+		h = timer.HandlerFunc(func() { e.traceFired(k); run.Expire() })
 	}
 	return h
 }
@@ -153,7 +153,6 @@ type (
 	userTimer       Endpoint
 	ptoTimer        Endpoint
 	reorderTimer    Endpoint
-	tracedTimer     func()
 )
 
 func (t *delayedACKTimer) Expire() { (*Endpoint)(t).onDelayedACK() }
@@ -163,7 +162,6 @@ func (t *closeTimer) Expire()      { (*Endpoint)(t).onCloseTimer() }
 func (t *userTimer) Expire()       { (*Endpoint)(t).onUserTimeout() }
 func (t *ptoTimer) Expire()        { (*Endpoint)(t).onPTO() }
 func (t *reorderTimer) Expire()    { (*Endpoint)(t).onReorderTimer() }
-func (t tracedTimer) Expire()      { t() }
 
 // startTimer arms timer k to fire d from now (START_TIMER); a wheel that
 // refuses it (closed, full) aborts the connection, for a connection without

@@ -70,11 +70,12 @@ type Entry struct {
 // of several entries) is stored without allocating.
 type Handler interface{ Expire() }
 
-// funcHandler is Init's func as a Handler: a func value is pointer-shaped, so
-// the conversion does not allocate.
-type funcHandler func()
+// HandlerFunc is a func as a Handler (Init's form): a func value is
+// pointer-shaped, so the conversion does not allocate.
+type HandlerFunc func()
 
-func (f funcHandler) Expire() { f() }
+// Expire calls f.
+func (f HandlerFunc) Expire() { f() }
 
 // Init sets the function run when the entry expires. It does not arm the entry.
 // Init on a pending entry only replaces the function.
@@ -83,7 +84,7 @@ func (e *Entry) Init(fn func()) {
 		e.fn = nil
 		return
 	}
-	e.fn = funcHandler(fn)
+	e.fn = HandlerFunc(fn)
 }
 
 // InitHandler is Init with h's Expire as the function (a nil h clears it).
@@ -557,7 +558,7 @@ func (w *Wheel) fire(e *Entry, rel time.Duration) {
 		w.late.Add(rel - time.Duration(e.when*w.tickNs))
 	}
 	if w.collect != nil {
-		f, ok := e.fn.(funcHandler)
+		f, ok := e.fn.(HandlerFunc)
 		if !ok {
 			f = e.fn.Expire // a method value: the locked front's path only
 		}
