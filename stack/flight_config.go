@@ -29,12 +29,7 @@ func tcpRecord(c tcp.Config) record.TCP {
 	if t.RecvBuffer == 0 {
 		t.RecvBuffer = tcp.DefaultRecvBuffer
 	}
-	if t.SendBufferMax == 0 { // what tcp.Config's defaults make of it
-		t.SendBufferMax = t.SendBuffer
-		if t.SendBuffer == 0 {
-			t.SendBufferMax = tcp.DefaultSendBufferMax
-		}
-	}
+	t.SendBufferMax = c.SendBufferLimit() // what tcp.Config's defaults make of it
 	return t
 }
 

@@ -348,6 +348,11 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
+// SendBufferLimit is what an endpoint of cfg lets its send buffer grow to:
+// SendBufferMax as the defaults leave it (DefaultSendBufferMax when
+// SendBuffer is left to its default, else at least SendBuffer).
+func (cfg Config) SendBufferLimit() int { return cfg.withDefaults().SendBufferMax }
+
 // Validate reports a configuration that cannot work.
 func (cfg Config) Validate() error {
 	c := cfg.withDefaults()
