@@ -86,8 +86,9 @@ type txBuf struct {
 	open   bool  // established: Write may take bytes
 	err    error // why Write fails: the endpoint's error, ErrWriteClosed, ErrClosed
 	posted bool  // a flush is posted and has not yet looked at q
-	// closeAfter: a graceful Close came while the flush was posted; the
-	// flush runs its part on the loop (closeGraceful) after the drain.
+	// closeAfter: a graceful Close; it sets posted too, riding on a flush
+	// Write posted or posting the flush itself, which runs the Close's
+	// part on the loop (closeGraceful) after the drain.
 	closeAfter bool
 }
 
@@ -610,7 +611,7 @@ func (c *Conn) write(k int) (int, error) {
 func (c *Conn) flush() {
 	c.mu.Lock()
 	c.tx.posted = false
-	closing := c.tx.closeAfter // set only while posted: no Close sets it now
+	closing := c.tx.closeAfter // a graceful Close's, set with posted
 	c.tx.closeAfter = false
 	c.mu.Unlock()
 	if closing {

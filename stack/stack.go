@@ -3,7 +3,6 @@ package stack
 import (
 	"errors"
 	"fmt"
-	"github.com/tcpwheel/tcpwheel/internal/ring"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -13,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/ring"
 	"github.com/tcpwheel/tcpwheel/loop"
 	"github.com/tcpwheel/tcpwheel/stack/record"
 	"github.com/tcpwheel/tcpwheel/tcp"
