@@ -40,6 +40,11 @@ type congestionControl interface {
 	// restart: the sender was idle for idle rtos RTOs (rounded up);
 	// restart is the restart window (RFC 5681 4.1's RW).
 	restart(rtos int, restart int)
+	// setSMSS: the send MSS fell after the handshake (a smaller path MTU,
+	// RFC 1191, RFC 8201): the growth that follows counts the new SMSS (RFC
+	// 5681 2: SMSS is the size of the largest segment the sender can
+	// transmit), while cwnd and ssthresh keep their bytes.
+	setSMSS(smss int)
 }
 
 // lossSignal says what found the loss that starts fast recovery.
@@ -106,6 +111,8 @@ func (r *newReno) onAck(acked int) {
 		r.wnd += n * r.smss
 	}
 }
+
+func (r *newReno) setSMSS(smss int) { r.smss = smss }
 
 // halve is RFC 5681 (4): ssthresh = max(FlightSize / 2, 2*SMSS).
 func (r *newReno) halve(flight int) { r.thresh = max(flight/2, 2*r.smss) }

@@ -121,6 +121,19 @@ func (c *cubic) enterRecovery(_ int, by lossSignal) int {
 	return from
 }
 
+// setSMSS keeps CUBIC's windows in bytes: W_max, cwnd_prior and W_est count
+// segments (RFC 9438), so they grow by the ratio of the old SMSS to the
+// new, and the curve aims at the same bytes in flight as before (K, a
+// time, stays).
+func (c *cubic) setSMSS(smss int) {
+	if smss <= 0 || smss == c.smss {
+		return
+	}
+	f := float64(c.smss) / float64(smss)
+	c.wMax, c.prior, c.wEst = c.wMax*f, c.prior*f, c.wEst*f
+	c.newReno.setSMSS(smss)
+}
+
 func (c *cubic) onRTO(_ int, first bool) {
 	if first {
 		c.reduce() // RFC 9438 4.8, once per timeout episode

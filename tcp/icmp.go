@@ -103,6 +103,7 @@ func (e *Endpoint) limitPathMTU(mtu int) {
 	old := e.snd.smss
 	e.pmtuCap()
 	if e.snd.smss < old {
+		e.cc.setSMSS(e.snd.smss)
 		e.resegment()
 	}
 }
