@@ -46,6 +46,12 @@ func tcpFromRecord(t record.TCP) tcp.Config {
 		// tcp.Config.SendBufferMax): it stayed at its size.
 		c.SendBufferMax = cmp.Or(c.SendBuffer, tcp.DefaultSendBuffer)
 	}
+	if c.GSOMax == 0 {
+		// A recording from before TSO segments (2026-11-24,
+		// tcp.Config.GSOMax), or of a stack without GSO: one MSS per
+		// segment, whatever the replaying stack's device (New).
+		c.GSOMax = -1
+	}
 	return c
 }
 

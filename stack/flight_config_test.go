@@ -119,6 +119,12 @@ func TestRecordSendBufferMax(t *testing.T) {
 	if got := tcpFromRecord(record.TCP{}).SendBufferMax; got != tcp.DefaultSendBuffer {
 		t.Errorf("a header without SendBufferMax nor SendBuffer: %d, want the default buffer, %d", got, tcp.DefaultSendBuffer)
 	}
+	if got := tcpFromRecord(record.TCP{}).GSOMax; got != -1 {
+		t.Errorf("a header without GSOMax: %d, want -1 (one MSS per segment, not the stack's default)", got)
+	}
+	if got := tcpFromRecord(record.TCP{GSOMax: 65000}).GSOMax; got != 65000 {
+		t.Errorf("a header's GSOMax 65000 read as %d", got)
+	}
 	if got := tcpFromRecord(record.TCP{SendBuffer: 100 << 10}).SendBufferMax; got != 100<<10 {
 		t.Errorf("a header without SendBufferMax: %d, want its SendBuffer, %d", got, 100<<10)
 	}

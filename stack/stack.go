@@ -434,6 +434,11 @@ func newStack(cfg Config) (*Stack, error) {
 	// A bare FIN right after a data segment joins its frame: TCP's
 	// tail-loss probe counts the two as one packet (offload.go).
 	s.cfg.TCP.FINJoinsData = s.cfg.TCP.FINJoinsData || s.gso.on
+	// TCP sends its full-sized segments up to a GSO frame's worth at a
+	// time, which the stack cuts (sendTSO, offload.go).
+	if s.gso.on && s.cfg.TCP.GSOMax == 0 {
+		s.cfg.TCP.GSOMax = gsoMax
+	}
 	s.setLogger(cfg.Logger)
 	s.wrapISN()
 	if cfg.Record != nil {
@@ -757,8 +762,16 @@ var _ tcp.Output = (*output)(nil)
 // out returns s as a tcp.Output.
 func (s *Stack) out() *output { return (*output)(s) }
 
-// Send implements tcp.Output: see sendSegment.
-func (o *output) Send(id tcp.ID, seg *tcp.Segment) { (*Stack)(o).sendSegment(id, seg) }
+// Send implements tcp.Output: see sendSegment, and sendTSO for a TSO
+// segment (tcp.Config.GSOMax).
+func (o *output) Send(id tcp.ID, seg *tcp.Segment) {
+	s := (*Stack)(o)
+	if seg.GSOSize > 0 && len(seg.Payload) > seg.GSOSize {
+		s.sendTSO(id, seg) // offload.go
+		return
+	}
+	s.sendSegment(id, seg)
+}
 
 var _ tcp.AckHolder = (*output)(nil)
 

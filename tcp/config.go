@@ -269,6 +269,21 @@ type Config struct {
 	// IPv6 connection's two still leave as two packets, counted as one all
 	// the same: its probe waits the longer timeout for them.)
 	FINJoinsData bool
+	// GSOMax is the most data one segment of new data may carry, in bytes:
+	// when it is at least two send MSS, a bulk sender sends its full-sized
+	// segments up to that many bytes at a time as one Segment (TSO, as
+	// Linux's tcp_write_xmit sends one skb of up to 64 KB), whose
+	// Segment.GSOSize is the MSS the Output cuts it at: the packets are the
+	// ones the MSS-sized segments would have been. It is one in-flight
+	// segment (one txSeg, one RTO entry) until an event needs a part of it
+	// (a SACK block, a duplicate ACK, an RTO, a probe, a smaller path MTU:
+	// splitGSO cuts every such segment into its MSS pieces, as Linux's
+	// tcp_fragment). Only while nothing is being recovered, with
+	// PushEvery. Zero (the default) sends one MSS per segment, and so
+	// does a negative value, which package stack leaves as it is: it sets
+	// a zero GSOMax (stack.Config.TCP, as FINJoinsData) to a GSO frame's
+	// payload on a device that takes GSO frames, and a recording keeps it.
+	GSOMax int
 
 	DisableTimestamps  bool
 	DisableSACK        bool

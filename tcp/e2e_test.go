@@ -32,6 +32,13 @@ type link struct {
 	onSend func(from int, seg *Segment)             // sees every segment before drop
 	sent   [2]int
 	drops  int
+	// tso counts the TSO segments each side sent (Config.GSOMax), which
+	// Send cuts into their packets as an Output must (Segment.GSOPiece).
+	tso [2]int
+	// wire, when set, sees every packet sent, before drop; before, when
+	// set, runs before each step.
+	wire   func(from int, seg *Segment)
+	before func()
 	client *Endpoint
 	server *Endpoint
 	ln     *Listener
@@ -43,7 +50,22 @@ type linkOut struct {
 }
 
 func (o linkOut) Send(id ID, seg *Segment) {
+	if k := seg.GSOPieces(); k > 1 {
+		o.l.tso[o.side]++
+		for i := range k {
+			p := seg.GSOPiece(i)
+			o.send(id, &p)
+		}
+		return
+	}
+	o.send(id, seg)
+}
+
+func (o linkOut) send(id ID, seg *Segment) {
 	l := o.l
+	if l.wire != nil {
+		l.wire(o.side, seg)
+	}
 	l.sent[o.side]++
 	s := *seg
 	s.Payload = append([]byte(nil), seg.Payload...)
@@ -90,6 +112,9 @@ func (l *link) open(t *testing.T, lcfg ListenerConfig, ccfg Config) *Endpoint {
 // step delivers the next due packet or fires the next timer, advancing the
 // clock to whichever comes first. It reports false when nothing is left.
 func (l *link) step() bool {
+	if l.before != nil {
+		l.before()
+	}
 	next, ok := l.w.NextDeadline()
 	if len(l.queue) > 0 && (!ok || l.queue[0].at <= next) {
 		p := l.queue[0]
@@ -113,13 +138,19 @@ func (l *link) step() bool {
 	return true
 }
 
+// randomBytes returns n bytes from a generator seeded with seed.
+func randomBytes(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
 func TestEndToEnd(t *testing.T) {
 	const size = 1 << 20
-	payload := make([]byte, size)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range payload {
-		payload[i] = byte(rng.Uint32())
-	}
+	payload := randomBytes(size, 1)
 	for _, tc := range []struct {
 		name string
 		cfg  func(*Config)
@@ -163,9 +194,14 @@ type xferResult struct {
 
 func runTransfer(t *testing.T, payload []byte, delay time.Duration, cfgf func(*Config), drop func(from, n int, seg *Segment) bool) xferResult {
 	t.Helper()
+	return runTransferOn(t, newLink(t, delay), payload, cfgf, drop)
+}
+
+// runTransferOn is runTransfer on the link l.
+func runTransferOn(t *testing.T, l *link, payload []byte, cfgf func(*Config), drop func(from, n int, seg *Segment) bool) xferResult {
+	t.Helper()
 	var res xferResult
 	size := len(payload)
-	l := newLink(t, delay)
 	var maxEnd seqnum.Value
 	started := false
 	l.onSend = func(from int, s *Segment) {

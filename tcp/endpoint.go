@@ -495,6 +495,7 @@ func (e *Endpoint) enterClosed(err error) {
 		e.w.Stop(&s.entry)
 	}
 	e.snd.rtxq = e.snd.rtxq[:0]
+	e.snd.gsoSegs = 0
 	e.stopAll(timerNone)
 	e.rcv.ooo = nil
 	e.setState(StateClosed)

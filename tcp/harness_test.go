@@ -3,6 +3,7 @@ package tcp
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -28,13 +29,31 @@ var (
 	testID   = ID{Local: localAP, Remote: remoteAP}
 )
 
-// capture is an Output that keeps copies of what is sent.
+// capture is an Output that keeps copies of what is sent: a TSO segment
+// (Config.GSOMax) cut into its packets as an Output must (GSOPiece), or
+// whole, when whole is set.
 type capture struct {
-	segs []Segment
-	ids  []ID
+	segs  []Segment
+	ids   []ID
+	whole bool
+	tso   int // TSO segments sent
 }
 
 func (c *capture) Send(id ID, seg *Segment) {
+	if k := seg.GSOPieces(); k > 1 {
+		c.tso++
+		if !c.whole {
+			for i := range k {
+				p := seg.GSOPiece(i)
+				c.add(id, &p)
+			}
+			return
+		}
+	}
+	c.add(id, seg)
+}
+
+func (c *capture) add(id ID, seg *Segment) {
 	s := *seg
 	s.Payload = append([]byte(nil), seg.Payload...)
 	// Round-trip through the wire format, so the encoder is exercised too.
@@ -46,6 +65,7 @@ func (c *capture) Send(id ID, seg *Segment) {
 	if err != nil {
 		panic(fmt.Sprintf("parse of encoded %v: %v", &s, err))
 	}
+	p.GSOSize = seg.GSOSize // not on the wire
 	c.segs = append(c.segs, p)
 	c.ids = append(c.ids, id)
 }
@@ -70,8 +90,13 @@ type harness struct {
 // testConfig has no quickack mode: the tests of delayed ACKs see them from
 // the first segment (TestQuickAck tests the mode).
 func testConfig() Config {
-	return Config{ISN: func(ID, time.Duration) seqnum.Value { return testISS }, QuickAcks: -1}
+	return Config{ISN: func(ID, time.Duration) seqnum.Value { return testISS }, QuickAcks: -1, GSOMax: *gsoMaxFlag}
 }
+
+// gsoMaxFlag runs the packet tables built on testConfig with TSO segments
+// (Config.GSOMax), cut by the capture as an Output cuts them: `go test
+// ./tcp/ -args -tcp.gsomax=65435`. They see the same packets.
+var gsoMaxFlag = flag.Int("tcp.gsomax", 0, "Config.GSOMax of testConfig")
 
 // noTLPConfig is testConfig without RACK-TLP, for the tests of what recovers
 // a loss without it (the RTO, duplicate ACKs), at their exact instants. (The

@@ -135,7 +135,9 @@ func (e *Endpoint) mssCap() int {
 // a segment is larger: each run of unSACKed data segments that holds one
 // is cut anew, and the flight is resent from SND.UNA (Linux's
 // tcp_simple_retransmit): it was lost to the smaller MTU. Karn's
-// algorithm still holds: the pieces keep the run's most transmissions.
+// algorithm still holds: the pieces keep the run's most transmissions. A
+// TSO segment (gso.go) is cut with its run as any segment larger than the
+// new MSS.
 func (e *Endpoint) resegment() {
 	if len(e.snd.rtxq) == 0 {
 		return

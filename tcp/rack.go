@@ -221,6 +221,7 @@ func (e *Endpoint) onReorderTimer() {
 	if !e.state.canSendData() || len(e.snd.rtxq) == 0 {
 		return
 	}
+	e.splitGSO() // RACK marks MSS-sized segments lost (gso.go)
 	e.stats.RACKReorderTimeouts++
 	e.rackDetectLoss()
 	e.armPTO() // the recovery probe, if the retransmissions it sent meet silence
@@ -359,10 +360,10 @@ func (e *Endpoint) onePacketInFlight() bool {
 	q := e.snd.rtxq
 	switch {
 	case len(q) == 1:
-		return true
+		return q[0].gsoPieces() <= 1 // a TSO segment is its pieces (gso.go)
 	case len(q) == 2 && e.cfg.FINJoinsData:
 		d, f := q[0], q[1]
-		return f.flags&FlagFIN != 0 && f.len == 1 && f.seq == d.end() && f.sentAt == d.sentAt &&
+		return d.gsoPieces() == 1 && f.flags&FlagFIN != 0 && f.len == 1 && f.seq == d.end() && f.sentAt == d.sentAt &&
 			f.xmits == 1 && d.xmits == 1 && d.flags&(FlagSYN|FlagFIN) == 0 && d.dataLen() > 0
 	}
 	return false
@@ -376,6 +377,7 @@ func (e *Endpoint) onePacketInFlight() bool {
 // PTO): an unanswered probe ends in the RTO.
 func (e *Endpoint) onPTO() {
 	defer e.flush()
+	e.splitGSO() // a probe resends the last MSS-sized segment (gso.go)
 	if e.recoveryProbeAllowed() {
 		e.recoveryProbe()
 		return

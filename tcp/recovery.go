@@ -209,6 +209,7 @@ func (e *Endpoint) clearRecoveryMarks() {
 // 3.2, RFC 6582 3.2); later ones inflate cwnd (without SACK) and, with SACK
 // and without RACK, resend the next hole.
 func (e *Endpoint) onDupAck() {
+	e.splitGSO() // fast retransmit and limited transmit go by MSS-sized segments (gso.go)
 	e.fr.dupAcks++
 	if e.fr.active {
 		e.cc.onRecoveryAck(0) // RFC 6582 3.2 (4)

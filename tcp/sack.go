@@ -82,6 +82,7 @@ func (b *scoreboard) raise(end, una seqnum.Value) {
 // the scoreboard of RFC 6675) and stops their timers. It reports whether any
 // segment was newly SACKed.
 func (e *Endpoint) updateSACK(blocks []SACKBlock) bool {
+	e.splitGSO() // the blocks mark MSS-sized segments (gso.go)
 	news := false
 	// low: the lowest segment sent once newly SACKed below HighSACK as it
 	// stood before this ACK (Linux's state->reord).

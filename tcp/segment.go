@@ -103,6 +103,13 @@ type Segment struct {
 	// buffer's storage, not a temporary copy of a span that wraps, and
 	// stays as it is past the Output's Send (Output says how long).
 	PayloadStable bool
+	// GSOSize (outgoing only), when non-zero and Payload is longer, is the
+	// payload of each packet the Output sends the segment as (Config.GSOMax):
+	// the segment's headers and fields on each, the sequence number moved on,
+	// FIN on the last alone (as Linux's tcp_gso_segment; PSH as the segment
+	// has it on each, as TCP sends it on every MSS-sized segment:
+	// sendDataPSH). CutGSO makes them.
+	GSOSize int
 }
 
 // Len is the segment's length in sequence space: payload plus SYN and FIN.
@@ -390,4 +397,35 @@ func ResetFor(seg *Segment) (Segment, bool) {
 		r.Ack, r.Flags = seg.End(), FlagRST|FlagACK // <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>
 	}
 	return r, true
+}
+
+// GSOPieces is how many packets the Output sends s as (GSOSize): one
+// unless its payload is longer than a non-zero GSOSize.
+func (s *Segment) GSOPieces() int {
+	if s.GSOSize <= 0 || len(s.Payload) <= s.GSOSize {
+		return 1
+	}
+	return (len(s.Payload) + s.GSOSize - 1) / s.GSOSize
+}
+
+// GSOPiece returns the packet i (from 0, below GSOPieces) of s as a
+// segment of its own: GSOSize bytes of the payload from i*GSOSize (the last
+// what is left), the sequence number moved on by as much, FIN on the last
+// piece alone (as Linux's tcp_gso_segment cuts a TSO skb), every other field
+// as s has it; its GSOSize is zero. These are the segments TCP would have
+// sent one MSS at a time (Config.GSOMax).
+func (s *Segment) GSOPiece(i int) Segment {
+	p := *s
+	p.GSOSize = 0
+	if s.GSOPieces() == 1 {
+		return p
+	}
+	from := i * s.GSOSize
+	to := min(from+s.GSOSize, len(s.Payload))
+	p.Payload = s.Payload[from:to] // its capacity as s has it: the stack joins views that continue one another (stack/offload.go piece)
+	p.Seq = s.Seq.Add(seqnum.Size(from))
+	if to < len(s.Payload) {
+		p.Flags &^= FlagFIN
+	}
+	return p
 }

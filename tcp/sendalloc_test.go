@@ -13,7 +13,7 @@ func TestBulkSendAllocatesNothing(t *testing.T) {
 	segs := 0
 	h.ep.out = OutputFunc(func(_ ID, seg *Segment) {
 		if len(seg.Payload) > 0 {
-			segs++
+			segs += seg.GSOPieces() // a TSO segment's packets (Config.GSOMax)
 		}
 	})
 	chunk := data(DefaultSendBuffer)

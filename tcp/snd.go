@@ -23,10 +23,13 @@ type txSeg struct {
 // pointers (with them, the assignment of the whole txSeg was a typed copy
 // through the runtime, 3% of a download's CPU).
 type segState struct {
-	seq    seqnum.Value
-	len    seqnum.Size   // in sequence space: data plus SYN and FIN
-	flags  Flags         // FlagSYN, FlagFIN, and FlagPSH (sendDataPSH)
-	push   bool          // Linux would mark it PSH: a retransmission carries PSH only then (sendDataPSH)
+	seq   seqnum.Value
+	len   seqnum.Size // in sequence space: data plus SYN and FIN
+	flags Flags       // FlagSYN, FlagFIN, and FlagPSH (sendDataPSH)
+	push  bool        // Linux would mark it PSH: a retransmission carries PSH only then (sendDataPSH)
+	// gso: a TSO segment of MSS-sized pieces of gso bytes (gso.go); 0:
+	// one segment. (In the padding before sentAt: txSeg stays 128 bytes.)
+	gso    uint16
 	sentAt time.Duration // RFC 8985 5.2: Segment.xmit_ts
 	order  uint64        // rackState.xmits at the latest transmission
 	// prevSentAt is the time of the transmission before, when xmits > 1.
@@ -71,8 +74,11 @@ type sender struct {
 	maxWnd   uint32       // the largest SND.WND seen
 	wl1, wl2 seqnum.Value // SND.WL1, SND.WL2
 	ws       uint8        // the peer's window shift (RFC 7323 2.2)
-	smss     int          // payload bytes per segment (RFC 9293 3.7.1 Eff.snd.MSS)
-	peerMSS  int
+	// gsoSegs counts the TSO segments in rtxq (gso.go), which splitGSO
+	// cuts. (In the padding after ws: the Endpoint keeps its size class.)
+	gsoSegs int32
+	smss    int // payload bytes per segment (RFC 9293 3.7.1 Eff.snd.MSS)
+	peerMSS int
 
 	buf       sendBuffer   // unacknowledged and unsent data
 	bufSeq    seqnum.Value // sequence number of buf's first byte
@@ -289,6 +295,9 @@ func (e *Endpoint) freeSegUpTo(s *txSeg, keep int) {
 	if s.entry.Pending() { // the wheel's Stop of an idle entry does nothing: spare the call
 		e.w.Stop(&s.entry)
 	}
+	if s.gso != 0 {
+		e.snd.gsoSegs--
+	}
 	if len(e.snd.freeSegs) < keep {
 		if e.snd.freeSegs == nil {
 			e.snd.freeSegs = e.snd.freeFirst[:0]
@@ -374,11 +383,16 @@ func (e *Endpoint) transmitAt(s *txSeg, retransmit bool, now time.Duration) {
 		}
 		e.synOptions(&seg.Options)
 	}
+	pieces := 1
+	if s.gso != 0 { // a TSO segment (gso.go): its packets are counted
+		seg.GSOSize, pieces = int(s.gso), s.gsoPieces()
+		e.stats.SegsOut += uint64(pieces - 1) // send counts one
+	}
 	if n := s.dataLen(); n > 0 {
 		e.snd.dataSent, e.snd.lastDataAt = true, now // restartAfterIdle
 		off := int(s.seq - e.snd.bufSeq)
 		seg.Payload, seg.PayloadStable = e.snd.buf.at(off, n), e.snd.buf.stable(off, n)
-		e.stats.DataSegsOut++
+		e.stats.DataSegsOut += uint64(pieces)
 		e.stats.BytesSent += uint64(n)
 		if retransmit {
 			e.stats.BytesRetrans += uint64(n)
@@ -395,7 +409,7 @@ func (e *Endpoint) transmitAt(s *txSeg, retransmit bool, now time.Duration) {
 	}
 	s.xmits++
 	s.prevSentAt, s.sentAt = s.sentAt, now // RFC 8985 6.1: Segment.xmit_ts = Now()
-	e.rack.xmits++
+	e.rack.xmits += uint64(pieces)         // one per MSS piece: the last piece's order (splitGSO)
 	s.order = e.rack.xmits
 	s.lost = false       // RFC 8985 6.1: Segment.lost = FALSE
 	at := e.w.SendTime() // the instant the segment is sent: the RTO runs from here (Timers)
@@ -494,6 +508,9 @@ func (e *Endpoint) outSeg() *Segment {
 // connection could stall for good.)
 func (e *Endpoint) fitSACK(seg *Segment) {
 	n := len(seg.Payload)
+	if seg.GSOSize > 0 {
+		n = min(n, seg.GSOSize) // each packet's
+	}
 	if n == 0 || seg.Options.NSACK == 0 {
 		return
 	}
@@ -576,6 +593,15 @@ func (e *Endpoint) outputOne() bool {
 			e.armPersist()
 		}
 		return false
+	}
+	if k := e.gsoRoom(min(avail, usable)); k >= 2 && !e.localCongested() {
+		// k full-sized segments as one TSO segment (gso.go), each of
+		// which the loop would have sent: full-sized, SWS and Nagle let
+		// them go; PSH on each (PushEvery outside fast recovery).
+		n := k * e.snd.smss
+		e.sendGSO(n, usable-n < min(avail-n, e.snd.smss))
+		e.snd.burst += k
+		return true
 	}
 	n := min(avail, e.snd.smss, usable)
 	// RFC 9293 3.8.6.2.1 sender SWS avoidance: a full segment, all the data we
@@ -734,6 +760,7 @@ func (e *Endpoint) onRTO(s *txSeg) {
 	if len(e.snd.rtxq) == 0 || e.state == StateClosed {
 		return
 	}
+	e.splitGSO() // go-back-N resends MSS-sized segments (gso.go)
 	head := e.snd.rtxq[0]
 	if s != head && head.entry.Pending() {
 		return
@@ -869,6 +896,13 @@ func (e *Endpoint) ackRange(ack seqnum.Value, seg *Segment, newlySACKed int) {
 	acked := int(ack - e.snd.una)
 	e.stats.BytesAcked += uint64(acked)
 	n, newest, retransmitted := e.snd.ackedSegs(ack)
+	var part *txSeg // the pieces of a TSO segment ack covers (gso.go)
+	if e.snd.gsoSegs > 0 && n < len(e.snd.rtxq) {
+		var p txSeg // in no queue, no timer: on the stack
+		if e.gsoAcked(e.snd.rtxq[n], ack, &p) {
+			part, newest, retransmitted = &p, &p, retransmitted || p.xmits > 1
+		}
+	}
 	e.sampleRTT(seg, newest, retransmitted)
 	if e.sb.segs > 0 { // a hole below SACKed data filled by a segment sent once: reordering
 		for _, s := range e.snd.rtxq[:n] {
@@ -887,6 +921,9 @@ func (e *Endpoint) ackRange(ack seqnum.Value, seg *Segment, newlySACKed int) {
 			delivered -= int(s.len)
 		}
 		e.freeSegUpTo(s, keep) // STOP_TIMER: acknowledged
+	}
+	if part != nil { // never SACKed: SACK blocks split TSO segments
+		e.rackDeliveredAt(part, now)
 	}
 	e.snd.dropHead(n)
 	if len(e.snd.rtxq) > 0 {

@@ -110,6 +110,7 @@ type TCP struct {
 	TLPMaxAckDelay       Duration `json:"tlp_max_ack_delay"`
 	TLPSlack             Duration `json:"tlp_slack"`
 	FINJoinsData         bool     `json:"fin_joins_data,omitempty"`
+	GSOMax               int      `json:"gso_max,omitempty"`
 	DisableTimestamps    bool     `json:"disable_timestamps"`
 	DisableSACK          bool     `json:"disable_sack"`
 	DisableWindowScale   bool     `json:"disable_window_scale"`
