@@ -539,7 +539,7 @@ type Info struct {
 	Backoff              int // RTO doublings in force
 	Cwnd, Ssthresh       int // bytes
 	SndMSS, RcvMSS       int
-	Unacked              int // segments in flight
+	Unacked              int // segments in flight, a TSO segment's as its packets (tcpi_unacked)
 	Sacked               int // bytes SACKed above SND.UNA
 	SndWnd, RcvWnd       int // bytes, scaled
 	SndWScale, RcvWScale int // -1 when window scaling is off
@@ -647,7 +647,7 @@ func (e *Endpoint) Info() Info {
 		Ssthresh:       e.cc.ssthresh(),
 		SndMSS:         e.snd.smss,
 		RcvMSS:         e.rcv.mss,
-		Unacked:        len(e.snd.rtxq),
+		Unacked:        e.snd.packetsOut(),
 		Sacked:         e.sb.bytes,
 		SndWnd:         int(e.snd.wnd),
 		RcvWnd:         int(e.rcv.adv - e.rcv.nxt),

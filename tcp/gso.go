@@ -63,6 +63,18 @@ func (s *txSeg) gsoPieces() int {
 	return (s.dataLen() + m - 1) / m
 }
 
+// packetsOut is how many packets are in flight, unacknowledged (Linux's
+// packets_out, tcpi_unacked): a TSO segment counts as its pieces.
+func (snd *sender) packetsOut() int {
+	n := len(snd.rtxq)
+	if snd.gsoSegs > 0 {
+		for _, s := range snd.rtxq {
+			n += s.gsoPieces() - 1
+		}
+	}
+	return n
+}
+
 // sendGSO sends n bytes of new data, a multiple of the MSS of at least two,
 // as one TSO segment: what outputOne's loop would have sent as n/MSS
 // full-sized segments of PushEvery, each with PSH, the last with the FIN if

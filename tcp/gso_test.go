@@ -190,8 +190,8 @@ func TestGSOSendsTSOSegments(t *testing.T) {
 	h.expectNone()
 	rto := tlpRTT + 200*time.Millisecond
 	wantQueue(t, h.ep, rto, [3]int{int(segSeq(0)), 10 * 1448, 10})
-	if i := h.ep.Info(); i.DataSegsOut != 10 || i.BytesSent != 10*1448 || i.SegsOut != 2+10 {
-		t.Fatalf("data segments %d, bytes %d, segments %d; want 10, %d, 12 (the packets)", i.DataSegsOut, i.BytesSent, i.SegsOut, 10*1448)
+	if i := h.ep.Info(); i.DataSegsOut != 10 || i.BytesSent != 10*1448 || i.SegsOut != 2+10 || i.Unacked != 10 {
+		t.Fatalf("data segments %d, bytes %d, segments %d, unacked %d; want 10, %d, 12, 10 (the packets)", i.DataSegsOut, i.BytesSent, i.SegsOut, i.Unacked, 10*1448)
 	}
 	h.advance(tlpRTT)
 	h.ackUpTo(segSeq(10))
@@ -250,6 +250,9 @@ func TestGSOPartialAck(t *testing.T) {
 	}
 	h.ackUpTo(segSeq(5) + 100) // within a piece: its rest is the first piece
 	wantQueue(t, h.ep, rto, [3]int{int(segSeq(5) + 100), 5*1448 - 100, 5})
+	if i := h.ep.Info(); i.Unacked != 5 {
+		t.Fatalf("unacked %d, want 5 (the packets left)", i.Unacked)
+	}
 	h.ackUpTo(segSeq(6)) // that piece
 	wantQueue(t, h.ep, rto, [3]int{int(segSeq(6)), 4 * 1448, 4})
 	if r := h.ep.rack; r.endSeq != segSeq(6) || r.order != h.ep.rack.xmits-4 {
