@@ -415,8 +415,12 @@ func TestReadPostsPerUpdateStep(t *testing.T) {
 	}
 	step := client.(*Conn).updateStep()
 	posts := a.connPosts.releases.Load() - before
-	if max := uint64(size/step + 1); posts == 0 || posts > max {
-		t.Fatalf("%d Reads of 100 bytes posted %d releases, want 1 to %d (one per %d bytes at most)", reads, posts, max, step)
+	// None at all is right too: the loop releases what was read itself at
+	// the end of a batch that brought data (Conn.pace), and lazily while
+	// the window stays wide (tcp.Endpoint.ReleaseCanWait), and on a busy
+	// machine the reader may take every byte in such stretches.
+	if max := uint64(size/step + 1); posts > max {
+		t.Fatalf("%d Reads of 100 bytes posted %d releases, want at most %d (one per %d bytes)", reads, posts, max, step)
 	}
 	if i := client.(*Conn).Info(); i.BytesRead < uint64(size-step) {
 		t.Fatalf("the endpoint counts %d bytes read, want at least %d", i.BytesRead, size-step)
