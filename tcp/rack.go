@@ -362,11 +362,38 @@ func (e *Endpoint) onePacketInFlight() bool {
 	case len(q) == 1:
 		return q[0].gsoPieces() <= 1 // a TSO segment is its pieces (gso.go)
 	case len(q) == 2 && e.cfg.FINJoinsData:
-		d, f := q[0], q[1]
-		return d.gsoPieces() == 1 && f.flags&FlagFIN != 0 && f.len == 1 && f.seq == d.end() && f.sentAt == d.sentAt &&
-			f.xmits == 1 && d.xmits == 1 && d.flags&(FlagSYN|FlagFIN) == 0 && d.dataLen() > 0
+		return finRodeOn(q[0], q[1]) && q[1].xmits == 1
 	}
 	return false
+}
+
+// finRodeOn reports whether f is a bare FIN that went out with the data
+// segment d before it, at the same instant, as often as d: with
+// Config.FINJoinsData, one packet, data+FIN (stack/offload.go).
+func finRodeOn(d, f *txSeg) bool {
+	return d.gsoPieces() == 1 && f.flags&FlagFIN != 0 && f.len == 1 && f.seq == d.end() && f.sentAt == d.sentAt &&
+		f.xmits == d.xmits && d.flags&(FlagSYN|FlagFIN) == 0 && d.dataLen() > 0
+}
+
+// probeWithFIN returns the data segment the last segment in flight, a bare
+// FIN, rode on as one packet (finRodeOn), which the tail-loss probe then
+// resends with it: the probe is the last packet sent again, data+FIN, as
+// Linux's tcp_send_loss_probe resends the last skb, which holds both. A
+// probe of the FIN alone leaves the data's loss to RACK, which cannot use
+// the probe's SACK when it comes back sooner than the least RTT seen (RFC
+// 8985 6.2: a retransmission's ambiguous ACK), and then to the RTO, 200 ms
+// on. Only with Config.GSOMax as well (a stack that sets both, since
+// 2026-11-24): a recording without GSOMax replays with the FIN probed alone,
+// as it was recorded.
+func (e *Endpoint) probeWithFIN() *txSeg {
+	q := e.snd.rtxq
+	if !e.cfg.FINJoinsData || e.cfg.GSOMax <= 0 || len(q) < 2 {
+		return nil
+	}
+	if d, f := q[len(q)-2], q[len(q)-1]; finRodeOn(d, f) && !d.sacked && !f.sacked {
+		return d
+	}
+	return nil
 }
 
 // onPTO sends the tail-loss probe (RFC 8985 7.3): a new segment if there is
@@ -390,8 +417,15 @@ func (e *Endpoint) onPTO() {
 	if e.sendNewSegment() {
 		r.tlpIsRetrans = false // RFC 8985 7.3: new data
 	} else {
-		r.tlpIsRetrans = true                           // RFC 8985 7.3: retransmit the highest-sequence segment
-		e.transmit(e.snd.rtxq[len(e.snd.rtxq)-1], true) // its RTO entry restarts: RFC 8985 7.3 arms the RTO
+		r.tlpIsRetrans = true // RFC 8985 7.3: retransmit the highest-sequence segment
+		last := e.snd.rtxq[len(e.snd.rtxq)-1]
+		if d := e.probeWithFIN(); d != nil {
+			e.transmit(d, true) // the packet the FIN rode on, whole
+			if e.state == StateClosed {
+				return
+			}
+		}
+		e.transmit(last, true) // its RTO entry restarts: RFC 8985 7.3 arms the RTO
 	}
 	if len(e.snd.rtxq) > 0 && e.snd.rtxq[0].entry.Pending() {
 		e.armRTO(e.snd.rtxq[0]) // RFC 8985 7.3: "MUST re-arm the RTO timer" after a probe, from the probe, not backed off (as Linux)

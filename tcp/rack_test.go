@@ -149,6 +149,39 @@ func TestTLP(t *testing.T) {
 			}
 		})
 	}
+	t.Run("data and our FIN as one packet, with GSOMax: the probe resends the packet whole", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.TLPMaxAckDelay = 25 * time.Millisecond
+		cfg.FINJoinsData, cfg.GSOMax = true, 64<<10
+		h := establishedRTT(t, cfg, tlpRTT)
+		h.ep.Write(data(100))
+		h.expect(lenIs(100))
+		h.ep.Close()
+		h.expect(flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
+		probe := t0 + 2*tlpRTT + 25*time.Millisecond
+		h.expectAt(probe, seqIs(segSeq(0)), lenIs(100), payloadIs(data(100)))
+		h.expect(flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100)) // at the same instant: one packet
+		h.expectNone()
+		if i := h.ep.Info(); i.TLPProbes != 1 || i.SegsRetransmitted != 2 || i.RTOEvents != 0 {
+			t.Fatalf("probes %d retransmitted %d RTO events %d, want 1 2 0", i.TLPProbes, i.SegsRetransmitted, i.RTOEvents)
+		}
+		// The probe's ACK of both ends the episode: nothing more is sent.
+		h.advance(tlpRTT)
+		h.ackUpTo(segSeq(0) + 101)
+		h.expectNothingUntil(h.now() + time.Second)
+	})
+	t.Run("data, then our FIN later, with GSOMax: two packets, the FIN probed alone", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.FINJoinsData, cfg.GSOMax = true, 64<<10
+		h := establishedRTT(t, cfg, tlpRTT)
+		h.ep.Write(data(100))
+		h.expect(lenIs(100))
+		h.advance(time.Millisecond)
+		h.ep.Close()
+		h.expect(flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
+		h.expectAt(t0+time.Millisecond+pto, flagsAre(FlagACK|FlagFIN), seqIs(segSeq(0)+100))
+		h.expectNone()
+	})
 	t.Run("one segment with our FIN, default TLP.max_ack_delay: the probe capped at the RTO", func(t *testing.T) {
 		h := establishedRTT(t, testConfig(), tlpRTT)
 		h.ep.Write(data(100))
