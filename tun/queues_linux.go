@@ -5,7 +5,6 @@ package tun
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -112,12 +111,11 @@ func openPlainFlags(name string, mtu int, flags uint16) (*TUN, error) {
 	if err != nil {
 		return nil, err
 	}
-	file := os.NewFile(uintptr(fd), "/dev/net/tun") // non-blocking: on the poller
-	t := &TUN{file: file, name: name, mtu: mtu}
-	t.nbFn = t.readNonblock
-	if t.rc, err = file.SyscallConn(); err != nil {
-		t.Close()
+	file, rc, wt, err := offPoller(fd) // fdwait_linux.go
+	if err != nil {
 		return nil, fmt.Errorf("tun: open %q: %w", name, err)
 	}
+	t := &TUN{file: file, rc: rc, name: name, mtu: mtu, wt: wt}
+	t.nbFn = t.readNonblock
 	return t, nil
 }
