@@ -215,6 +215,9 @@ func TestOffPoller(t *testing.T) {
 					if n := epollWatchers(t, int(pfd)); n != 1 {
 						t.Errorf("%s: the blocking reader's descriptor is in %d epoll sets, want 1 (Go's poller)", tc.name, n)
 					}
+					if flags, err := unix.FcntlInt(pfd, unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+						t.Errorf("%s: the blocking reader's descriptor flags %#x, %v: want FD_CLOEXEC", tc.name, flags, err)
+					}
 				})
 			}
 			go read()
@@ -236,6 +239,21 @@ func TestOffPoller(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readUntilDeadline is a ReadPacket of d with a deadline 5ms on, its
+// result, or a failure if it still waits 2s on (the deadline lost).
+func readUntilDeadline(t *testing.T, d *TUN) error {
+	t.Helper()
+	done := make(chan error, 1)
+	d.SetReadDeadline(time.Now().Add(5 * time.Millisecond))
+	go func() {
+		_, err := d.ReadPacket(make([]byte, 1500))
+		done <- err
+	}()
+	err := result(t, done)
+	d.SetReadDeadline(time.Time{})
+	return err
 }
 
 // openDescriptors is how many descriptors the process has open: the least
@@ -269,8 +287,7 @@ func TestOpenReleasesDescriptors(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A blocking read that waits makes the poller's duplicate.
-			d.SetReadDeadline(time.Now().Add(5 * time.Millisecond))
-			if _, err := d.ReadPacket(make([]byte, 1500)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			if err := readUntilDeadline(t, d); !errors.Is(err, os.ErrDeadlineExceeded) {
 				t.Errorf("ReadPacket of a quiet device with a deadline = %v, want os.ErrDeadlineExceeded", err)
 			}
 			if err := d.Close(); err != nil {

@@ -106,8 +106,18 @@ func TestReadPastDeadline(t *testing.T) {
 		// A read that waits, until the deadline: the next ReadPacket is
 		// after the device's first blocking wait.
 		a.Dev.SetReadDeadline(time.Now().Add(5 * time.Millisecond))
-		if _, err := a.Dev.ReadPacket(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Errorf("ping %d: ReadPacket of a quiet device = %v, want os.ErrDeadlineExceeded", seq, err)
+		done := make(chan error, 1)
+		go func() {
+			_, err := a.Dev.ReadPacket(make([]byte, a.Dev.MTU()))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("ping %d: ReadPacket of a quiet device = %v, want os.ErrDeadlineExceeded", seq, err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("ping %d: ReadPacket of a quiet device still waits 2s after its deadline", seq)
 		}
 		a.Dev.SetReadDeadline(time.Time{})
 	}
