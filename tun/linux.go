@@ -115,11 +115,17 @@ func open(name string, mtu int, vnet bool) (*TUN, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newPlain(fd, ifname, mtu)
+}
+
+// newPlain is the plain device (no virtio-net headers) on the descriptor
+// fd, off Go's poller; on an error fd is closed.
+func newPlain(fd int, name string, mtu int) (*TUN, error) {
 	file, rc, wt, err := offPoller(fd) // fdwait_linux.go
 	if err != nil {
 		return nil, fmt.Errorf("tun: open %q: %w", name, err)
 	}
-	t := &TUN{file: file, rc: rc, name: ifname, mtu: mtu, wt: wt}
+	t := &TUN{file: file, rc: rc, name: name, mtu: mtu, wt: wt}
 	t.nbFn = t.readNonblock
 	return t, nil
 }

@@ -111,11 +111,5 @@ func openPlainFlags(name string, mtu int, flags uint16) (*TUN, error) {
 	if err != nil {
 		return nil, err
 	}
-	file, rc, wt, err := offPoller(fd) // fdwait_linux.go
-	if err != nil {
-		return nil, fmt.Errorf("tun: open %q: %w", name, err)
-	}
-	t := &TUN{file: file, rc: rc, name: name, mtu: mtu, wt: wt}
-	t.nbFn = t.readNonblock
-	return t, nil
+	return newPlain(fd, name, mtu)
 }
