@@ -8,14 +8,16 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // fdWait is the wait of a non-blocking descriptor kept off Go's network
-// poller (OpenOffload's): an EAGAIN read or write waits in poll(2) for it,
-// and for Close and SetReadDeadline, which wake the wait through eventfds.
+// poller (every TUN's: Open's, OpenOffload's, OpenQueues'): an EAGAIN read
+// or write waits in poll(2) for it, and for Close and SetReadDeadline,
+// which wake the wait through eventfds.
 //
 // Why off the poller: the loop of package stack watches the descriptor
 // with its own epoll and reads it without blocking; registered with Go's
@@ -34,6 +36,34 @@ type fdWait struct {
 	kick   int // eventfd written by setReadDeadline, drained by the read it wakes
 	// rdl is the read deadline (nil: none).
 	rdl atomic.Pointer[time.Time]
+}
+
+// offPoller wraps the TUN descriptor fd (blocking or not, close-on-exec)
+// in an *os.File that Go's network poller does not watch, and returns it
+// non-blocking with its RawConn and its fdWait. os.NewFile registers a
+// descriptor with the poller only when it is non-blocking, so fd is made
+// non-blocking only after. On an error fd is closed.
+func offPoller(fd int) (*os.File, syscall.RawConn, *fdWait, error) {
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, nil, nil, os.NewSyscallError("fcntl", err)
+	}
+	file := os.NewFile(uintptr(fd), "/dev/net/tun")
+	if err := unix.SetNonblock(fd, true); err != nil {
+		file.Close()
+		return nil, nil, nil, os.NewSyscallError("fcntl", err)
+	}
+	rc, err := file.SyscallConn()
+	if err != nil {
+		file.Close()
+		return nil, nil, nil, err
+	}
+	wt, err := newFDWait()
+	if err != nil {
+		file.Close()
+		return nil, nil, nil, err
+	}
+	return file, rc, wt, nil
 }
 
 func newFDWait() (*fdWait, error) {

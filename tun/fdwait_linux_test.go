@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -145,38 +146,163 @@ func epollWatchers(t *testing.T, fd int) int {
 	return n
 }
 
-// TestOffloadOffPoller: OpenOffload's descriptor is in no epoll set of the
-// process (not Go's network poller's), while Open's is in Go's.
-func TestOffloadOffPoller(t *testing.T) {
+// TestOffPoller: every TUN's descriptor, Open's (water's), OpenOffload's
+// and each of OpenQueues' plain and offload queues, is close-on-exec and
+// in no epoll set of the process (not Go's network poller's). A blocking
+// ReadPacket waits until SetReadDeadline or Close ends it: a vnet
+// device's in fdWait, a plain one's on a duplicate of the descriptor on
+// Go's poller (readPlain), which leaves ReadFD's descriptor off it.
+// Closing the device deletes the link.
+func TestOffPoller(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func() ([]*TUN, error)
+	}{
+		{"Open", func() ([]*TUN, error) { d, err := Open("twpoll0", 1500); return []*TUN{d}, err }},
+		{"OpenOffload", func() ([]*TUN, error) { d, err := OpenOffload("twpoll0", 1500); return []*TUN{d}, err }},
+		{"OpenQueues plain", func() ([]*TUN, error) { return OpenQueues("twpoll0", 1500, 2, false) }},
+		{"OpenQueues offload", func() ([]*TUN, error) { return OpenQueues("twpoll0", 1500, 2, true) }},
+	} {
+		inFreshNamespace(t, func() {
+			qs, err := tc.open()
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			defer func() {
+				for _, q := range qs {
+					q.Close()
+				}
+			}()
+			for i, q := range qs {
+				fd, err := q.ReadFD()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := epollWatchers(t, fd); n != 0 {
+					t.Errorf("%s: queue %d's descriptor is in %d epoll sets, want 0", tc.name, i, n)
+				}
+				if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+					t.Errorf("%s: queue %d's descriptor flags %#x, %v: want FD_CLOEXEC", tc.name, i, flags, err)
+				}
+				if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK == 0 {
+					t.Errorf("%s: queue %d's status flags %#x, %v: want O_NONBLOCK", tc.name, i, fl, err)
+				}
+			}
+			q := qs[0]
+			done := make(chan error, 1)
+			read := func() {
+				_, err := q.ReadPacket(make([]byte, 1500))
+				done <- err
+			}
+			go read()
+			time.Sleep(20 * time.Millisecond) // let it wait; the test holds without it
+			if err := q.SetReadDeadline(time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if err := result(t, done); !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("%s: pending ReadPacket after SetReadDeadline(now) = %v, want os.ErrDeadlineExceeded", tc.name, err)
+			}
+			q.SetReadDeadline(time.Time{})
+			fd, _ := q.ReadFD()
+			if n := epollWatchers(t, fd); n != 0 {
+				t.Errorf("%s: after a blocking ReadPacket the descriptor is in %d epoll sets, want 0", tc.name, n)
+			}
+			if f := q.pfile.Load(); (f != nil) != !q.vnet {
+				t.Errorf("%s: vnet %v, the blocking reader's file %v", tc.name, q.vnet, f)
+			} else if f != nil {
+				rc, _ := f.SyscallConn()
+				rc.Control(func(pfd uintptr) {
+					if n := epollWatchers(t, int(pfd)); n != 1 {
+						t.Errorf("%s: the blocking reader's descriptor is in %d epoll sets, want 1 (Go's poller)", tc.name, n)
+					}
+					if flags, err := unix.FcntlInt(pfd, unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+						t.Errorf("%s: the blocking reader's descriptor flags %#x, %v: want FD_CLOEXEC", tc.name, flags, err)
+					}
+				})
+			}
+			go read()
+			time.Sleep(20 * time.Millisecond)
+			for _, q := range qs {
+				q.Close()
+			}
+			if err := result(t, done); !errors.Is(err, net.ErrClosed) {
+				t.Errorf("%s: pending ReadPacket after Close = %v, want net.ErrClosed", tc.name, err)
+			}
+			if err := q.WritePacket(make([]byte, 40)); !errors.Is(err, net.ErrClosed) {
+				t.Errorf("%s: WritePacket after Close = %v, want net.ErrClosed", tc.name, err)
+			}
+			if err := q.SetReadDeadline(time.Now()); !errors.Is(err, net.ErrClosed) {
+				t.Errorf("%s: SetReadDeadline after Close = %v, want net.ErrClosed", tc.name, err)
+			}
+			if ok, err := LinkExists("twpoll0"); ok || err != nil {
+				t.Errorf("%s: after Close LinkExists = %v, %v; want the link gone", tc.name, ok, err)
+			}
+		})
+	}
+}
+
+// readUntilDeadline is a ReadPacket of d with a deadline 5ms on, its
+// result, or a failure if it still waits 2s on (the deadline lost).
+func readUntilDeadline(t *testing.T, d *TUN) error {
+	t.Helper()
+	done := make(chan error, 1)
+	d.SetReadDeadline(time.Now().Add(5 * time.Millisecond))
+	go func() {
+		_, err := d.ReadPacket(make([]byte, 1500))
+		done <- err
+	}()
+	err := result(t, done)
+	d.SetReadDeadline(time.Time{})
+	return err
+}
+
+// openDescriptors is how many descriptors the process has open: the least
+// of a few readings after a GC, as the runtime or a finalizer may hold one
+// for a moment.
+func openDescriptors(t *testing.T) int {
+	t.Helper()
+	n := -1
+	for range 5 {
+		runtime.GC()
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < 0 || len(ents) < n {
+			n = len(ents)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return n
+}
+
+// TestOpenReleasesDescriptors: Open, a blocking read and Close leave no
+// descriptor behind (not water's, which Open duplicates and closes, nor
+// fdWait's eventfds, nor the blocking reader's duplicate).
+func TestOpenReleasesDescriptors(t *testing.T) {
 	inFreshNamespace(t, func() {
-		plain, err := Open("twpoll0", 1500)
-		if err != nil {
-			t.Fatal(err)
+		cycle := func() {
+			d, err := Open("twleak0", 1500)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A blocking read that waits makes the poller's duplicate.
+			if err := readUntilDeadline(t, d); !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("ReadPacket of a quiet device with a deadline = %v, want os.ErrDeadlineExceeded", err)
+			}
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
 		}
-		defer plain.Close()
-		off, err := OpenOffload("twpoll1", 1500)
-		if err != nil {
-			t.Fatal(err)
+		cycle() // warm up whatever the runtime opens once
+		before := openDescriptors(t)
+		const cycles = 10
+		for range cycles {
+			cycle()
 		}
-		defer off.Close()
-		pfd, _ := plain.ReadFD()
-		ofd, _ := off.ReadFD()
-		if n := epollWatchers(t, pfd); n != 1 {
-			t.Errorf("Open's descriptor is in %d epoll sets, want 1 (Go's poller)", n)
-		}
-		if n := epollWatchers(t, ofd); n != 0 {
-			t.Errorf("OpenOffload's descriptor is in %d epoll sets, want 0", n)
-		}
-		// Its blocking read waits (fdWait) until Close ends it.
-		done := make(chan error, 1)
-		go func() {
-			_, err := off.ReadFrame(make([]byte, MaxFrame))
-			done <- err
-		}()
-		time.Sleep(20 * time.Millisecond) // let it wait; the test holds without it
-		off.Close()
-		if err := result(t, done); !errors.Is(err, net.ErrClosed) {
-			t.Errorf("pending ReadFrame after Close = %v, want net.ErrClosed", err)
+		// One of slack for a transient holder; a leak per cycle leaves 10.
+		if after := openDescriptors(t); after > before+1 {
+			t.Errorf("open descriptors: %d before %d Open/Close cycles, %d after", before, cycles, after)
 		}
 	})
 }

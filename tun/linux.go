@@ -24,14 +24,17 @@ import (
 // github.com/songgao/water (Open), or by OpenOffload itself with
 // IFF_VNET_HDR and offloads, which water cannot ask for: then it is an
 // Offloader, every packet has a virtio-net header, and ReadPacket and
-// WritePacket strip and add it. Its file descriptor is non-blocking. Open's
-// is registered with Go's network poller, so Close unblocks a pending
-// ReadPacket and SetReadDeadline works; OpenOffload's is not, as package
+// WritePacket strip and add it. Its file descriptor is non-blocking and,
+// whichever opened it, not registered with Go's network poller, as package
 // stack's loop polls it with its own epoll (see fdWait): its reads and
-// writes wait in poll(2), which Close and SetReadDeadline wake.
+// writes wait in poll(2), which Close (it unblocks a pending ReadPacket)
+// and SetReadDeadline wake. The exception is a plain device's blocking
+// ReadPacket: once one has found nothing to read, they wait on a
+// duplicate of the descriptor on the poller (readPlain).
 type TUN struct {
 	file *os.File
 	rc   syscall.RawConn
+	wt   *fdWait // the waits: the descriptor is off Go's poller (fdwait_linux.go)
 	name string
 	mtu  int
 
@@ -45,10 +48,16 @@ type TUN struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// A plain device's blocking reader's file (readPlain): a duplicate of
+	// the descriptor on Go's network poller, made by the first ReadPacket
+	// that finds nothing to read, nil until then. pmu guards making it,
+	// setting its deadline and closing it.
+	pmu   sync.Mutex
+	pfile atomic.Pointer[os.File]
+
 	// OpenOffload's device (offload_linux.go): every packet has a
 	// virtio-net header in front of it.
 	vnet     bool
-	wt       *fdWait     // the vnet device's waits: its descriptor is off Go's poller
 	offloads Offloads    // what OpenOffload got (or why not: Err)
 	gro      atomic.Bool // GRO still on: no plain read has turned it off
 	wmu      sync.Mutex  // guards wbuf
@@ -102,9 +111,40 @@ func open(name string, mtu int, vnet bool) (*TUN, error) {
 	if vnet {
 		return openVnet(name, mtu)
 	}
-	// water sets IFF_NO_PI unconditionally on Linux (syscalls_linux.go),
-	// clears IFF_PERSIST, and opens /dev/net/tun with O_NONBLOCK, so
-	// os.NewFile puts the descriptor on the poller.
+	fd, ifname, err := openWater(name)
+	if err != nil {
+		return nil, err
+	}
+	return newPlain(fd, ifname, mtu)
+}
+
+// newPlain is the plain device (no virtio-net headers) on the descriptor
+// fd, off Go's poller; on an error fd is closed.
+func newPlain(fd int, name string, mtu int) (*TUN, error) {
+	file, rc, wt, err := offPoller(fd) // fdwait_linux.go
+	if err != nil {
+		return nil, fmt.Errorf("tun: open %q: %w", name, err)
+	}
+	t := &TUN{file: file, rc: rc, name: name, mtu: mtu, wt: wt}
+	t.nbFn = t.readNonblock
+	return t, nil
+}
+
+// openWater opens the plain device name through water and returns a
+// close-on-exec duplicate of its descriptor, and the device's name.
+//
+// water sets IFF_NO_PI unconditionally on Linux (syscalls_linux.go),
+// clears IFF_PERSIST, and opens /dev/net/tun with O_NONBLOCK and without
+// O_CLOEXEC, then hands the descriptor to os.NewFile, which registers it
+// with Go's network poller. Nothing undoes that registration but closing
+// the file (its Close deletes the descriptor from the poller's epoll set),
+// so the descriptor is duplicated (F_DUPFD_CLOEXEC: the same open device,
+// which the duplicate keeps attached) and water's closed. syscall.ForkLock
+// is held meanwhile, so that no process started in between inherits
+// water's descriptor, which would keep the device alive after Close.
+func openWater(name string) (int, string, error) {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
 	ifce, err := water.New(water.Config{
 		DeviceType:             water.TUN,
 		PlatformSpecificParams: water.PlatformSpecificParams{Name: name},
@@ -113,42 +153,26 @@ func open(name string, mtu int, vnet bool) (*TUN, error) {
 		if errors.Is(err, unix.EBUSY) {
 			err = fmt.Errorf("%w: %w", ErrLinkExists, err)
 		}
-		return nil, fmt.Errorf("tun: open %q: %w", name, err)
+		return -1, "", fmt.Errorf("tun: open %q: %w", name, err)
 	}
 	file, ok := ifce.ReadWriteCloser.(*os.File)
 	if !ok {
 		ifce.Close()
-		return nil, fmt.Errorf("tun: open %q: water returned %T, want *os.File", name, ifce.ReadWriteCloser)
+		return -1, "", fmt.Errorf("tun: open %q: water returned %T, want *os.File", name, ifce.ReadWriteCloser)
 	}
-	t := &TUN{file: file, name: ifce.Name(), mtu: mtu}
-	t.nbFn = t.readNonblock
-	if err := t.setCloseOnExec(); err != nil {
-		t.Close()
-		return nil, fmt.Errorf("tun: open %q: %w", name, err)
-	}
-	return t, nil
-}
-
-// setCloseOnExec marks the descriptor close-on-exec, which water omits: a
-// child process that inherited it would keep the device alive after Close.
-// It goes through SyscallConn because File.Fd would switch the descriptor to
-// blocking mode and take it off the poller.
-func (t *TUN) setCloseOnExec() error {
-	rc, err := t.file.SyscallConn()
+	defer file.Close()
+	rc, err := file.SyscallConn()
 	if err != nil {
-		return err
+		return -1, "", fmt.Errorf("tun: open %q: %w", name, err)
 	}
-	t.rc = rc
-	var cerr error
-	if err := rc.Control(func(fd uintptr) {
-		_, cerr = unix.FcntlInt(fd, unix.F_SETFD, unix.FD_CLOEXEC)
-	}); err != nil {
-		return err
+	fd := -1
+	if cerr := rc.Control(func(wfd uintptr) { fd, err = unix.FcntlInt(wfd, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+		return -1, "", fmt.Errorf("tun: open %q: %w", name, cerr)
 	}
-	if cerr != nil {
-		return fmt.Errorf("fcntl FD_CLOEXEC: %w", cerr)
+	if err != nil {
+		return -1, "", fmt.Errorf("tun: open %q: %w", name, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err))
 	}
-	return nil
+	return fd, ifce.Name(), nil
 }
 
 // ReadPacket implements Device. The kernel does not report truncation on a
@@ -162,11 +186,81 @@ func (t *TUN) ReadPacket(buf []byte) (int, error) {
 	if t.vnet {
 		return t.readVnetPacket(buf)
 	}
-	n, err := t.file.Read(buf)
+	n, err := t.readPlain(buf)
 	if err != nil {
 		return 0, t.wrapErr("read", err)
 	}
 	return t.checkTruncated(buf, n)
+}
+
+// readPlain is ReadPacket's read of a plain device. Until a read finds
+// nothing to read the descriptor stays off Go's poller; then the reader
+// waits on a duplicate of it that is on the poller (pollerFile), as every
+// later ReadPacket does: a goroutine that blocks in ReadPacket (gVisor's
+// link endpoint in tcpwheel compare) parks in the poller, where a wait in
+// poll(2), as fdWait's, would hold a thread in a blocking system call for
+// every wait (http-down: 1.22x gVisor's CPU per GB, 6 pairs). A loop that
+// watches the descriptor itself (ReadFD, ReadPacketNonblock) never blocks
+// in ReadPacket, and its device stays off the poller.
+func (t *TUN) readPlain(buf []byte) (int, error) {
+	f := t.pfile.Load()
+	if f == nil {
+		// The poller's file fails a read past its deadline even when a
+		// packet waits; so does the first read.
+		if d := t.wt.rdl.Load(); d != nil && !time.Now().Before(*d) {
+			return 0, os.ErrDeadlineExceeded
+		}
+		n, err := t.file.Read(buf)
+		if !errors.Is(err, unix.EAGAIN) {
+			return n, err
+		}
+		if f, err = t.pollerFile(); err != nil {
+			return 0, err
+		}
+	}
+	for {
+		n, err := f.Read(buf)
+		if !errors.Is(err, unix.EAGAIN) {
+			return n, err
+		}
+		// Only if the poller would not take the descriptor (os.NewFile
+		// then leaves it non-blocking and unwatched).
+		if err := t.waitFD(unix.POLLIN); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// pollerFile returns the plain device's blocking reader's file, made on
+// the first call: a close-on-exec duplicate of the descriptor, which is
+// non-blocking (the flag is the open device's, shared by duplicates), so
+// that os.NewFile registers it with Go's poller. It has the read deadline.
+func (t *TUN) pollerFile() (*os.File, error) {
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	if f := t.pfile.Load(); f != nil {
+		return f, nil
+	}
+	if t.wt.closed.Load() {
+		return nil, os.ErrClosed
+	}
+	fd := -1
+	var err error
+	if cerr := t.rc.Control(func(f uintptr) { fd, err = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+		return nil, os.ErrClosed
+	}
+	if err != nil {
+		return nil, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
+	}
+	f := os.NewFile(uintptr(fd), "/dev/net/tun")
+	if d := t.wt.rdl.Load(); d != nil {
+		if err := f.SetReadDeadline(*d); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	t.pfile.Store(f)
+	return f, nil
 }
 
 // checkTruncated checks the n bytes read into buf for truncation.
@@ -183,9 +277,8 @@ func (t *TUN) checkTruncated(buf []byte, n int) (int, error) {
 	return n, nil
 }
 
-// ReadFD implements Pollable: the TUN's descriptor, which is non-blocking.
-// (Open's is on Go's network poller too; OpenOffload's is not: see
-// fdWait.)
+// ReadFD implements Pollable: the TUN's descriptor, which is non-blocking
+// and on no epoll set of Go's (see fdWait).
 func (t *TUN) ReadFD() (int, error) {
 	fd := -1
 	if err := t.rc.Control(func(f uintptr) { fd = int(f) }); err != nil {
@@ -269,7 +362,7 @@ func (t *TUN) WritePacket(pkt []byte) error {
 	if t.vnet {
 		return t.writeVnetPacket(pkt)
 	}
-	n, err := t.file.Write(pkt)
+	n, err := t.writeFile(pkt)
 	if err != nil {
 		return t.wrapErr("write", err)
 	}
@@ -283,14 +376,15 @@ func (t *TUN) WritePacket(pkt []byte) error {
 // calls; a zero t means none. A read that misses it fails with an error
 // wrapping os.ErrDeadlineExceeded.
 func (t *TUN) SetReadDeadline(deadline time.Time) error {
-	if t.wt != nil {
-		if err := t.wt.setReadDeadline(deadline); err != nil {
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	if err := t.wt.setReadDeadline(deadline); err != nil {
+		return t.wrapErr("set read deadline", err)
+	}
+	if f := t.pfile.Load(); f != nil {
+		if err := f.SetReadDeadline(deadline); err != nil {
 			return t.wrapErr("set read deadline", err)
 		}
-		return nil
-	}
-	if err := t.file.SetReadDeadline(deadline); err != nil {
-		return t.wrapErr("set read deadline", err)
 	}
 	return nil
 }
@@ -306,9 +400,12 @@ func (t *TUN) Name() string { return t.name }
 // wherever (in whichever namespace) it is.
 func (t *TUN) Close() error {
 	t.closeOnce.Do(func() {
-		if t.wt != nil {
-			t.wt.close() // wakes the waits first: they hold the descriptor
+		t.wt.close() // wakes the waits first: they hold the descriptor
+		t.pmu.Lock()
+		if f := t.pfile.Load(); f != nil {
+			f.Close() // ends a blocking ReadPacket's wait
 		}
+		t.pmu.Unlock()
 		if err := t.file.Close(); err != nil {
 			t.closeErr = fmt.Errorf("tun %s: close: %w", t.name, err)
 		}
@@ -317,9 +414,11 @@ func (t *TUN) Close() error {
 }
 
 // wrapErr turns os.ErrClosed into net.ErrClosed, as Device promises, and
-// keeps every other error (os.ErrDeadlineExceeded, errnos) matchable.
+// keeps every other error (os.ErrDeadlineExceeded, errnos) matchable. Once
+// Close has begun every error is net.ErrClosed: a RawConn of a closed file
+// fails with an error that os.ErrClosed does not match.
 func (t *TUN) wrapErr(op string, err error) error {
-	if errors.Is(err, os.ErrClosed) {
+	if errors.Is(err, os.ErrClosed) || t.wt.closed.Load() {
 		return fmt.Errorf("tun %s: %s: %w", t.name, op, net.ErrClosed)
 	}
 	return fmt.Errorf("tun %s: %s: %w", t.name, op, err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -115,34 +114,17 @@ func openVnetFlags(name string, mtu int, flags uint16) (*TUN, error) {
 			return nil, fmt.Errorf("tun: open %q: TUNSETOFFLOAD %#x: %w: %w", name, flags, errOffload, err)
 		}
 	}
-	// Off Go's network poller (fdwait_linux.go): os.NewFile puts a
-	// descriptor on it only when it is non-blocking, so it is made
-	// non-blocking only after.
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("tun: open %q: %w", name, os.NewSyscallError("fcntl", err))
-	}
-	file := os.NewFile(uintptr(fd), "/dev/net/tun")
-	if err := unix.SetNonblock(fd, true); err != nil {
-		file.Close()
-		return nil, fmt.Errorf("tun: open %q: %w", name, os.NewSyscallError("fcntl", err))
-	}
-	wt, err := newFDWait()
+	file, rc, wt, err := offPoller(fd) // fdwait_linux.go
 	if err != nil {
-		file.Close()
 		return nil, fmt.Errorf("tun: open %q: %w", name, err)
 	}
-	t := &TUN{file: file, name: name, mtu: mtu, vnet: true, wt: wt}
+	t := &TUN{file: file, rc: rc, name: name, mtu: mtu, vnet: true, wt: wt}
 	t.offloads = Offloads{GSO: true, GRO: true, TSO6: tso6}
 	t.gro.Store(true)
 	t.wbuf = make([]byte, VnetHdrLen+mtu)
 	t.nbFn = t.readNonblock
 	t.viov = make([]unix.Iovec, 0, MaxFramePieces)
 	t.vFn = t.writev
-	if t.rc, err = file.SyscallConn(); err != nil {
-		t.Close()
-		return nil, fmt.Errorf("tun: open %q: %w", name, err)
-	}
 	return t, nil
 }
 
@@ -389,12 +371,13 @@ func (t *TUN) writeVnetPacket(pkt []byte) error {
 	return nil
 }
 
-// readFile is a vnet device's blocking read of one frame into buf: the
-// descriptor is off Go's poller, so an EAGAIN waits in fdWait.
+// readFile is the device's blocking read of one packet or frame into buf:
+// the descriptor is off Go's poller, so an EAGAIN waits in fdWait.
 func (t *TUN) readFile(buf []byte) (int, error) { return t.fileIO(buf, unix.POLLIN) }
 
-// writeFile is a vnet device's write of one frame, which waits in fdWait
-// while the kernel says EAGAIN (a TUN takes a frame whole or not at all).
+// writeFile is the device's write of one packet or frame, which waits in
+// fdWait while the kernel says EAGAIN (a TUN takes a frame whole or not at
+// all).
 func (t *TUN) writeFile(b []byte) (int, error) { return t.fileIO(b, unix.POLLOUT) }
 
 // fileIO reads (ev unix.POLLIN) or writes b through the file, again each

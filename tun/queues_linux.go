@@ -5,7 +5,6 @@ package tun
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -112,12 +111,5 @@ func openPlainFlags(name string, mtu int, flags uint16) (*TUN, error) {
 	if err != nil {
 		return nil, err
 	}
-	file := os.NewFile(uintptr(fd), "/dev/net/tun") // non-blocking: on the poller
-	t := &TUN{file: file, name: name, mtu: mtu}
-	t.nbFn = t.readNonblock
-	if t.rc, err = file.SyscallConn(); err != nil {
-		t.Close()
-		return nil, fmt.Errorf("tun: open %q: %w", name, err)
-	}
-	return t, nil
+	return newPlain(fd, name, mtu)
 }

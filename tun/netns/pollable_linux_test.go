@@ -5,6 +5,7 @@ package netns
 import (
 	"encoding/binary"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -62,4 +63,62 @@ func TestReadPacketNonblock(t *testing.T) {
 		}
 	}
 	t.Fatal("no echo reply read without blocking")
+}
+
+// TestReadPastDeadline: a ReadPacket past the read deadline fails with
+// os.ErrDeadlineExceeded even while a packet waits, and leaves it to be
+// read, as before the device's first blocking wait (tun's readPlain) as
+// after it.
+func TestReadPastDeadline(t *testing.T) {
+	requireRoot(t)
+	a := mustAttach(t, testConfig(t))
+	fd, err := a.Dev.ReadFD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, a.Dev.MTU())
+	for seq := uint16(21); seq < 23; seq++ { // the first read, then one after a wait
+		if err := a.Dev.WritePacket(echoRequest(seq, []byte("deadline"))); err != nil {
+			t.Fatal(err)
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, 2000); err != unix.EINTR {
+				break
+			}
+		}
+		if fds[0].Revents&unix.POLLIN == 0 {
+			t.Fatal("no reply queued 2s after a ping")
+		}
+		a.Dev.SetReadDeadline(time.Now().Add(-time.Second))
+		if _, err := a.Dev.ReadPacket(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("ping %d: ReadPacket past the deadline with a packet queued = %v, want os.ErrDeadlineExceeded", seq, err)
+		}
+		if !tun.PollReadable(fd) {
+			t.Errorf("ping %d: the failed read took the packet", seq)
+		}
+		a.Dev.SetReadDeadline(time.Time{})
+		for tun.PollReadable(fd) { // the reply (and anything else queued)
+			if _, err := a.Dev.ReadPacket(buf); err != nil {
+				t.Fatalf("ping %d: ReadPacket without a deadline = %v", seq, err)
+			}
+		}
+		// A read that waits, until the deadline: the next ReadPacket is
+		// after the device's first blocking wait.
+		a.Dev.SetReadDeadline(time.Now().Add(5 * time.Millisecond))
+		done := make(chan error, 1)
+		go func() {
+			_, err := a.Dev.ReadPacket(make([]byte, a.Dev.MTU()))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("ping %d: ReadPacket of a quiet device = %v, want os.ErrDeadlineExceeded", seq, err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("ping %d: ReadPacket of a quiet device still waits 2s after its deadline", seq)
+		}
+		a.Dev.SetReadDeadline(time.Time{})
+	}
 }

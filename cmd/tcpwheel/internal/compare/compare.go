@@ -100,6 +100,10 @@ type Config struct {
 	// with as many queues: 0 or 1 (one loop) to stack.MaxLoops. Not with
 	// tcpwheel-rec, whose recording is of one loop.
 	Loops int
+	// NoOffload (-no-offload) puts the tcpwheel stacks on a plain TUN
+	// (tun.Open, or plain queues with Loops), as gVisor's: one packet of at
+	// most the MTU per read and write, no GSO frames.
+	NoOffload bool
 	// CPUProfile (-cpuprofile) names the file the command writes a CPU
 	// profile of the whole comparison to: where the stacks' loops spend
 	// their time in a scenario (issue 11's burst, issue 15's ab). Run

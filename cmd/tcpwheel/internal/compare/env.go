@@ -124,8 +124,9 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 		MTU:    tun.DefaultMTU,
 		// tcpwheel's stacks on a TUN with offloads: the chain's wrappers
 		// pass its GSO frames (segment by segment to the loss and the
-		// watcher), not GRO (see testbed.Config.Offload).
-		Offload: isTcpwheel(stackName),
+		// watcher), not GRO (see testbed.Config.Offload); a plain one
+		// with -no-offload.
+		Offload: isTcpwheel(stackName) && !cfg.NoOffload,
 		Impair: impair.Config{
 			// The same seed for every stack in a run: the same packets are lost.
 			Seed:        cfg.Seed + uint64(run),

@@ -325,6 +325,7 @@ type reportConfig struct {
 	WriteQueue   int       `json:"write_queue,omitempty"`
 	SYNStash     int       `json:"syn_stash,omitempty"`
 	Loops        int       `json:"loops,omitempty"`
+	NoOffload    bool      `json:"no_offload,omitempty"`
 	HTTPBytes    int64     `json:"http_bytes"`
 	HTTPStreams  int       `json:"http_streams"`
 	WrkConns     int       `json:"wrk_conns"`
@@ -343,7 +344,7 @@ func reportConfigOf(cfg Config) reportConfig {
 		BulkBytes: cfg.BulkSize, BulkLoss: cfg.BulkLoss, Conns: cfg.Conns,
 		HoldMS: ms(cfg.Hold), RunTimeoutMS: ms(cfg.RunTimeout),
 		FloodSYNs: cfg.FloodSYNs, FloodRate: cfg.FloodRate, FloodConns: cfg.FloodConns,
-		BurstConns: cfg.BurstConns, BurstQueue: cfg.BurstQueue, WriteQueue: cfg.WriteQueue, SYNStash: cfg.SYNStash, Loops: cfg.Loops,
+		BurstConns: cfg.BurstConns, BurstQueue: cfg.BurstQueue, WriteQueue: cfg.WriteQueue, SYNStash: cfg.SYNStash, Loops: cfg.Loops, NoOffload: cfg.NoOffload,
 		HTTPBytes: cfg.HTTPSize, HTTPStreams: cfg.HTTPStreams, WrkConns: cfg.WrkConns, WrkTimeMS: ms(cfg.WrkTime),
 		ABRequests: cfg.ABRequests, ABConns: cfg.ABConns,
 		Load: cfg.Load, CPUs: runtime.NumCPU(),
