@@ -8,11 +8,20 @@ import (
 // deadline is a settable deadline: wait returns a channel closed once it passes.
 // Setting it again re-arms it, whether or not it had passed. Its zero value is
 // a deadline that is not set: the channel is made when first needed (wait, or
-// a set to a time), for most connections never set one, and a Conn is made on
-// the loop.
+// a set to a past time while someone waits), for most connections never set
+// one, and a Conn is made on the loop.
+//
+// A time in the future arms a timer only while someone waits (wait made
+// the channel); until then set just keeps the time, and passed compares it
+// with the clock. net/http's server sets its header timeout before every
+// request and clears it after the headers, nearly always before any Read
+// had to wait: a timer started and stopped for nothing cost a time.Timer
+// and its function (two allocations) and two updates of the runtime's
+// timer heap per request.
 type deadline struct {
 	mu    sync.Mutex
-	timer *time.Timer
+	t     time.Time     // the deadline; zero: none
+	timer *time.Timer   // closes ch at t; armed only once ch exists
 	ch    chan struct{} // closed when the deadline passes; nil until needed
 }
 
@@ -42,25 +51,29 @@ func (d *deadline) set(t time.Time) {
 		d.ch = nil
 	default:
 	}
+	d.t = t
 	if t.IsZero() {
 		return
 	}
 	dur := time.Until(t)
-	if d.ch == nil && dur <= 0 {
+	switch {
+	case d.ch == nil && dur <= 0:
 		// Passed already, and nobody waits: the shared closed channel,
 		// not one made to be closed at once (net/http's server sets a
 		// past read deadline on every connection to stop its
 		// background read).
 		d.ch = passedCh
-		return
-	}
-	if d.ch == nil {
-		d.ch = make(chan struct{})
-	}
-	if dur <= 0 {
+	case d.ch == nil:
+		// Nobody waits: no timer until someone does (wait).
+	case dur <= 0:
 		close(d.ch)
-		return
+	default:
+		d.arm(dur)
 	}
+}
+
+// arm starts the timer that closes ch in dur. d.mu is held.
+func (d *deadline) arm(dur time.Duration) {
 	ch := d.ch
 	d.timer = time.AfterFunc(dur, func() { close(ch) })
 }
@@ -70,18 +83,27 @@ func (d *deadline) wait() <-chan struct{} {
 	defer d.mu.Unlock()
 	if d.ch == nil {
 		d.ch = make(chan struct{})
+		if !d.t.IsZero() { // set while nobody waited: the timer starts now
+			if dur := time.Until(d.t); dur <= 0 {
+				close(d.ch)
+			} else {
+				d.arm(dur)
+			}
+		}
 	}
 	return d.ch
 }
 
 func (d *deadline) passed() bool {
 	d.mu.Lock()
-	ch := d.ch
+	ch, t := d.ch, d.t
 	d.mu.Unlock()
 	select {
-	case <-ch: // a nil ch (never set) has not passed
+	case <-ch: // a nil ch (never waited on) has not closed
 		return true
 	default:
-		return false
+		// A deadline set while nobody waited has no timer to close ch:
+		// the clock says whether it passed.
+		return !t.IsZero() && !time.Now().Before(t)
 	}
 }
