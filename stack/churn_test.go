@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
 )
@@ -291,5 +292,26 @@ func TestDeadlineArmsForWaiter(t *testing.T) {
 	}
 	if !f.passed() {
 		t.Fatal("closed: not passed")
+	}
+
+	// The ends of time.Time's range: a time beyond the monotonic clock's
+	// saturates (it has not passed), not wraps; one long gone has passed.
+	var g deadline
+	g.set(time.Unix(1<<62, 0))
+	if g.passed() {
+		t.Fatal("a time centuries ahead: passed")
+	}
+	g.set(time.Unix(-1<<62, 0))
+	if !g.passed() {
+		t.Fatal("a time centuries ago: not passed")
+	}
+}
+
+// TestConnSizeClass: a Conn, made on the loop for every connection, stays in
+// the 512-byte size class (its deadlines keep their instants in 8 bytes, and
+// its small fields sit in each other's padding).
+func TestConnSizeClass(t *testing.T) {
+	if got := unsafe.Sizeof(Conn{}); got > 512 {
+		t.Fatalf("Conn is %d bytes, want at most 512 (its size class)", got)
 	}
 }

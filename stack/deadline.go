@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -12,20 +13,44 @@ import (
 // one, and a Conn is made on the loop.
 //
 // A time in the future arms a timer only while someone waits (wait made
-// the channel); until then set just keeps the time, and passed compares it
-// with the clock. net/http's server sets its header timeout before every
+// the channel); until then set just keeps the instant, and passed compares
+// it with the clock. net/http's server sets its header timeout before every
 // request and clears it after the headers, nearly always before any Read
 // had to wait: a timer started and stopped for nothing cost a time.Timer
 // and its function (two allocations) and two updates of the runtime's
 // timer heap per request.
 type deadline struct {
-	mu    sync.Mutex
-	t     time.Time     // the deadline; zero: none
-	timer *time.Timer   // closes ch at t; armed only once ch exists
+	mu sync.Mutex
+	// at is the deadline on the monotonic clock (monoNow), 0 if none: 8
+	// bytes where a time.Time takes 24 (a Conn has two, and stays in
+	// its 512-byte size class), and a clock step does not move it, as in
+	// package net, whose deadlines are runtime nanotime instants.
+	at    int64
+	timer *time.Timer   // closes ch at at; armed only once ch exists
 	ch    chan struct{} // closed when the deadline passes; nil until needed
 }
 
 func newDeadline() *deadline { return &deadline{} }
+
+// monoBase is the instant monoNow counts from: read once, never written.
+var monoBase = time.Now()
+
+// monoNow is the monotonic clock, in nanoseconds since monoBase.
+func monoNow() int64 { return int64(time.Since(monoBase)) }
+
+// monoAt is t on monoNow's clock: never 0 (which means none), saturated
+// rather than wrapped for a time beyond the clock's range.
+func monoAt(t time.Time) int64 {
+	now, d := monoNow(), int64(time.Until(t))
+	at := now + d
+	switch {
+	case d > 0 && at < now:
+		at = math.MaxInt64
+	case at == 0:
+		at = -1 // the clock's origin: passed, not none
+	}
+	return at
+}
 
 // passedCh is the channel of every deadline set to a time that had passed
 // when nobody waited on it: closed once, for all of them.
@@ -51,13 +76,14 @@ func (d *deadline) set(t time.Time) {
 		d.ch = nil
 	default:
 	}
-	d.t = t
+	d.at = 0
 	if t.IsZero() {
 		return
 	}
-	dur := time.Until(t)
+	d.at = monoAt(t)
+	left := d.at - monoNow()
 	switch {
-	case d.ch == nil && dur <= 0:
+	case d.ch == nil && left <= 0:
 		// Passed already, and nobody waits: the shared closed channel,
 		// not one made to be closed at once (net/http's server sets a
 		// past read deadline on every connection to stop its
@@ -65,17 +91,17 @@ func (d *deadline) set(t time.Time) {
 		d.ch = passedCh
 	case d.ch == nil:
 		// Nobody waits: no timer until someone does (wait).
-	case dur <= 0:
+	case left <= 0:
 		close(d.ch)
 	default:
-		d.arm(dur)
+		d.arm(left)
 	}
 }
 
-// arm starts the timer that closes ch in dur. d.mu is held.
-func (d *deadline) arm(dur time.Duration) {
+// arm starts the timer that closes ch in left nanoseconds. d.mu is held.
+func (d *deadline) arm(left int64) {
 	ch := d.ch
-	d.timer = time.AfterFunc(dur, func() { close(ch) })
+	d.timer = time.AfterFunc(time.Duration(left), func() { close(ch) })
 }
 
 func (d *deadline) wait() <-chan struct{} {
@@ -83,11 +109,11 @@ func (d *deadline) wait() <-chan struct{} {
 	defer d.mu.Unlock()
 	if d.ch == nil {
 		d.ch = make(chan struct{})
-		if !d.t.IsZero() { // set while nobody waited: the timer starts now
-			if dur := time.Until(d.t); dur <= 0 {
+		if d.at != 0 { // set while nobody waited: the timer starts now
+			if left := d.at - monoNow(); left <= 0 {
 				close(d.ch)
 			} else {
-				d.arm(dur)
+				d.arm(left)
 			}
 		}
 	}
@@ -96,7 +122,7 @@ func (d *deadline) wait() <-chan struct{} {
 
 func (d *deadline) passed() bool {
 	d.mu.Lock()
-	ch, t := d.ch, d.t
+	ch, at := d.ch, d.at
 	d.mu.Unlock()
 	select {
 	case <-ch: // a nil ch (never waited on) has not closed
@@ -104,6 +130,6 @@ func (d *deadline) passed() bool {
 	default:
 		// A deadline set while nobody waited has no timer to close ch:
 		// the clock says whether it passed.
-		return !t.IsZero() && !time.Now().Before(t)
+		return at != 0 && monoNow() >= at
 	}
 }
