@@ -38,18 +38,20 @@ var monoBase = time.Now()
 // monoNow is the monotonic clock, in nanoseconds since monoBase.
 func monoNow() int64 { return int64(time.Since(monoBase)) }
 
-// monoAt is t on monoNow's clock: never 0 (which means none), saturated
-// rather than wrapped for a time beyond the clock's range.
-func monoAt(t time.Time) int64 {
-	now, d := monoNow(), int64(time.Until(t))
-	at := now + d
+// monoAt is t on monoNow's clock, and the clock's reading (now), from one
+// reading of it: at is never 0 (which means none), saturated rather than
+// wrapped for a time beyond the clock's range.
+func monoAt(t time.Time) (at, now int64) {
+	wall := time.Now()
+	now, d := int64(wall.Sub(monoBase)), int64(t.Sub(wall))
+	at = now + d
 	switch {
 	case d > 0 && at < now:
 		at = math.MaxInt64
 	case at == 0:
 		at = -1 // the clock's origin: passed, not none
 	}
-	return at
+	return at, now
 }
 
 // passedCh is the channel of every deadline set to a time that had passed
@@ -80,8 +82,9 @@ func (d *deadline) set(t time.Time) {
 	if t.IsZero() {
 		return
 	}
-	d.at = monoAt(t)
-	left := d.at - monoNow()
+	var now int64
+	d.at, now = monoAt(t)
+	left := d.at - now
 	switch {
 	case d.ch == nil && left <= 0:
 		// Passed already, and nobody waits: the shared closed channel,
@@ -129,7 +132,8 @@ func (d *deadline) passed() bool {
 		return true
 	default:
 		// A deadline set while nobody waited has no timer to close ch:
-		// the clock says whether it passed.
-		return at != 0 && monoNow() >= at
+		// the clock says whether it passed. (Once ch exists, its timer
+		// says it, as before: no clock read on every Read and Write.)
+		return ch == nil && at != 0 && monoNow() >= at
 	}
 }

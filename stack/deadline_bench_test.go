@@ -25,3 +25,23 @@ func BenchmarkDeadlineHTTP(b *testing.B) {
 		d.set(time.Time{})
 	}
 }
+
+// BenchmarkDeadlineKeepAlive is the same on a keep-alive connection (wrk's),
+// where the next request's Read waits under the header timeout: a timer is
+// needed then, lazily armed or not.
+func BenchmarkDeadlineKeepAlive(b *testing.B) {
+	b.ReportAllocs()
+	d := newDeadline()
+	for b.Loop() {
+		d.set(time.Now().Add(10 * time.Second)) // ReadHeaderTimeout
+		_ = d.passed()                          // the next request's Read (usable)
+		_ = d.wait()                            // it waits for the request
+		_ = d.passed()                          // woken by it
+		d.set(time.Time{})                      // after the headers
+		_ = d.passed()                          // the background Read
+		w := d.wait()                           // it blocks
+		d.set(time.Unix(1, 0))                  // abortPendingRead
+		<-w
+		d.set(time.Time{})
+	}
+}
