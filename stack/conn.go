@@ -42,16 +42,8 @@ type Conn struct {
 	readable, writable chan struct{} // a pending wakeup each, set by endpoint events
 	settled            chan struct{} // closed once the handshake is over, either way
 	settledDone        bool          // loop only
-	// recycled: the storage of both buffers went to the stack's spares,
-	// or tx had none. Loop only.
-	recycled bool
 
 	mu sync.Mutex
-	// closeOnce beside mu and recycled beside settledDone fill their
-	// padding: a Conn is 504 bytes, in the 512-byte size class
-	// (TestConnSizeClass).
-	closeOnce sync.Once
-
 	tx txBuf // guarded by mu
 	rx rxBuf // guarded by mu
 	// relStep is the reads that add up to a post of Release: the endpoint's
@@ -69,10 +61,14 @@ type Conn struct {
 	// under mu.
 	flushFn, releaseFn func()
 
-	closed chan struct{}
+	closeOnce sync.Once
+	closed    chan struct{}
 	// rxSpare is rx's storage, which Close released, until the loop takes
 	// it for the stack's spares (recycle). Guarded by mu.
 	rxSpare []byte
+	// recycled: the storage of both buffers went to the stack's spares,
+	// or tx had none. Loop only.
+	recycled bool
 }
 
 // txBuf holds what Write took: the bytes the loop has not yet handed to the
