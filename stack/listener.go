@@ -249,7 +249,10 @@ func (s *Stack) newListener() *Listener {
 
 // closeLoop is Close's part on the loop.
 func (l *Listener) closeLoop() {
-	if l.held > 0 { // (a batch is over before a posted function runs)
+	if l.held > 0 {
+		// Never so far: a batch ends before a posted function runs. Were
+		// one still open, its connections must be in acceptq before the
+		// loop below resets what waits there.
 		l.s.handOver()
 	}
 	l.s.notePort(record.ListenClose, l.port, nil)
