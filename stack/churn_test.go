@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
 )
@@ -228,4 +229,109 @@ func TestRecycleBuffers(t *testing.T) {
 	}
 	exchange(client, server, "second request", "second response")
 	exchange(client, server, strings.Repeat("q", 90), strings.Repeat("r", 90))
+}
+
+// TestConnSizeClass: a Conn, made on the loop for every connection, stays in
+// the 512-byte size class (504 bytes): a field more moves every connection,
+// idle ones included, to the 576-byte class.
+func TestConnSizeClass(t *testing.T) {
+	if got := unsafe.Sizeof(Conn{}); got > 512 {
+		t.Fatalf("Conn is %d bytes, want at most 512 (its size class)", got)
+	}
+}
+
+// TestAcceptHandOverAtBatchEnd: connections accepted during a batch of input
+// are handed to Accept at its end (Stack.handOver), and the room the accept
+// queue has for them counts those the batch holds already: with room for
+// two, three handshakes completed in one batch give two connections to
+// accept, and the third is refused as with a full queue (not accepted and
+// then reset at the batch's end), and no packet with RST leaves b.
+func TestAcceptHandOverAtBatchEnd(t *testing.T) {
+	p := newManualPair(t)
+	p.b.cfg.Backlog = 2 // the accept queue's room (newListener)
+	ln, err := p.b.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := p.a.StartDial("tcp", 0, "198.18.0.2:7"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch := func(from, to *Manual, n int) {
+		t.Helper()
+		var pkts [][]byte
+		for range n {
+			pkts = append(pkts, p.take(from))
+		}
+		if err := to.Wake(to.m.Clock().Now(), pkts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch(p.a, p.b, 3) // the SYNs
+	batch(p.b, p.a, 3) // the SYN-ACKs
+	sentBefore := p.bDev.Stats().Sent
+	batch(p.a, p.b, 3) // the ACKs that complete the three handshakes, in one batch
+	accepted := 0
+	for {
+		if _, ok := ln.(*Listener).TryAccept(); !ok {
+			break
+		}
+		accepted++
+	}
+	if accepted != 2 {
+		t.Errorf("accepted %d connections, want 2 (the accept queue's room)", accepted)
+	}
+	for range p.bDev.Stats().Sent - sentBefore {
+		if pkt := p.take(p.b); pkt[20+13]&0x04 != 0 {
+			t.Errorf("b reset a connection after the batch: %x", pkt[20:40])
+		}
+	}
+	if d := p.b.Stats().Listen.DropsAcceptQueue; d != 1 {
+		t.Errorf("ACKs dropped for a full accept queue: %d, want 1 (the third handshake's)", d)
+	}
+
+	// Mid-batch: a handshake's ACK handled, the batch not over yet: the
+	// connection waits for the batch's end, with the data that came
+	// behind its ACK in the same batch.
+	q := newManualPair(t)
+	qln, err := q.b.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := q.a.StartDial("tcp", 0, "198.18.0.2:7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.b.Inject(q.take(q.a)); err != nil { // the SYN
+		t.Fatal(err)
+	}
+	if err := q.a.Inject(q.take(q.b)); err != nil { // the SYN-ACK
+		t.Fatal(err)
+	}
+	ack := q.take(q.a)
+	if _, err := client.Write([]byte("GET / HTTP/1.0\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	req := q.take(q.a)
+	var midBatch bool
+	if err := q.b.m.Wake(q.b.m.Clock().Now(), func() {
+		q.b.handlePacketNow(ack)
+		_, midBatch = qln.(*Listener).TryAccept()
+		q.b.handlePacketNow(req)
+		q.b.endBatch()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if midBatch {
+		t.Error("a connection went to Accept in the middle of its batch")
+	}
+	server, ok := qln.(*Listener).TryAccept()
+	if !ok {
+		t.Fatal("no connection to accept after the batch")
+	}
+	buf := make([]byte, 100)
+	if n, err := server.TryRead(buf); n != 18 || err != nil {
+		t.Errorf("the first read after Accept: %d bytes, %v; want the request's 18", n, err)
+	}
 }

@@ -26,6 +26,9 @@ type Listener struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+	// held is the connections accepted during the batch of input being
+	// handled that wait in Stack.accepts for its end. Loop only.
+	held int
 }
 
 var _ net.Listener = (*Listener)(nil)
@@ -135,6 +138,21 @@ func (l *Listener) accept(ep *tcp.Endpoint) bool {
 	}
 	c := newConn(l.s, ep, true)
 	if !l.s.flag(record.Accepted, c.id, 0, func() bool {
+		if l.s.inBatch && l.s.grp == nil {
+			// Handed to Accept at the batch's end (handOver), with the
+			// data the batch brought its readers: a request that came
+			// right behind the handshake's ACK is then in the Conn when
+			// the server's first Read looks, and Accept's goroutine is
+			// woken once per batch, not mid-batch while the loop still
+			// runs. Only this loop sends to acceptq (one loop: grp is
+			// nil), so the room counted here is there at the batch's end.
+			if len(l.acceptq)+l.held >= cap(l.acceptq) {
+				return false
+			}
+			l.held++
+			l.s.accepts = append(l.s.accepts, heldAccept{l, c})
+			return true
+		}
 		select {
 		case l.acceptq <- c:
 			return true
@@ -200,7 +218,7 @@ func (s *Stack) listen(l *Listener, p uint16, key []byte) error {
 		CookieKey: key,
 		Accept:    l.accept,
 		QueueFull: func() bool {
-			return s.flag(record.QueueFull, noConn, p, func() bool { return len(l.acceptq) == cap(l.acceptq) })
+			return s.flag(record.QueueFull, noConn, p, func() bool { return len(l.acceptq)+l.held >= cap(l.acceptq) })
 		},
 		Dropped: s.halfOpenDropped(), // loops.go
 	})
@@ -231,6 +249,12 @@ func (s *Stack) newListener() *Listener {
 
 // closeLoop is Close's part on the loop.
 func (l *Listener) closeLoop() {
+	if l.held > 0 {
+		// Never so far: a batch ends before a posted function runs. Were
+		// one still open, its connections must be in acceptq before the
+		// loop below resets what waits there.
+		l.s.handOver()
+	}
 	l.s.notePort(record.ListenClose, l.port, nil)
 	l.tl.Close()
 	if l.s.listeners[l.port] == l {

@@ -254,6 +254,10 @@ type Stack struct {
 	// into its own buffer, and wakes its reader, once at the batch's end
 	// (Conn.fill). Loop only.
 	fills []*Conn
+	// accepts are the connections accepted during the batch, handed to
+	// their listeners' Accept at its end (handOver), after the batch's
+	// data went into the Conns. Loop only.
+	accepts []heldAccept
 	// spares is the buffer storage, ring.MinCap bytes each, that closed
 	// Conns were done with (Conn.recycle), for the next Conns' rings
 	// (newConn): a connection that moves a few small messages, as ab's
@@ -822,6 +826,30 @@ func (s *Stack) flushAcks() {
 		wake(c.readable)
 	}
 	s.fills = s.fills[:0]
+	s.handOver()
+}
+
+// heldAccept is a connection accepted during a batch, and its listener.
+type heldAccept struct {
+	l *Listener
+	c *Conn
+}
+
+// handOver hands the connections accepted during the batch to their
+// listeners' Accept. Listener.accept counted the room for them, and only
+// this loop sends to acceptq: the send never waits (a full queue would be a
+// bug, and resets the connection rather than stop the loop).
+func (s *Stack) handOver() {
+	for i, h := range s.accepts {
+		s.accepts[i] = heldAccept{}
+		h.l.held--
+		select {
+		case h.l.acceptq <- h.c:
+		default:
+			h.c.abort()
+		}
+	}
+	s.accepts = s.accepts[:0]
 }
 
 // wakeReaders runs at the end of the loop's turn, after its writes (the
