@@ -131,6 +131,8 @@ type Config struct {
 	WrkTime     time.Duration // -wrk-time: how long wrk runs, 1s to 10m (whole seconds)
 	ABRequests  int           // -ab-requests: ab's requests, each on a new connection, 1 to 1000000
 	ABConns     int           // -ab-conns: ab's concurrency, 1 to 1000 and at most -ab-requests
+
+	uploadFile string // what http-up's curl sends: Run makes it (makeUploadFile)
 }
 
 // MaxLoad is the largest Config.Load.
@@ -429,6 +431,16 @@ func ParseFamilies(s string) ([]int, error) {
 // ctx (SIGINT) stops it at once, leaving nothing behind.
 func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	cases := expandCases(cfg)
+	if slices.ContainsFunc(cases, func(c compareCase) bool { return c.name == "http-up" }) {
+		// One upload file for every run, so that each stack's curl reads
+		// the same bytes from the same page cache.
+		name, err := makeUploadFile(cfg.HTTPSize)
+		if err != nil {
+			return fmt.Errorf("compare: %w", err)
+		}
+		defer os.Remove(name)
+		cfg.uploadFile = name
+	}
 	rep := &report{Config: reportConfigOf(cfg), Started: time.Now().UTC()}
 	total := 0
 	for _, c := range cases {

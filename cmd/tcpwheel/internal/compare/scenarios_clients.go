@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"os"
@@ -173,21 +174,18 @@ func scenarioHTTPDown(e *runEnv) error {
 	}, nil)
 }
 
-// scenarioHTTPUp: curl uploads -http-size bytes with PUT /upload, from a
-// sparse file (zeros read from the page cache, no disk), without waiting for
-// a 100 Continue.
+// scenarioHTTPUp: curl uploads -http-size bytes with PUT /upload, from the
+// invocation's upload file (Run makes it once, with data: see
+// makeUploadFile), without waiting for a 100 Continue.
 func scenarioHTTPUp(e *runEnv) error {
 	n := e.cfg.HTTPSize
-	f, err := os.CreateTemp("", "tcpwheel-upload-*")
-	if err != nil {
-		return err
-	}
-	name := f.Name()
-	defer os.Remove(name)
-	err = f.Truncate(n)
-	f.Close()
-	if err != nil {
-		return err
+	name := e.cfg.uploadFile
+	if name == "" { // a run outside Run (tests)
+		var err error
+		if name, err = makeUploadFile(n); err != nil {
+			return err
+		}
+		defer os.Remove(name)
 	}
 	return e.curlTransfer(n, "size_upload", func(url string) []string {
 		return []string{"-H", "Expect:", "-T", name, url + "/upload"}
@@ -197,6 +195,45 @@ func scenarioHTTPUp(e *runEnv) error {
 		}
 		return nil
 	})
+}
+
+// uploadDataMax is the largest upload file makeUploadFile fills with data;
+// a larger one is sparse (its holes read as zeros, at a cost to curl), so
+// that a huge -http-size does not fill the disk.
+const uploadDataMax = 8 << 30
+
+// makeUploadFile writes n bytes of data (a 1 MiB pseudo-random block,
+// repeated) to a new temporary file, flushed to the disk so that no
+// writeback runs during a transfer, and returns its name. curl reads it from
+// the page cache as a real upload of a file just written would. (Until
+// 2026-11-24 it was a sparse file of n bytes: each run's curl then zeroed
+// 200 MB of new page cache pages as it read the holes, 43% of its CPU, and
+// curl, at one full core, was what bounded the upload's rate.)
+func makeUploadFile(n int64) (string, error) {
+	f, err := os.CreateTemp("", "tcpwheel-upload-*")
+	if err != nil {
+		return "", err
+	}
+	if n > uploadDataMax {
+		err = f.Truncate(n)
+		n = 0
+	}
+	block := make([]byte, 1<<20)
+	rand.NewChaCha8([32]byte{'t', 'c', 'p', 'w', 'h', 'e', 'e', 'l'}).Read(block)
+	for left := n; left > 0 && err == nil; left -= int64(len(block)) {
+		_, err = f.Write(block[:min(left, int64(len(block)))])
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("the upload file: %w", err)
+	}
+	return f.Name(), nil
 }
 
 // curlTransfer starts the HTTP server, runs curl with args(url) and checks
