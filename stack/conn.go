@@ -224,10 +224,10 @@ func (c *Conn) notify(ev tcp.Event) {
 		}
 	}
 	if ev&(tcp.EventReadable|tcp.EventError|tcp.EventClosed) != 0 {
-		c.wakeReader()
+		c.wakeOn(&c.readable)
 	}
 	if ev&(tcp.EventEstablished|tcp.EventError|tcp.EventClosed) != 0 || ev&tcp.EventWritable != 0 && (c.s.play != nil || c.roomy()) {
-		c.wakeWriter()
+		c.wakeOn(&c.writable)
 	}
 	if ev&(tcp.EventEstablished|tcp.EventError|tcp.EventClosed) != 0 && !c.settledDone {
 		c.settledDone = true
@@ -248,26 +248,17 @@ func wake(ch chan struct{}) {
 	}
 }
 
-// wakeReader wakes a Read that waits, if one ever had to (readable made).
-// The loop changes what the Read looks at (rx, under mu) before it takes
-// the channel under mu: a Read that found nothing had made the channel
-// under mu first, and one that looks later finds the change.
-func (c *Conn) wakeReader() {
+// wakeOn wakes a call waiting on *ch, c.readable or c.writable, if one
+// ever had to (the channel made). The loop changes what the call looks at
+// (rx or tx, under mu) before it takes the channel under mu: a call that
+// found nothing had made the channel under mu first, and one that looks
+// later finds the change.
+func (c *Conn) wakeOn(ch *chan struct{}) {
 	c.mu.Lock()
-	ch := c.readable
+	w := *ch
 	c.mu.Unlock()
-	if ch != nil {
-		wake(ch)
-	}
-}
-
-// wakeWriter wakes a Write that waits, if one ever had to (writable made).
-func (c *Conn) wakeWriter() {
-	c.mu.Lock()
-	ch := c.writable
-	c.mu.Unlock()
-	if ch != nil {
-		wake(ch)
+	if w != nil {
+		wake(w)
 	}
 }
 
