@@ -39,9 +39,17 @@ type Conn struct {
 	laddr, raddr atomic.Pointer[net.TCPAddr]
 	rd, wd       deadline // in the Conn: no allocation of their own
 
-	readable, writable chan struct{} // a pending wakeup each, set by endpoint events
+	// readable and writable hold a pending wakeup each, set by endpoint
+	// events and by Close. Guarded by mu: each is made by the first Read or
+	// Write that must wait (waitChan), nil until then; most connections'
+	// calls never wait for one of them, and an idle connection nobody reads
+	// has neither (two allocations of 112 bytes each, per connection).
+	readable, writable chan struct{}
 	settled            chan struct{} // closed once the handshake is over, either way
 	settledDone        bool          // loop only
+	// closing is set by Close, before it takes mu to wake the waiters:
+	// a call that finds it under mu does not wait (waitChan).
+	closing atomic.Bool
 
 	mu sync.Mutex
 	tx txBuf // guarded by mu
@@ -62,7 +70,6 @@ type Conn struct {
 	flushFn, releaseFn func()
 
 	closeOnce sync.Once
-	closed    chan struct{}
 	// rxSpare is rx's storage, which Close released, until the loop takes
 	// it for the stack's spares (recycle). Guarded by mu.
 	rxSpare []byte
@@ -130,10 +137,7 @@ func newConn(s *Stack, ep *tcp.Endpoint, settled bool) *Conn {
 	id := ep.ID()
 	c := &Conn{
 		s: s, ep: ep, id: id,
-		readable: make(chan struct{}, 1),
-		writable: make(chan struct{}, 1),
-		closed:   make(chan struct{}),
-		relStep:  int32(min(ep.UpdateStep(), math.MaxInt32)),
+		relStep: int32(min(ep.UpdateStep(), math.MaxInt32)),
 	}
 	if s.input == inputManual {
 		c.relStep = 1
@@ -220,10 +224,10 @@ func (c *Conn) notify(ev tcp.Event) {
 		}
 	}
 	if ev&(tcp.EventReadable|tcp.EventError|tcp.EventClosed) != 0 {
-		wake(c.readable)
+		c.wakeOn(&c.readable)
 	}
 	if ev&(tcp.EventEstablished|tcp.EventError|tcp.EventClosed) != 0 || ev&tcp.EventWritable != 0 && (c.s.play != nil || c.roomy()) {
-		wake(c.writable)
+		c.wakeOn(&c.writable)
 	}
 	if ev&(tcp.EventEstablished|tcp.EventError|tcp.EventClosed) != 0 && !c.settledDone {
 		c.settledDone = true
@@ -244,6 +248,34 @@ func wake(ch chan struct{}) {
 	}
 }
 
+// wakeOn wakes a call waiting on *ch, c.readable or c.writable, if one
+// ever had to (the channel made). The loop changes what the call looks at
+// (rx or tx, under mu) before it takes the channel under mu: a call that
+// found nothing had made the channel under mu first, and one that looks
+// later finds the change.
+func (c *Conn) wakeOn(ch *chan struct{}) {
+	c.mu.Lock()
+	w := *ch
+	c.mu.Unlock()
+	if w != nil {
+		wake(w)
+	}
+}
+
+// waitChan returns *ch, the channel a call that must wait waits on, making
+// it the first time. Under mu. After Close (closing, set before Close takes
+// mu to wake the waiters) it holds a wakeup already: the call returns at
+// once, and finds the Conn closed.
+func (c *Conn) waitChan(ch *chan struct{}) chan struct{} {
+	if *ch == nil {
+		*ch = make(chan struct{}, 1)
+	}
+	if c.isClosed() {
+		wake(*ch)
+	}
+	return *ch
+}
+
 func (c *Conn) opErr(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: addrOf(&c.laddr, c.id.Local), Addr: addrOf(&c.raddr, c.id.Remote), Err: err}
 }
@@ -254,17 +286,20 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if err := c.usable("read", &c.rd); err != nil {
 			return 0, err
 		}
-		n, wait, err := c.readSome(p)
+		var ch chan struct{}
+		n, wait, err := c.readSome(p, &ch)
 		if !wait {
 			return n, err
 		}
-		c.block(c.readable, &c.rd)
+		c.block(ch, &c.rd)
 	}
 }
 
 // readSome returns what has been received, if anything, without waiting;
-// wait is true when there is nothing yet (nor EOF, nor an error).
-func (c *Conn) readSome(p []byte) (n int, wait bool, err error) {
+// wait is true when there is nothing yet (nor EOF, nor an error). Then, if
+// ch is not nil, *ch is the channel to wait on (readable, made under mu
+// with the look at rx: waitChan).
+func (c *Conn) readSome(p []byte, ch *chan struct{}) (n int, wait bool, err error) {
 	c.mu.Lock()
 	if c.rx.len() > 0 {
 		n = c.rx.read(p, c.s.frames)
@@ -286,6 +321,9 @@ func (c *Conn) readSome(p []byte) (n int, wait bool, err error) {
 		return n, false, nil
 	}
 	eof, rerr := c.rx.eof, c.rx.err
+	if ch != nil && !eof && rerr == nil && len(p) > 0 {
+		*ch = c.waitChan(&c.readable)
+	}
 	c.mu.Unlock()
 	switch {
 	case rerr != nil:
@@ -308,20 +346,24 @@ func (c *Conn) Write(p []byte) (int, error) {
 		if err := c.usable("write", &c.wd); err != nil {
 			return total, err
 		}
-		n, err := c.writeSome(p[total:])
+		var ch chan struct{}
+		n, err := c.writeSome(p[total:], &ch)
 		total += n
 		if err != nil || total == len(p) {
 			return total, err
 		}
 		if n == 0 {
-			c.block(c.writable, &c.wd)
+			c.block(ch, &c.wd)
 		}
 	}
 }
 
 // writeSome takes as much of p as the send buffer has room for, without
-// waiting, and has the loop flush it unless a flush is due already.
-func (c *Conn) writeSome(p []byte) (int, error) {
+// waiting, and has the loop flush it unless a flush is due already. When
+// it takes nothing of a p that is not empty, and ch is not nil, *ch is the
+// channel to wait on (writable, made under mu with the look at tx:
+// waitChan).
+func (c *Conn) writeSome(p []byte, ch *chan struct{}) (int, error) {
 	c.mu.Lock()
 	if err := c.tx.err; err != nil {
 		c.mu.Unlock()
@@ -333,6 +375,9 @@ func (c *Conn) writeSome(p []byte) (int, error) {
 	}
 	room := c.tx.limit - c.tx.q.Held()
 	if !c.tx.open || room <= 0 || len(p) == 0 {
+		if ch != nil && len(p) > 0 {
+			*ch = c.waitChan(&c.writable)
+		}
 		c.mu.Unlock()
 		return 0, nil
 	}
@@ -359,25 +404,21 @@ func (c *Conn) usable(op string, dl *deadline) error {
 	return nil
 }
 
-// block waits until the endpoint signals wake, dl passes, or the connection or
-// the stack is closed.
-func (c *Conn) block(wake <-chan struct{}, dl *deadline) {
+// block waits until the endpoint signals on ch, dl passes, the connection is
+// closed (Close signals on ch too) or the stack is. A wakeup taken after
+// Close is passed on, for another call waiting on ch.
+func (c *Conn) block(ch chan struct{}, dl *deadline) {
 	select {
-	case <-wake:
+	case <-ch:
+		if c.isClosed() {
+			wake(ch)
+		}
 	case <-dl.wait():
-	case <-c.closed:
 	case <-c.s.done:
 	}
 }
 
-func (c *Conn) isClosed() bool {
-	select {
-	case <-c.closed:
-		return true
-	default:
-		return false
-	}
-}
+func (c *Conn) isClosed() bool { return c.closing.Load() }
 
 // Close implements net.Conn: it sends a FIN after the data already written and
 // releases the connection (RFC 9293 3.10.4). Unread received data makes it a RST,
@@ -386,12 +427,21 @@ func (c *Conn) Close() error {
 	first := false
 	c.closeOnce.Do(func() {
 		first = true
-		close(c.closed)
+		c.closing.Store(true)
 		c.mu.Lock()
 		unread := c.rx.len() > 0        // taken from the endpoint but never returned
 		c.rxSpare = c.rx.ring.Release() // for the loop's recycle
 		c.rx.reset(c.s.frames)
+		readable, writable := c.readable, c.writable
 		c.mu.Unlock()
+		// Calls waiting (waitChan made their channels under mu, before
+		// this look, or they find closing set there) return.
+		if readable != nil {
+			wake(readable)
+		}
+		if writable != nil {
+			wake(writable)
+		}
 		// The loop's part is posted, not waited for: it cannot fail (the
 		// endpoint's Close reports only a second Close, which closeOnce
 		// rules out), and posts run in order, so the FIN still follows

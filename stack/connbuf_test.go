@@ -535,6 +535,9 @@ func TestConnTakesDataAsItArrives(t *testing.T) {
 	if len(pkts) < 2 {
 		t.Fatalf("%d packets carry 4000 bytes, want several", len(pkts))
 	}
+	c.mu.Lock()
+	c.waitChan(&c.readable) // as a Read that waits makes it
+	c.mu.Unlock()
 	select {
 	case <-c.readable:
 	default:

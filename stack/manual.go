@@ -146,7 +146,7 @@ func (c *Conn) TryWrite(p []byte) (int, error) {
 	if c.isClosed() {
 		return 0, c.opErr("write", net.ErrClosed)
 	}
-	return c.writeSome(p)
+	return c.writeSome(p, nil)
 }
 
 // TryRead reads what has been received, if anything, and returns at once:
@@ -155,6 +155,6 @@ func (c *Conn) TryRead(p []byte) (int, error) {
 	if c.isClosed() {
 		return 0, c.opErr("read", net.ErrClosed)
 	}
-	n, _, err := c.readSome(p)
+	n, _, err := c.readSome(p, nil)
 	return n, err
 }

@@ -69,7 +69,7 @@ func (c *Conn) SetSendBuffer(n int) error {
 			c.mu.Lock()
 			c.tx.limit = n
 			c.mu.Unlock()
-			wake(c.writable)
+			c.wakeOn(&c.writable)
 		}
 	}) != nil {
 		return c.opErr("set", net.ErrClosed)

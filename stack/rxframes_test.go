@@ -147,7 +147,7 @@ func (b *lendBed) readAll(t testing.TB, k int) []byte {
 	var got []byte
 	p := make([]byte, k)
 	for {
-		n, wait, err := b.c.readSome(p)
+		n, wait, err := b.c.readSome(p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +206,7 @@ func TestLentFramesData(t *testing.T) {
 	b.queue(t, b.data(t, 40000))
 	b.m.readReady()
 	first := make([]byte, 39999)
-	n, _, err := b.c.readSome(first)
+	n, _, err := b.c.readSome(first, nil)
 	if err != nil || n != len(first) {
 		t.Fatalf("read %d, %v: want %d", n, err, len(first))
 	}
@@ -401,7 +401,7 @@ func BenchmarkUploadPath(b *testing.B) {
 				bed.dev.q = append(bed.dev.q[:0], frames[i:i+batch]...)
 				bed.m.readReady()
 				for bed.c.rx.len() > 0 {
-					bed.c.readSome(buf)
+					bed.c.readSome(buf, nil)
 				}
 				bed.link.readAll(b) // the ACKs
 			}

@@ -823,7 +823,7 @@ func (s *Stack) flushAcks() {
 			continue
 		}
 		c.wakeHeld = false
-		wake(c.readable)
+		c.wakeOn(&c.readable)
 	}
 	s.fills = s.fills[:0]
 	s.handOver()
@@ -872,7 +872,7 @@ func (s *Stack) wakeReaders() {
 		s.wakes[i] = nil
 		if c.wakeHeld {
 			c.wakeHeld = false
-			wake(c.readable)
+			c.wakeOn(&c.readable)
 		}
 	}
 	s.wakes, s.wakesHeld = s.wakes[:0], false

@@ -25,6 +25,9 @@ func newWakeBed(t *testing.T, recvBuffer int) *wakeBed {
 	t.Cleanup(func() { unix.Close(b.r); unix.Close(b.w) })
 	b.m.pollFD, b.m.watched = b.r, true
 	t.Cleanup(func() { b.m.watched = false })
+	b.c.mu.Lock()
+	b.c.waitChan(&b.c.readable) // as a Read that waits makes it
+	b.c.mu.Unlock()
 	b.woken() // the handshake's
 	return b
 }

@@ -11,7 +11,8 @@
 //
 //   - a Section Header Block and one Interface Description Block
 //     (LINKTYPE_RAW: each packet a bare IP packet; if_tsresol 9:
-//     nanoseconds), written by gopacket's pcapgo.NgWriter;
+//     nanoseconds), as gopacket's pcapgo.NgWriter writes them (the package
+//     writes every block itself: it does not link gopacket);
 //   - a custom block (type 0x00000BAD, PEN 32473) whose payload is 'H' and
 //     the Header in JSON: the stack's configuration, the wheel's origin on
 //     its clock, and the wall clock then;

@@ -485,3 +485,40 @@ func TestParseTimestampResolutions(t *testing.T) {
 		t.Errorf("if_tsresol 20: got %v, want %q", err, want)
 	}
 }
+
+// TestWriteSectionAsPcapgo: the section header and interface blocks that
+// NewWriter writes itself (not with gopacket, whose layers package would
+// put 5 MB of pointerful globals in every program that links the stack)
+// are byte for byte those gopacket's pcapgo.NgWriter wrote for them: the
+// recording starts with them, then the header's custom block.
+func TestWriteSectionAsPcapgo(t *testing.T) {
+	var want bytes.Buffer
+	ng, err := pcapgo.NewNgWriterInterface(&want, pcapgo.NgInterface{
+		Name:                "tcpwheel",
+		Description:         "tcpwheel flight recording: packets as the stack handled and sent them",
+		LinkType:            layers.LinkTypeRaw,
+		SnapLength:          0,
+		TimestampResolution: 9,
+	}, pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "tcpwheel"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ng.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	w, err := record.NewWriter(&got, record.Header{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	b := got.Bytes()
+	if len(b) < want.Len() || !bytes.Equal(b[:want.Len()], want.Bytes()) {
+		t.Fatalf("section and interface:\n got % x\nwant % x", b[:min(len(b), want.Len())], want.Bytes())
+	}
+	if rest := b[want.Len():]; len(rest) < 8 || le.Uint32(rest) != 0x00000BAD {
+		t.Errorf("after the interface: % x, want the header's custom block", rest[:min(len(rest), 8)])
+	}
+}

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"sync/atomic"
 	"time"
-
-	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 )
 
 // Format is the version of the recording format this package writes and
@@ -34,9 +32,23 @@ const (
 	byteOrderLE = 0x1A2B3C4D
 	optEnd      = 0
 	optEPBFlags = 2
+	// the section header's and the interface's options
+	optSHBUserAppl   = 4
+	optIfName        = 2
+	optIfDescription = 3
+	optIfTSResol     = 9
+	linkTypeRaw      = 101 // LINKTYPE_RAW: each packet an IPv4 or IPv6 header first
 	// epb_flags' direction bits
 	dirInbound  = 1
 	dirOutbound = 2
+)
+
+// The section's application and its interface, in the section header and
+// the interface description.
+const (
+	appName       = "tcpwheel"
+	ifName        = "tcpwheel"
+	ifDescription = "tcpwheel flight recording: packets as the stack handled and sent them"
 )
 
 // Custom block payload types, after the PEN.
@@ -146,9 +158,11 @@ type Stats struct {
 // Writer writes a recording: a pcapng section with one interface (LINKTYPE_RAW,
 // nanosecond timestamps), an Enhanced Packet Block per packet with its
 // direction in epb_flags, and the other events in custom blocks between them,
-// in the order the loop ran them. The section header and interface blocks are
-// gopacket's (pcapgo.NgWriter); the packet and custom blocks are written here,
-// since pcapgo writes neither packet options nor custom blocks.
+// in the order the loop ran them. Every block is written here (writeSection:
+// the section header and the interface, as gopacket's pcapgo.NgWriter writes
+// them), not with gopacket: its layers package, which pcapgo imports, has
+// 5 MB of global tables with pointers that the garbage collector would scan
+// at every cycle of every program that links the stack.
 //
 // The blocks are encoded into a buffer of bufSize bytes; a full buffer is
 // handed to a goroutine that writes it to the underlying writer, one buffer
@@ -196,19 +210,7 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	h.Recorder, h.Format = RecorderName, Format
 	rw := &Writer{out: w, buf: make([]byte, 0, bufSize), hdr: h,
 		slots: make(chan struct{}, maxInFlight), spare: make(chan []byte, maxInFlight)}
-	ng, err := pcapgo.NewNgWriterInterface((*appender)(rw), pcapgo.NgInterface{
-		Name:                "tcpwheel",
-		Description:         "tcpwheel flight recording: packets as the stack handled and sent them",
-		LinkType:            layers.LinkTypeRaw,
-		SnapLength:          0,
-		TimestampResolution: 9,
-	}, pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "tcpwheel"}})
-	if err != nil {
-		return nil, fmt.Errorf("record: %w", err)
-	}
-	if err := ng.Flush(); err != nil { // into rw.buf, which we append to from here on
-		return nil, fmt.Errorf("record: %w", err)
-	}
+	rw.writeSection()
 	js, err := json.Marshal(h)
 	if err != nil {
 		return nil, fmt.Errorf("record: header: %w", err)
@@ -217,13 +219,58 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	return rw, nil
 }
 
-// appender is the Writer as the io.Writer pcapgo writes the section header
-// and the interface to: they go into its buffer.
-type appender Writer
+// writeSection writes the section header block (option shb_userappl
+// "tcpwheel") and the interface description block (LINKTYPE_RAW, no snap
+// length; if_name, if_description, if_tsresol 9: nanoseconds), byte for
+// byte as pcapgo.NewNgWriterInterface writes them (TestWriteSectionAsPcapgo).
+func (w *Writer) writeSection() {
+	shb := appendOptions(nil, ngOpt{optSHBUserAppl, appName})
+	w.writeBlock(blockSHB, shbBody(), shb)
+	var idb [8]byte
+	binary.LittleEndian.PutUint16(idb[0:], linkTypeRaw) // then reserved, snap length: 0
+	opts := appendOptions(nil, ngOpt{optIfName, ifName}, ngOpt{optIfDescription, ifDescription}, ngOpt{optIfTSResol, "\x09"})
+	w.writeBlock(blockIDB, idb[:], opts)
+}
 
-func (a *appender) Write(b []byte) (int, error) {
-	(*Writer)(a).write(b)
-	return len(b), nil
+// shbBody is a section header block's fixed part: the byte-order magic,
+// version 1.0, the section's length unspecified (-1).
+func shbBody() []byte {
+	var b [16]byte
+	binary.LittleEndian.PutUint32(b[0:], byteOrderLE)
+	binary.LittleEndian.PutUint16(b[4:], 1) // major
+	binary.LittleEndian.PutUint64(b[8:], math.MaxUint64)
+	return b[:]
+}
+
+// writeBlock writes a block of type typ: its fixed part, its options, and
+// the lengths around them.
+func (w *Writer) writeBlock(typ uint32, fixed, opts []byte) {
+	total := 8 + len(fixed) + len(opts) + 4
+	var b [8]byte
+	binary.LittleEndian.PutUint32(b[0:], typ)
+	binary.LittleEndian.PutUint32(b[4:], uint32(total))
+	w.write(b[:])
+	w.write(fixed)
+	w.write(opts)
+	w.write(b[4:8])
+}
+
+// ngOpt is a pcapng option: its code and its value's bytes.
+type ngOpt struct {
+	code uint16
+	val  string
+}
+
+// appendOptions appends opts to b, each padded to 4 bytes, and the end of
+// options.
+func appendOptions(b []byte, opts ...ngOpt) []byte {
+	for _, o := range opts {
+		b = binary.LittleEndian.AppendUint16(b, o.code)
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(o.val)))
+		b = append(b, o.val...)
+		b = append(b, make([]byte, (4-len(o.val)&3)&3)...)
+	}
+	return binary.LittleEndian.AppendUint32(b, optEnd)
 }
 
 // Header returns the header written.

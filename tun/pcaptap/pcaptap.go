@@ -4,8 +4,11 @@
 //
 // # Format
 //
-// The capture is classic pcap (version 2.4, little-endian) written by
-// github.com/google/gopacket/pcapgo, with link type LINKTYPE_RAW (101: each
+// The capture is classic pcap (version 2.4, little-endian), byte for byte
+// as github.com/google/gopacket/pcapgo's Writer writes it (written here:
+// gopacket's layers package, which pcapgo imports, has 5 MB of pointerful
+// global tables that the garbage collector would scan at every cycle of
+// every program that links the tap), with link type LINKTYPE_RAW (101: each
 // record is a bare IPv4 packet, as on the device) and nanosecond timestamps
 // (magic 0xa1b23c4d). Timestamps are taken from Config.Now at the moment of
 // the operation: just before the wrapped device's WritePacket for egress,
@@ -51,16 +54,13 @@ package pcaptap
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
 	"time"
-
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 
 	"github.com/tcpwheel/tcpwheel/tun"
 )
@@ -86,8 +86,8 @@ type Config struct {
 
 	// Now returns the timestamp of each record; nil means time.Now. Tests
 	// inject a manual clock here. It is called without the tap's lock, from
-	// the goroutines calling ReadPacket and WritePacket. (pcapgo replaces
-	// a zero time.Time with time.Now.)
+	// the goroutines calling ReadPacket and WritePacket. (A zero time.Time
+	// is replaced with time.Now, as pcapgo's Writer does.)
 	Now func() time.Time
 }
 
@@ -109,13 +109,13 @@ type Tap struct {
 	snapLen int
 
 	mu     sync.Mutex
-	out    *errWriter     // guarded by mu; the caller's writer
-	buf    *bufio.Writer  // guarded by mu; writes to out
-	pw     *pcapgo.Writer // guarded by mu; writes to buf
-	closer io.Closer      // guarded by mu; the file Create opened, or nil
-	closed bool           // guarded by mu
-	err    error          // guarded by mu; the first write error
-	stats  Stats          // guarded by mu
+	out    *errWriter    // guarded by mu; the caller's writer
+	buf    *bufio.Writer // guarded by mu; writes to out
+	hdr    [16]byte      // guarded by mu; a record's header (writePacket)
+	closer io.Closer     // guarded by mu; the file Create opened, or nil
+	closed bool          // guarded by mu
+	err    error         // guarded by mu; the first write error
+	stats  Stats         // guarded by mu
 
 	fmu      sync.Mutex // guards fscratch: WriteFrame's packets
 	fscratch []byte
@@ -143,8 +143,7 @@ func Wrap(dev tun.Device, w io.Writer, cfg Config) (*Tap, error) {
 	}
 	t := &Tap{dev: dev, now: cfg.Now, snapLen: cfg.SnapLen, out: &errWriter{w: w}}
 	t.buf = bufio.NewWriterSize(t.out, 64<<10)
-	t.pw = pcapgo.NewWriterNanos(t.buf)
-	if err := t.pw.WriteFileHeader(uint32(cfg.SnapLen), layers.LinkTypeRaw); err != nil {
+	if _, err := t.buf.Write(fileHeader(cfg.SnapLen)); err != nil {
 		return nil, fmt.Errorf("pcaptap: writing file header: %w", err)
 	}
 	if err := t.buf.Flush(); err != nil {
@@ -171,24 +170,58 @@ func Create(path string, dev tun.Device, cfg Config) (*Tap, error) {
 
 // record writes one packet to the capture, or counts why it could not.
 func (t *Tap) record(ts time.Time, pkt []byte) {
-	ci := gopacket.CaptureInfo{
-		Timestamp:     ts,
-		CaptureLength: min(len(pkt), t.snapLen),
-		Length:        len(pkt),
-	}
+	caplen := min(len(pkt), t.snapLen)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		t.stats.WriteErrors++
 		return
 	}
-	if err := t.pw.WritePacket(ci, pkt[:ci.CaptureLength]); err != nil {
+	if err := t.writePacket(ts, pkt[:caplen], len(pkt)); err != nil {
 		t.stats.WriteErrors++
 		t.setErr(err)
 		return
 	}
 	t.stats.Packets++
-	t.stats.Bytes += uint64(ci.CaptureLength)
+	t.stats.Bytes += uint64(caplen)
+}
+
+// The pcap file header's magic for nanosecond timestamps, and LINKTYPE_RAW.
+const (
+	magicNanos  = 0xA1B23C4D
+	linkTypeRaw = 101
+)
+
+// fileHeader is the capture's header: version 2.4, no time zone or
+// accuracy, the snap length, LINKTYPE_RAW.
+func fileHeader(snapLen int) []byte {
+	var b [24]byte
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], magicNanos)
+	le.PutUint16(b[4:], 2)
+	le.PutUint16(b[6:], 4)
+	le.PutUint32(b[16:], uint32(snapLen))
+	le.PutUint32(b[20:], linkTypeRaw)
+	return b[:]
+}
+
+// writePacket writes a record of data, the first bytes of a packet of
+// length n, taken at ts (time.Now for a zero ts, as pcapgo's WritePacket).
+// Under mu.
+func (t *Tap) writePacket(ts time.Time, data []byte, n int) error {
+	if ts.IsZero() {
+		ts = time.Now()
+	}
+	le := binary.LittleEndian
+	le.PutUint32(t.hdr[0:], uint32(ts.Unix()))
+	le.PutUint32(t.hdr[4:], uint32(ts.Nanosecond()))
+	le.PutUint32(t.hdr[8:], uint32(len(data)))
+	le.PutUint32(t.hdr[12:], uint32(n))
+	if _, err := t.buf.Write(t.hdr[:]); err != nil {
+		return fmt.Errorf("error writing packet header: %v", err)
+	}
+	_, err := t.buf.Write(data)
+	return err
 }
 
 // WritePacket implements tun.Device: it passes pkt to the wrapped device
