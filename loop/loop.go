@@ -3,6 +3,7 @@ package loop
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,8 @@ type Loop struct {
 	// held counts the turns in a row whose expiry was held back, with timers
 	// due, because the input was not drained (at most MaxDeferredTurns).
 	held int
+	// yielded is the clock's time of the loop's last yield (maybeYield).
+	yielded time.Duration
 
 	mu       sync.Mutex
 	queue    []func() // guarded by mu: posted functions the loop has not taken yet
@@ -66,6 +69,7 @@ type Loop struct {
 	wakeups  atomic.Uint64 // blocking waits ended by an event (timer, wake-up, readable fd)
 	loops    atomic.Uint64 // loop iterations, sleeping or not: tests check that nothing spins
 	deferred atomic.Uint64 // turns whose expiry waited for the rest of the input (held)
+	yields   atomic.Uint64 // maybeYield's runtime.Gosched calls
 	closeErr error         // written by the loop before it closes done
 }
 
@@ -246,6 +250,7 @@ func (l *Loop) run(started chan<- error) {
 		if closing {
 			break // every function posted before Close has run
 		}
+		l.maybeYield()
 		l.sleep()
 	}
 	l.closeErr = l.p.close()
@@ -392,6 +397,41 @@ func (l *Loop) runPosted() (closing bool) {
 		f()
 	}
 	return closing
+}
+
+// YieldEvery is how often, in the clock's time, the loop's goroutine gives
+// its P back to Go's scheduler (runtime.Gosched), between a turn and the
+// sleep after it.
+//
+// The goroutine is locked to its thread and holds one of the process's Ps
+// all the time, in its system calls too (its sleep in epoll_wait, its writes
+// to a device): the P runs no other goroutine, so its scheduling tick never
+// moves. Go's sysmon takes a P whose tick has not moved for 10 ms (the
+// runtime's forcePreemptNS) for a goroutine that runs too long: it signals
+// the thread (a sleep in epoll_wait ends in EINTR), hands the P to another
+// thread if the loop is in a system call, preempts the loop at its next
+// function call, and then, having retaken something, polls every 20 µs
+// again, its shortest period, for a millisecond and more. On a busy stack
+// (ab's churn: 40-45 such preemptions a second, ~2,600 sysmon wake-ups) that
+// cost 7-12% of the process's CPU per request (integration/results/
+// lw-2026-11-24.txt). A yield at a turn's end, where the loop holds nothing
+// half done, costs one hand-off of the loop to its thread (two futex calls)
+// and moves the tick, so that sysmon never finds it stuck. 2 ms keeps a
+// turn of several milliseconds (a flood's batch on a preempted thread) well
+// inside the runtime's 10 ms; a loop that sleeps longer than that yields once
+// per wake-up, as it was preempted once per wake-up before.
+const YieldEvery = 2 * time.Millisecond
+
+// maybeYield yields the loop goroutine's P (runtime.Gosched) if YieldEvery
+// or more has passed on the clock since it last did (see YieldEvery).
+func (l *Loop) maybeYield() {
+	now := l.clock.Now()
+	if now-l.yielded < YieldEvery {
+		return
+	}
+	l.yielded = now
+	l.yields.Add(1)
+	runtime.Gosched()
 }
 
 // sleep waits until the wheel's next deadline, a kick or a readable watched

@@ -305,3 +305,35 @@ func TestLoopPostedBatchSeesFreshNow(t *testing.T) {
 		t.Fatalf("the second function of the batch saw Now = %v, want 5ms (the clock when it ran)", got)
 	}
 }
+
+// TestLoopYieldsEvery: the loop yields its P at the end of the first turn
+// YieldEvery or more after its last yield (on its clock), and not before.
+func TestLoopYieldsEvery(t *testing.T) {
+	clk := timer.NewManualClock(0)
+	d, _ := newLoopWith(t, timer.Config{Clock: clk})
+	// turn runs a turn at clock time at and waits for the turn after it, so
+	// that the first one's end (where the loop yields) is behind us.
+	turn := func(at time.Duration) uint64 {
+		t.Helper()
+		clk.Set(at)
+		postWait(t, d, func() {})
+		postWait(t, d, func() {})
+		return d.yields.Load()
+	}
+	for _, c := range []struct {
+		at   time.Duration
+		want uint64
+	}{
+		{0, 0},
+		{YieldEvery - 1, 0},
+		{YieldEvery, 1},
+		{2*YieldEvery - 1, 1},
+		{2 * YieldEvery, 2},
+		{10 * YieldEvery, 3}, // once, however long since the last
+		{10*YieldEvery + YieldEvery/2, 3},
+	} {
+		if got := turn(c.at); got != c.want {
+			t.Fatalf("at %v: %d yields, want %d", c.at, got, c.want)
+		}
+	}
+}
