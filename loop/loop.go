@@ -406,28 +406,47 @@ func (l *Loop) runPosted() (closing bool) {
 // The goroutine is locked to its thread and holds one of the process's Ps
 // all the time, in its system calls too (its sleep in epoll_wait, its writes
 // to a device): the P runs no other goroutine, so its scheduling tick never
-// moves. Go's sysmon takes a P whose tick has not moved for 10 ms (the
-// runtime's forcePreemptNS) for a goroutine that runs too long: it signals
-// the thread (a sleep in epoll_wait ends in EINTR), hands the P to another
-// thread if the loop is in a system call, preempts the loop at its next
-// function call, and then, having retaken something, polls every 20 µs
-// again, its shortest period, for a millisecond and more. On a busy stack
-// (ab's churn: 40-45 such preemptions a second, ~2,600 sysmon wake-ups) that
-// cost 7-12% of the process's CPU per request (integration/results/
+// moves. Go's sysmon preempts a P whose tick has not moved for 10 ms (the
+// runtime's forcePreemptNS), as it would a goroutine that runs too long: it
+// signals the thread (a sleep in epoll_wait ends in EINTR), hands the P to
+// another thread if the loop is in a system call, preempts the loop at its
+// next function call, and then, having retaken something, polls every 20 µs,
+// its shortest period, for a millisecond and more. On a busy stack (ab's
+// churn: 40-45 such preemptions a second, ~2,600 sysmon wake-ups) that cost
+// ~10% of the process's CPU per request (integration/results/
 // lw-2026-11-24.txt). A yield at a turn's end, where the loop holds nothing
-// half done, costs one hand-off of the loop to its thread (two futex calls)
-// and moves the tick, so that sysmon never finds it stuck. 2 ms keeps a
-// turn of several milliseconds (a flood's batch on a preempted thread) well
-// inside the runtime's 10 ms; a loop that sleeps longer than that yields once
-// per wake-up, as it was preempted once per wake-up before.
+// half done, costs one hand-off of the loop to its thread and back (two
+// thread wake-ups) and moves the tick, so that sysmon never finds it stuck.
+// 2 ms keeps a turn of a few milliseconds (a flood's batch on a preempted
+// thread) inside the runtime's 10 ms, with room for the wait of yieldRoom.
 const YieldEvery = 2 * time.Millisecond
 
+// yieldRoom: the loop does not yield while a deadline is due within its spin
+// window and yieldRoom (the hand-off's two thread wake-ups, each 30-150 µs
+// from an idle vCPU on the project's VM), so that the yield does not make the
+// timer late, unless 2*YieldEvery have passed since its last yield.
+const yieldRoom = 500 * time.Microsecond
+
 // maybeYield yields the loop goroutine's P (runtime.Gosched) if YieldEvery
-// or more has passed on the clock since it last did (see YieldEvery).
+// or more has passed on the clock since it last did (see YieldEvery and
+// yieldRoom).
 func (l *Loop) maybeYield() {
 	now := l.clock.Now()
-	if now-l.yielded < YieldEvery {
+	since := now - l.yielded
+	if since < YieldEvery {
 		return
+	}
+	if since < 2*YieldEvery {
+		var next time.Duration
+		var ok bool
+		if l.shared == nil {
+			next, ok = l.w.NextDeadline()
+		} else {
+			next, ok = l.shared.nextDeadline()
+		}
+		if ok && next-now < time.Duration(l.spin.Load())+yieldRoom {
+			return // a timer is due soon: yield after it
+		}
 	}
 	l.yielded = now
 	l.yields.Add(1)

@@ -337,3 +337,51 @@ func TestLoopYieldsEvery(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopYieldWaitsForDueTimer: a timer due within the spin window and
+// yieldRoom puts the yield off, until 2*YieldEvery since the last one.
+func TestLoopYieldWaitsForDueTimer(t *testing.T) {
+	clk := timer.NewManualClock(0)
+	d, w := newLoopWith(t, timer.Config{Clock: clk})
+	if err := d.SetSpin(0); err != nil {
+		t.Fatal(err)
+	}
+	turn := func(at time.Duration) uint64 {
+		t.Helper()
+		clk.Set(at)
+		postWait(t, d, func() {})
+		postWait(t, d, func() {})
+		return d.yields.Load()
+	}
+	var e timer.Entry
+	e.Init(func() {})
+	// set (re)starts the timer at at, in one posted function.
+	set := func(at time.Duration) {
+		t.Helper()
+		postWait(t, d, func() {
+			w.Stop(&e)
+			if err := w.StartAt(&e, at); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// Due in yieldRoom less a tick (the wheel's deadlines are on ticks):
+	// no yield.
+	set(YieldEvery + yieldRoom - timer.DefaultTick)
+	if got := turn(YieldEvery); got != 0 {
+		t.Fatalf("timer due in %v: %d yields, want 0", yieldRoom-timer.DefaultTick, got)
+	}
+	// Due in yieldRoom: the yield, at the end of set's turn.
+	set(YieldEvery + yieldRoom)
+	if got := turn(YieldEvery); got != 1 {
+		t.Fatalf("timer due in %v: %d yields, want 1", yieldRoom, got)
+	}
+	// 2*YieldEvery after the last one, it yields with a timer due.
+	set(3*YieldEvery + timer.DefaultTick)
+	if got := turn(3*YieldEvery - 1); got != 1 {
+		t.Fatalf("timer due, %v after the last yield: %d yields, want 1", 2*YieldEvery-1, got)
+	}
+	if got := turn(3 * YieldEvery); got != 2 {
+		t.Fatalf("timer due, %v after the last yield: %d yields, want 2", 2*YieldEvery, got)
+	}
+}
