@@ -55,8 +55,11 @@ type Loop struct {
 	// held counts the turns in a row whose expiry was held back, with timers
 	// due, because the input was not drained (at most MaxDeferredTurns).
 	held int
-	// yielded is the clock's time of the loop's last yield (maybeYield).
-	yielded time.Duration
+	// yielded is the clock's time of the loop's last yield (maybeYield);
+	// putOff, if set, when maybeYield first put off the yield due since
+	// for a timer due soon.
+	yielded, putOffAt time.Duration
+	putOff            bool
 
 	mu       sync.Mutex
 	queue    []func() // guarded by mu: posted functions the loop has not taken yet
@@ -421,33 +424,37 @@ func (l *Loop) runPosted() (closing bool) {
 // thread) inside the runtime's 10 ms, with room for the wait of yieldRoom.
 const YieldEvery = 2 * time.Millisecond
 
-// yieldRoom: the loop does not yield while a deadline is due within its spin
-// window and yieldRoom (the hand-off's two thread wake-ups, each 30-150 µs
-// from an idle vCPU on the project's VM), so that the yield does not make the
-// timer late, unless 2*YieldEvery have passed since its last yield.
+// yieldRoom: the loop puts off a yield while a deadline is due within its
+// spin window and yieldRoom (the hand-off's two thread wake-ups, each 30-150
+// µs from an idle vCPU on the project's VM), so that the yield does not make
+// the timer late; for YieldEvery at most, so that a loop whose timers are
+// always due soon still yields within sysmon's 10 ms.
 const yieldRoom = 500 * time.Microsecond
 
 // maybeYield yields the loop goroutine's P (runtime.Gosched) if YieldEvery
-// or more has passed on the clock since it last did (see YieldEvery and
-// yieldRoom).
+// or more has passed on the clock since it last did, unless a timer is due
+// soon (see YieldEvery and yieldRoom).
 func (l *Loop) maybeYield() {
 	now := l.clock.Now()
-	since := now - l.yielded
-	if since < YieldEvery {
+	if now-l.yielded < YieldEvery {
 		return
 	}
-	if since < 2*YieldEvery {
-		var next time.Duration
-		var ok bool
-		if l.shared == nil {
-			next, ok = l.w.NextDeadline()
-		} else {
-			next, ok = l.shared.nextDeadline()
+	var next time.Duration
+	var ok bool
+	if l.shared == nil {
+		next, ok = l.w.NextDeadline()
+	} else {
+		next, ok = l.shared.nextDeadline()
+	}
+	if ok && next-now < time.Duration(l.spin.Load())+yieldRoom {
+		if !l.putOff {
+			l.putOff, l.putOffAt = true, now
 		}
-		if ok && next-now < time.Duration(l.spin.Load())+yieldRoom {
+		if now-l.putOffAt < YieldEvery {
 			return // a timer is due soon: yield after it
 		}
 	}
+	l.putOff = false
 	l.yielded = now
 	l.yields.Add(1)
 	runtime.Gosched()

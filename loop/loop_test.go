@@ -339,49 +339,53 @@ func TestLoopYieldsEvery(t *testing.T) {
 }
 
 // TestLoopYieldWaitsForDueTimer: a timer due within the spin window and
-// yieldRoom puts the yield off, until 2*YieldEvery since the last one.
+// yieldRoom puts the yield off, for YieldEvery at most.
 func TestLoopYieldWaitsForDueTimer(t *testing.T) {
 	clk := timer.NewManualClock(0)
 	d, w := newLoopWith(t, timer.Config{Clock: clk})
 	if err := d.SetSpin(0); err != nil {
 		t.Fatal(err)
 	}
-	turn := func(at time.Duration) uint64 {
-		t.Helper()
-		clk.Set(at)
-		postWait(t, d, func() {})
-		postWait(t, d, func() {})
-		return d.yields.Load()
-	}
 	var e timer.Entry
 	e.Init(func() {})
-	// set (re)starts the timer at at, in one posted function.
-	set := func(at time.Duration) {
+	// at moves the clock to now and (re)starts the timer at due (none for
+	// 0), in one posted function, waits for the turn after that one (so
+	// that its end, where the loop yields, is behind us), and returns the
+	// yields so far.
+	at := func(now, due time.Duration) uint64 {
 		t.Helper()
 		postWait(t, d, func() {
+			clk.Set(now)
 			w.Stop(&e)
-			if err := w.StartAt(&e, at); err != nil {
+			if due == 0 {
+				return
+			}
+			if err := w.StartAt(&e, due); err != nil {
 				t.Error(err)
 			}
 		})
+		postWait(t, d, func() {})
+		return d.yields.Load()
 	}
-	// Due in yieldRoom less a tick (the wheel's deadlines are on ticks):
-	// no yield.
-	set(YieldEvery + yieldRoom - timer.DefaultTick)
-	if got := turn(YieldEvery); got != 0 {
-		t.Fatalf("timer due in %v: %d yields, want 0", yieldRoom-timer.DefaultTick, got)
-	}
-	// Due in yieldRoom: the yield, at the end of set's turn.
-	set(YieldEvery + yieldRoom)
-	if got := turn(YieldEvery); got != 1 {
-		t.Fatalf("timer due in %v: %d yields, want 1", yieldRoom, got)
-	}
-	// 2*YieldEvery after the last one, it yields with a timer due.
-	set(3*YieldEvery + timer.DefaultTick)
-	if got := turn(3*YieldEvery - 1); got != 1 {
-		t.Fatalf("timer due, %v after the last yield: %d yields, want 1", 2*YieldEvery-1, got)
-	}
-	if got := turn(3 * YieldEvery); got != 2 {
-		t.Fatalf("timer due, %v after the last yield: %d yields, want 2", 2*YieldEvery, got)
+	const ms = time.Millisecond
+	tick := timer.DefaultTick // the wheel's deadlines are on its ticks
+	for _, c := range []struct {
+		now, due time.Duration
+		want     uint64
+	}{
+		{YieldEvery, YieldEvery + yieldRoom - tick, 0}, // put off from 2 ms
+		{2*YieldEvery - 1, 2*YieldEvery + tick, 0},
+		{2 * YieldEvery, 2*YieldEvery + tick, 1}, // YieldEvery put off: yields
+		{3*YieldEvery - 1, 0, 1},
+		{3 * YieldEvery, 0, 2},       // no timer: yields
+		{100 * ms, 100*ms + tick, 2}, // a wake-up at its timer, long after
+		{100*ms + tick, 0, 3},        // the turn after it yields
+		{100*ms + tick + YieldEvery, 100*ms + YieldEvery + 2*tick, 3},
+		{100*ms + 2*YieldEvery, 100*ms + 2*YieldEvery + tick, 3},
+		{100*ms + tick + 2*YieldEvery, 100*ms + 2*YieldEvery + 2*tick, 4},
+	} {
+		if got := at(c.now, c.due); got != c.want {
+			t.Fatalf("at %v with a timer due at %v: %d yields, want %d", c.now, c.due, got, c.want)
+		}
 	}
 }
