@@ -439,13 +439,7 @@ func (l *Loop) maybeYield() {
 	if now-l.yielded < YieldEvery {
 		return
 	}
-	var next time.Duration
-	var ok bool
-	if l.shared == nil {
-		next, ok = l.w.NextDeadline()
-	} else {
-		next, ok = l.shared.nextDeadline()
-	}
+	next, ok := l.nextDeadline()
 	if ok && next-now < time.Duration(l.spin.Load())+yieldRoom {
 		if !l.putOff {
 			l.putOff, l.putOffAt = true, now
@@ -460,17 +454,19 @@ func (l *Loop) maybeYield() {
 	runtime.Gosched()
 }
 
+// nextDeadline is the wheel's next deadline, or the Shared's.
+func (l *Loop) nextDeadline() (time.Duration, bool) {
+	if l.shared == nil {
+		return l.w.NextDeadline()
+	}
+	return l.shared.nextDeadline()
+}
+
 // sleep waits until the wheel's next deadline, a kick or a readable watched
 // descriptor; it returns at once, having polled the descriptors, if something is
 // due already or work arrived meanwhile.
 func (l *Loop) sleep() {
-	var next time.Duration
-	var ok bool
-	if l.shared == nil {
-		next, ok = l.w.NextDeadline()
-	} else {
-		next, ok = l.shared.nextDeadline()
-	}
+	next, ok := l.nextDeadline()
 	if ok && next <= l.clock.Now() {
 		return // something is due already: the next turn polls the fds first
 	}
