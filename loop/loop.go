@@ -416,8 +416,8 @@ func (l *Loop) runPosted() (closing bool) {
 // next function call, and then, having retaken something, polls every 20 µs,
 // its shortest period, for a millisecond and more. On a busy stack (ab's
 // churn: 40-45 such preemptions a second, ~2,600 sysmon wake-ups) that cost
-// ~10% of the process's CPU per request (integration/results/
-// lw-2026-11-24.txt). A yield at a turn's end, where the loop holds nothing
+// 3-12% of the process's CPU per request, more on a busier machine
+// (integration/results/lw-2026-11-24.txt). A yield at a turn's end, where the loop holds nothing
 // half done, costs one hand-off of the loop to its thread and back (two
 // thread wake-ups) and moves the tick, so that sysmon never finds it stuck.
 // 2 ms keeps a turn of a few milliseconds (a flood's batch on a preempted
