@@ -56,8 +56,8 @@ type Loop struct {
 	// due, because the input was not drained (at most MaxDeferredTurns).
 	held int
 	// yielded is the clock's time of the loop's last yield (maybeYield);
-	// putOff, if set, when maybeYield first put off the yield due since
-	// for a timer due soon.
+	// while putOff is set, putOffAt is when maybeYield first put off the
+	// yield due since, for a timer due soon.
 	yielded, putOffAt time.Duration
 	putOff            bool
 
@@ -417,9 +417,10 @@ func (l *Loop) runPosted() (closing bool) {
 // its shortest period, for a millisecond and more. On a busy stack (ab's
 // churn: 40-45 such preemptions a second, ~2,600 sysmon wake-ups) that cost
 // 3-12% of the process's CPU per request, more on a busier machine
-// (integration/results/lw-2026-11-24.txt). A yield at a turn's end, where the loop holds nothing
-// half done, costs one hand-off of the loop to its thread and back (two
-// thread wake-ups) and moves the tick, so that sysmon never finds it stuck.
+// (integration/results/lw-2026-11-24.txt). A yield at a turn's end, where
+// the loop holds nothing half done, costs one hand-off of the loop to its
+// thread and back (two thread wake-ups) and moves the tick, so that sysmon
+// never finds it stuck.
 // 2 ms keeps a turn of a few milliseconds (a flood's batch on a preempted
 // thread) inside the runtime's 10 ms, with room for the wait of yieldRoom.
 const YieldEvery = 2 * time.Millisecond
