@@ -3,6 +3,7 @@ package loop
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,11 @@ type Loop struct {
 	// held counts the turns in a row whose expiry was held back, with timers
 	// due, because the input was not drained (at most MaxDeferredTurns).
 	held int
+	// yielded is the clock's time of the loop's last yield (maybeYield);
+	// while putOff is set, putOffAt is when maybeYield first put off the
+	// yield due since, for a timer due soon.
+	yielded, putOffAt time.Duration
+	putOff            bool
 
 	mu       sync.Mutex
 	queue    []func() // guarded by mu: posted functions the loop has not taken yet
@@ -66,6 +72,7 @@ type Loop struct {
 	wakeups  atomic.Uint64 // blocking waits ended by an event (timer, wake-up, readable fd)
 	loops    atomic.Uint64 // loop iterations, sleeping or not: tests check that nothing spins
 	deferred atomic.Uint64 // turns whose expiry waited for the rest of the input (held)
+	yields   atomic.Uint64 // maybeYield's runtime.Gosched calls
 	closeErr error         // written by the loop before it closes done
 }
 
@@ -246,6 +253,7 @@ func (l *Loop) run(started chan<- error) {
 		if closing {
 			break // every function posted before Close has run
 		}
+		l.maybeYield()
 		l.sleep()
 	}
 	l.closeErr = l.p.close()
@@ -394,17 +402,72 @@ func (l *Loop) runPosted() (closing bool) {
 	return closing
 }
 
+// YieldEvery is how often, in the clock's time, the loop's goroutine gives
+// its P back to Go's scheduler (runtime.Gosched), between a turn and the
+// sleep after it.
+//
+// The goroutine is locked to its thread and holds one of the process's Ps
+// all the time, in its system calls too (its sleep in epoll_wait, its writes
+// to a device): the P runs no other goroutine, so its scheduling tick never
+// moves. Go's sysmon preempts a P whose tick has not moved for 10 ms (the
+// runtime's forcePreemptNS), as it would a goroutine that runs too long: it
+// signals the thread (a sleep in epoll_wait ends in EINTR), hands the P to
+// another thread if the loop is in a system call, preempts the loop at its
+// next function call, and then, having retaken something, polls every 20 µs,
+// its shortest period, for a millisecond and more. On a busy stack (ab's
+// churn: 40-45 such preemptions a second, ~2,600 sysmon wake-ups) that cost
+// 3-12% of the process's CPU per request, more on a busier machine
+// (integration/results/lw-2026-11-24.txt). A yield at a turn's end, where
+// the loop holds nothing half done, costs one hand-off of the loop to its
+// thread and back (two thread wake-ups) and moves the tick, so that sysmon
+// never finds it stuck.
+// 2 ms keeps a turn of a few milliseconds (a flood's batch on a preempted
+// thread) inside the runtime's 10 ms, with room for the wait of yieldRoom.
+const YieldEvery = 2 * time.Millisecond
+
+// yieldRoom: the loop puts off a yield while a deadline is due within its
+// spin window and yieldRoom (the hand-off's two thread wake-ups, each 30-150
+// µs from an idle vCPU on the project's VM), so that the yield does not make
+// the timer late; for YieldEvery at most, so that a loop whose timers are
+// always due soon still yields within sysmon's 10 ms.
+const yieldRoom = 500 * time.Microsecond
+
+// maybeYield yields the loop goroutine's P (runtime.Gosched) if YieldEvery
+// or more has passed on the clock since it last did, unless a timer is due
+// soon (see YieldEvery and yieldRoom).
+func (l *Loop) maybeYield() {
+	now := l.clock.Now()
+	if now-l.yielded < YieldEvery {
+		return
+	}
+	next, ok := l.nextDeadline()
+	if ok && next-now < time.Duration(l.spin.Load())+yieldRoom {
+		if !l.putOff {
+			l.putOff, l.putOffAt = true, now
+		}
+		if now-l.putOffAt < YieldEvery {
+			return // a timer is due soon: yield after it
+		}
+	}
+	l.putOff = false
+	l.yielded = now
+	l.yields.Add(1)
+	runtime.Gosched()
+}
+
+// nextDeadline is the wheel's next deadline, or the Shared's.
+func (l *Loop) nextDeadline() (time.Duration, bool) {
+	if l.shared == nil {
+		return l.w.NextDeadline()
+	}
+	return l.shared.nextDeadline()
+}
+
 // sleep waits until the wheel's next deadline, a kick or a readable watched
 // descriptor; it returns at once, having polled the descriptors, if something is
 // due already or work arrived meanwhile.
 func (l *Loop) sleep() {
-	var next time.Duration
-	var ok bool
-	if l.shared == nil {
-		next, ok = l.w.NextDeadline()
-	} else {
-		next, ok = l.shared.nextDeadline()
-	}
+	next, ok := l.nextDeadline()
 	if ok && next <= l.clock.Now() {
 		return // something is due already: the next turn polls the fds first
 	}

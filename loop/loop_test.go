@@ -305,3 +305,87 @@ func TestLoopPostedBatchSeesFreshNow(t *testing.T) {
 		t.Fatalf("the second function of the batch saw Now = %v, want 5ms (the clock when it ran)", got)
 	}
 }
+
+// TestLoopYieldsEvery: the loop yields its P at the end of the first turn
+// YieldEvery or more after its last yield (on its clock), and not before.
+func TestLoopYieldsEvery(t *testing.T) {
+	clk := timer.NewManualClock(0)
+	d, _ := newLoopWith(t, timer.Config{Clock: clk})
+	// turn runs a turn at clock time at and waits for the turn after it, so
+	// that the first one's end (where the loop yields) is behind us.
+	turn := func(at time.Duration) uint64 {
+		t.Helper()
+		clk.Set(at)
+		postWait(t, d, func() {})
+		postWait(t, d, func() {})
+		return d.yields.Load()
+	}
+	for _, c := range []struct {
+		at   time.Duration
+		want uint64
+	}{
+		{0, 0},
+		{YieldEvery - 1, 0},
+		{YieldEvery, 1},
+		{2*YieldEvery - 1, 1},
+		{2 * YieldEvery, 2},
+		{10 * YieldEvery, 3}, // once, however long since the last
+		{10*YieldEvery + YieldEvery/2, 3},
+	} {
+		if got := turn(c.at); got != c.want {
+			t.Fatalf("at %v: %d yields, want %d", c.at, got, c.want)
+		}
+	}
+}
+
+// TestLoopYieldWaitsForDueTimer: a timer due within the spin window and
+// yieldRoom puts the yield off, for YieldEvery at most.
+func TestLoopYieldWaitsForDueTimer(t *testing.T) {
+	clk := timer.NewManualClock(0)
+	d, w := newLoopWith(t, timer.Config{Clock: clk})
+	if err := d.SetSpin(0); err != nil {
+		t.Fatal(err)
+	}
+	var e timer.Entry
+	e.Init(func() {})
+	// at moves the clock to now and (re)starts the timer at due (none for
+	// 0), in one posted function, waits for the turn after that one (so
+	// that its end, where the loop yields, is behind us), and returns the
+	// yields so far.
+	at := func(now, due time.Duration) uint64 {
+		t.Helper()
+		postWait(t, d, func() {
+			clk.Set(now)
+			w.Stop(&e)
+			if due == 0 {
+				return
+			}
+			if err := w.StartAt(&e, due); err != nil {
+				t.Error(err)
+			}
+		})
+		postWait(t, d, func() {})
+		return d.yields.Load()
+	}
+	const ms = time.Millisecond
+	tick := timer.DefaultTick // the wheel's deadlines are on its ticks
+	for _, c := range []struct {
+		now, due time.Duration
+		want     uint64
+	}{
+		{YieldEvery, YieldEvery + yieldRoom - tick, 0}, // put off from 2 ms
+		{2*YieldEvery - 1, 2*YieldEvery + tick, 0},
+		{2 * YieldEvery, 2*YieldEvery + tick, 1}, // YieldEvery put off: yields
+		{3*YieldEvery - 1, 0, 1},
+		{3 * YieldEvery, 0, 2},       // no timer: yields
+		{100 * ms, 100*ms + tick, 2}, // a wake-up at its timer, long after
+		{100*ms + tick, 0, 3},        // the turn after it yields
+		{100*ms + tick + YieldEvery, 100*ms + YieldEvery + 2*tick, 3},
+		{100*ms + 2*YieldEvery, 100*ms + 2*YieldEvery + tick, 3},
+		{100*ms + tick + 2*YieldEvery, 100*ms + 2*YieldEvery + 2*tick, 4},
+	} {
+		if got := at(c.now, c.due); got != c.want {
+			t.Fatalf("at %v with a timer due at %v: %d yields, want %d", c.now, c.due, got, c.want)
+		}
+	}
+}
