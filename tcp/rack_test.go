@@ -124,7 +124,9 @@ func TestTLP(t *testing.T) {
 	})
 	// With FINJoinsData (a stack whose frames carry data+FIN as one packet):
 	// a Close at the instant of the last data is one packet in flight, whose
-	// ACK the peer may hold; a Close later is a packet of its own.
+	// ACK the peer may hold; a Close later is a packet of its own. Without
+	// GSOMax, also under -tcp.gsomax: the FIN is probed alone, as in a
+	// recording made before probeWithFIN (the subtests after these have it).
 	for _, tc := range []struct {
 		name  string
 		gap   time.Duration // from the data to the Close
@@ -136,7 +138,7 @@ func TestTLP(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig()
 			cfg.TLPMaxAckDelay = 25 * time.Millisecond
-			cfg.FINJoinsData = true
+			cfg.FINJoinsData, cfg.GSOMax = true, 0
 			h := establishedRTT(t, cfg, tlpRTT)
 			h.ep.Write(data(100))
 			h.expect(lenIs(100))
