@@ -146,7 +146,7 @@ func (l *Listener) accept(ep *tcp.Endpoint) bool {
 			// woken once per batch, not mid-batch while the loop still
 			// runs. Only this loop sends to acceptq (one loop: grp is
 			// nil), so the room counted here is there at the batch's end.
-			if len(l.acceptq)+l.held >= cap(l.acceptq) {
+			if l.queueFull() {
 				return false
 			}
 			l.held++
@@ -218,7 +218,7 @@ func (s *Stack) listen(l *Listener, p uint16, key []byte) error {
 		CookieKey: key,
 		Accept:    l.accept,
 		QueueFull: func() bool {
-			return s.flag(record.QueueFull, noConn, p, func() bool { return len(l.acceptq)+l.held >= cap(l.acceptq) })
+			return s.flag(record.QueueFull, noConn, p, l.queueFull)
 		},
 		Dropped: s.halfOpenDropped(), // loops.go
 	})
@@ -246,6 +246,10 @@ func (s *Stack) listen(l *Listener, p uint16, key []byte) error {
 func (s *Stack) newListener() *Listener {
 	return &Listener{s: s, acceptq: make(chan *Conn, s.cfg.Backlog), closed: make(chan struct{})}
 }
+
+// queueFull reports whether the accept queue has no room, counting the
+// connections held for it until the batch's end (held). Loop only.
+func (l *Listener) queueFull() bool { return len(l.acceptq)+l.held >= cap(l.acceptq) }
 
 // closeLoop is Close's part on the loop.
 func (l *Listener) closeLoop() {

@@ -63,6 +63,12 @@ func (s *txSeg) gsoPieces() int {
 	return (s.dataLen() + m - 1) / m
 }
 
+// gsoFirst is the data of the TSO segment s's first piece: gso bytes, or
+// less where a cumulative ACK trimmed its head.
+func (s *txSeg) gsoFirst() int {
+	return s.dataLen() - (s.gsoPieces()-1)*int(s.gso)
+}
+
 // packetsOut is how many packets are in flight, unacknowledged (Linux's
 // packets_out, tcpi_unacked): a TSO segment counts as its pieces.
 func (snd *sender) packetsOut() int {
@@ -111,11 +117,7 @@ func (e *Endpoint) splitGSO() {
 	if e.snd.gsoSegs == 0 {
 		return
 	}
-	extra := 0
-	for _, s := range e.snd.rtxq {
-		extra += s.gsoPieces() - 1
-	}
-	q := make([]*txSeg, 0, len(e.snd.rtxq)+extra)
+	q := make([]*txSeg, 0, e.snd.packetsOut()) // every piece
 	for _, s := range e.snd.rtxq {
 		q = append(q, s)
 		if s.gso == 0 {
@@ -123,8 +125,7 @@ func (e *Endpoint) splitGSO() {
 		}
 		k, m := s.gsoPieces(), int(s.gso)
 		whole := s.segState
-		data := s.dataLen()
-		first := data - (k-1)*m // the piece that a trimmed head left short
+		first := s.gsoFirst()
 		s.gso = 0
 		s.len, s.flags, s.push = seqnum.Size(first), whole.flags&^FlagFIN, false
 		s.order = whole.order - uint64(k-1)
@@ -168,8 +169,8 @@ func (e *Endpoint) gsoAcked(s *txSeg, ack seqnum.Value, p *txSeg) bool {
 	if s.gso == 0 || !s.seq.LessThan(ack) {
 		return false
 	}
-	k, m := s.gsoPieces(), int(s.gso)
-	first := s.dataLen() - (k-1)*m
+	m := int(s.gso)
+	first := s.gsoFirst()
 	acked := int(ack - s.seq) // below s.len: s is not covered whole
 	if acked < first {
 		return false
