@@ -60,6 +60,9 @@ lint: fmt-check vet staticcheck
 # CI=true they fail instead of skipping when those are missing.
 test: deps lint
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+	# tcp's packet tables again with TSO segments on (tcp.Config.GSOMax):
+	# they must see the same packets.
+	$(GO) test -count=1 ./tcp/ -args -tcp.gsomax=65435
 
 # Benchmarks: the wheel against time.AfterFunc, time.Timer.Reset (timer/) and
 # gVisor's clock (cmd/tcpwheel/internal/tcpipclock/: the library does not import
