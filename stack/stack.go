@@ -443,6 +443,9 @@ func newStack(cfg Config) (*Stack, error) {
 	if s.gso.on && s.cfg.TCP.GSOMax == 0 {
 		s.cfg.TCP.GSOMax = gsoMax
 	}
+	// A recording's TSO segments must not depend on where the Conn's ring
+	// wraps: the replay's storage is another (tcp.Config.GSOAcrossWrap).
+	s.cfg.TCP.GSOAcrossWrap = s.cfg.TCP.GSOAcrossWrap || cfg.Record != nil
 	s.setLogger(cfg.Logger)
 	s.wrapISN()
 	if cfg.Record != nil {

@@ -284,6 +284,13 @@ type Config struct {
 	// a zero GSOMax (stack.Config.TCP, as FINJoinsData) to a GSO frame's
 	// payload on a device that takes GSO frames, and a recording keeps it.
 	GSOMax int
+	// GSOAcrossWrap lets a TSO segment span the place where the send
+	// buffer's storage wraps (its payload then a copy) instead of ending
+	// there. Package stack sets it on a recording stack and on a replay:
+	// the storage is the application's ring live and another in the
+	// replay, so a cut at its wrap made a recording's segments and its
+	// replay's differ.
+	GSOAcrossWrap bool
 
 	DisableTimestamps  bool
 	DisableSACK        bool

@@ -38,12 +38,16 @@ func (e *Endpoint) gsoOK() bool {
 // windows let out) the next TSO segment takes: 0 when it may not go
 // (gsoOK); as many as Config.GSOMax holds, but no more than fit before the
 // send buffer's storage wraps, where its payload would be a copy (the
-// Output keeps a stable payload where it is: Segment.PayloadStable).
+// Output keeps a stable payload where it is: Segment.PayloadStable),
+// unless Config.GSOAcrossWrap.
 func (e *Endpoint) gsoRoom(n int) int {
 	if !e.gsoOK() {
 		return 0
 	}
 	k := min(n, e.cfg.GSOMax) / e.snd.smss
+	if e.cfg.GSOAcrossWrap {
+		return k
+	}
 	off := int(e.snd.nxt - e.snd.bufSeq)
 	for k >= 2 && !e.snd.buf.stable(off, k*e.snd.smss) {
 		k-- // once per turn of the storage

@@ -123,6 +123,7 @@ type TCP struct {
 	TLPSlack             Duration `json:"tlp_slack"`
 	FINJoinsData         bool     `json:"fin_joins_data,omitempty"`
 	GSOMax               int      `json:"gso_max,omitempty"`
+	GSOAcrossWrap        bool     `json:"gso_across_wrap,omitempty"`
 	DisableTimestamps    bool     `json:"disable_timestamps"`
 	DisableSACK          bool     `json:"disable_sack"`
 	DisableWindowScale   bool     `json:"disable_window_scale"`
