@@ -341,6 +341,28 @@ func (w *Wheel) Stop(e *Entry) bool {
 	return true
 }
 
+// Replace puts e in the place of old, an entry pending on w: e becomes
+// pending with old's deadline, at old's place among the entries of its tick,
+// and old idle, without a Stop or a Start (the counts of Stats are as they
+// were: one pending entry for another). It is O(1). e must be idle and have
+// a function; Replace reports false, and changes nothing, when it is not, or
+// when old is not pending on w. An owner that hands its work over to a
+// smaller one (a connection to its TIME-WAIT record) moves its timer so.
+func (w *Wheel) Replace(old, e *Entry) bool {
+	if old.pprev == nil || old.w != w || e.pprev != nil || e.fn == nil {
+		return false // (old == e is pending and so not idle)
+	}
+	n, pp := old.next, old.pprev
+	np := &w.spare
+	if n != nil {
+		np = &n.pprev
+	}
+	e.next, e.pprev, e.when, e.w = n, pp, old.when, w
+	*pp, *np = e, &e.next
+	old.next, old.pprev = nil, nil
+	return true
+}
+
 // Advance moves the wheel to now on its clock (PER_TICK_BOOKKEEPING) and runs the
 // function of every entry that is due (EXPIRY_PROCESSING), in deadline order. It
 // returns the number of entries fired. A now earlier than Now is taken as Now.

@@ -924,3 +924,75 @@ func TestInitHandler(t *testing.T) {
 		}
 	}
 }
+
+// TestReplace: the replacing entry fires at the replaced one's tick and in
+// its place among that tick's entries (also after a cascade), the replaced
+// one not at all; Stats count neither a stop nor a start; refusals change
+// nothing.
+func TestReplace(t *testing.T) {
+	f := newFixture(t, Config{Tick: time.Millisecond, Slots: 4})
+	a, b, c := f.entry("a"), f.entry("b"), f.entry("c")
+	f.start(a, 30*time.Millisecond) // a level above the first: it cascades
+	f.start(b, 30*time.Millisecond)
+	f.start(c, 30*time.Millisecond)
+	r := f.entry("r")
+	before := f.w.Stats()
+	if !f.w.Replace(b, r) {
+		t.Fatal("Replace(pending b, idle r) = false")
+	}
+	if b.Pending() || !r.Pending() {
+		t.Fatalf("after Replace: b pending %v, r pending %v; want false, true", b.Pending(), r.Pending())
+	}
+	if st := f.w.Stats(); st != before {
+		t.Fatalf("Stats after Replace = %+v, want %+v (unchanged)", st, before)
+	}
+	// Refused: r is pending, b idle, an entry without a function, one
+	// pending on another wheel.
+	var bare Entry
+	g := newFixture(t, Config{Tick: time.Millisecond})
+	o := g.entry("o")
+	g.start(o, 5*time.Millisecond)
+	for _, tc := range []struct {
+		name   string
+		old, e *Entry
+	}{{"pending e", a, r}, {"idle old", b, f.entry("x")}, {"no function", a, &bare}, {"old on another wheel", o, f.entry("y")}, {"itself", a, a}} {
+		if f.w.Replace(tc.old, tc.e) {
+			t.Fatalf("Replace (%s) = true, want false", tc.name)
+		}
+	}
+	f.expectFired(29 * time.Millisecond)
+	// a, b and c were started in that order; the lists are LIFO, so they
+	// fire c, b, a: r in b's place.
+	f.expectFired(30*time.Millisecond, "c", "r", "a")
+	if f.w.Stop(b) {
+		t.Fatal("the replaced entry was still pending")
+	}
+	if st := f.w.Stats(); st.Fired != 3 || st.Pending != 0 || st.Stopped != 0 {
+		t.Fatalf("stats %+v: want fired 3, pending 0, stopped 0", st)
+	}
+	// The last entry of a list: its neighbour's pointer moves too.
+	x, y := f.entry("x"), f.entry("y")
+	f.start(x, 5*time.Millisecond)
+	f.start(y, 5*time.Millisecond) // y heads the list, x is its last
+	z := f.entry("z")
+	if !f.w.Replace(x, z) {
+		t.Fatal("Replace of a list's last entry = false")
+	}
+	if !f.w.Stop(z) || !y.Pending() {
+		t.Fatal("Stop of the replacing last entry failed, or took y with it")
+	}
+	f.expectFired(40*time.Millisecond, "y")
+	// The entry after the replaced one: stopping it unlinks it from the
+	// replacing one.
+	p, q, s := f.entry("p"), f.entry("q"), f.entry("s")
+	f.start(p, 5*time.Millisecond)
+	f.start(q, 5*time.Millisecond)
+	f.start(s, 5*time.Millisecond) // s, q, p
+	q2 := f.entry("q2")
+	if !f.w.Replace(q, q2) || !f.w.Stop(p) {
+		t.Fatal("Replace(q) or Stop(p) = false")
+	}
+	if got := f.advanceTo(45 * time.Millisecond); !slices.Equal(slices.Sorted(slices.Values(got)), []string{"q2", "s"}) {
+		t.Fatalf("at 45ms: fired %v, want q2 and s", got)
+	}
+}
