@@ -443,8 +443,11 @@ func (e *Endpoint) Close() error {
 		return nil
 	}
 	e.closeWrite()
-	if e.state == StateFinWait2 {
+	switch e.state {
+	case StateFinWait2:
 		e.startTimer(timerClose, e.cfg.FinWait2)
+	case StateTimeWait: // after CloseWrite: the application is gone now
+		e.event(EventTimeWait)
 	}
 	return nil
 }

@@ -34,10 +34,14 @@ const (
 	// EventClosed: the endpoint reached CLOSED, has stopped all its timers and
 	// will send nothing more. The stack removes it from its demultiplexer.
 	EventClosed
+	// EventTimeWait: the endpoint is in TIME-WAIT and the application has
+	// closed it: the stack may hand it over to a TimeWait record
+	// (Endpoint.TimeWait), from its Notifier.
+	EventTimeWait
 )
 
 func (e Event) String() string {
-	names := []string{"Readable", "Writable", "Established", "Error", "Closed"}
+	names := []string{"Readable", "Writable", "Established", "Error", "Closed", "TimeWait"}
 	s := ""
 	for i, n := range names {
 		if e&(1<<i) != 0 {

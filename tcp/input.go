@@ -1,6 +1,10 @@
 package tcp
 
-import "time"
+import (
+	"time"
+
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
+)
 
 // HandleSegment processes a segment the stack demultiplexed to this endpoint
 // (RFC 9293 3.10.7). The endpoint copies what it keeps of seg.Payload. Bad input
@@ -521,6 +525,9 @@ func (e *Endpoint) enterTimeWait() {
 	e.setState(StateTimeWait)
 	e.stopAll(timerClose)
 	e.startTimer(timerClose, e.cfg.TimeWait) // RFC 9293 3.10.7.4: TIME-WAIT lasts 2 MSL
+	if e.appClosed {
+		e.event(EventTimeWait)
+	}
 }
 
 // reusableBy reports whether seg, arriving in TIME-WAIT, is the SYN of a new
@@ -531,15 +538,22 @@ func (e *Endpoint) enterTimeWait() {
 // it is 0; here the timestamp counts only when both incarnations use them,
 // as RFC 6191 says.)
 func (e *Endpoint) reusableBy(seg *Segment) bool {
-	if e.state != StateTimeWait || seg.Flags&(FlagSYN|FlagACK|FlagRST|FlagFIN) != FlagSYN {
+	return e.state == StateTimeWait && reusable(seg, e.tsOK, e.tsRecent, e.rcv.nxt)
+}
+
+// reusable is reusableBy's test for a connection in TIME-WAIT whose
+// timestamps are on (tsOK), with TS.Recent and RCV.NXT (shared with a
+// TIME-WAIT record).
+func reusable(seg *Segment, tsOK bool, tsRecent uint32, rcvNxt seqnum.Value) bool {
+	if seg.Flags&(FlagSYN|FlagACK|FlagRST|FlagFIN) != FlagSYN {
 		return false
 	}
-	ts := e.tsOK && seg.Options.TS
-	if ts && tsBefore(seg.Options.TSVal, e.tsRecent) {
+	ts := tsOK && seg.Options.TS
+	if ts && tsBefore(seg.Options.TSVal, tsRecent) {
 		return false // RFC 6191 2, RFC 7323 5.3: an older timestamp: a duplicate from the old incarnation
 	}
-	return e.rcv.nxt.LessThan(seg.Seq) || // RFC 9293 3.6.1, RFC 1122 4.2.2.13: its ISN above the old RCV.NXT
-		(ts && tsBefore(e.tsRecent, seg.Options.TSVal)) // RFC 6191 2: a newer timestamp
+	return rcvNxt.LessThan(seg.Seq) || // RFC 9293 3.6.1, RFC 1122 4.2.2.13: its ISN above the old RCV.NXT
+		(ts && tsBefore(tsRecent, seg.Options.TSVal)) // RFC 6191 2: a newer timestamp
 }
 
 // challengeLimit bounds the challenge ACKs (RFC 5961 7): at most

@@ -353,13 +353,31 @@ func (l *Listener) ReuseTimeWait(tw *Endpoint, seg *Segment) bool {
 	if l.closed || !tw.reusableBy(seg) {
 		return false
 	}
-	iss := tw.snd.nxt + 65535 + 2 // Linux tcp_timewait_state_process: isn = tw_snd_nxt + 65535 + 2
-	tw.enterClosed(nil)           // RFC 6191: the new incarnation replaces TIME-WAIT
+	tw.enterClosed(nil) // RFC 6191: the new incarnation replaces TIME-WAIT
 	tw.flush()
+	l.reopen(tw.id, seg, tw.snd.nxt)
+	return true
+}
+
+// ReuseTimeWaitRecord is ReuseTimeWait for a connection whose TIME-WAIT a
+// TimeWait record keeps: when the listener takes seg, the record has
+// closed (its host's Closed called before this returns).
+func (l *Listener) ReuseTimeWaitRecord(tw *TimeWait, seg *Segment) bool {
+	if l.closed || !tw.reusableBy(seg) {
+		return false
+	}
+	tw.close()
+	l.reopen(tw.id, seg, tw.snd)
+	return true
+}
+
+// reopen makes the half-open connection of a SYN that replaced a
+// TIME-WAIT whose SND.NXT was sndNxt.
+func (l *Listener) reopen(id ID, seg *Segment, sndNxt seqnum.Value) {
+	iss := sndNxt + 65535 + 2 // Linux tcp_timewait_state_process: isn = tw_snd_nxt + 65535 + 2
 	l.stats.SYNsIn++
 	l.stats.TimeWaitReused++
-	l.synReceived(tw.id, seg, iss)
-	return true
+	l.synReceived(id, seg, iss)
 }
 
 // ReplaceTimeWait closes tw, an endpoint in TIME-WAIT, if seg is a SYN

@@ -81,27 +81,37 @@ func (r *receiver) space() int {
 }
 
 // wnd is the window we have advertised: RCV.WND = right edge - RCV.NXT.
-func (r *receiver) wnd() seqnum.Size {
-	if r.adv.LessThan(r.nxt) {
+func (r *receiver) wnd() seqnum.Size { return rcvWnd(r.nxt, r.adv) }
+
+// rcvWnd is RCV.WND for RCV.NXT nxt and the advertised right edge adv: 0
+// when the edge is behind.
+func rcvWnd(nxt, adv seqnum.Value) seqnum.Size {
+	if adv.LessThan(nxt) {
 		return 0
 	}
-	return r.nxt.Size(r.adv)
+	return nxt.Size(adv)
 }
 
 // acceptable is the table of RFC 9293 3.10.7.4: RCV.WND is what we advertised.
 func (r *receiver) acceptable(seq seqnum.Value, segLen seqnum.Size) bool {
-	wnd := r.wnd()
+	return acceptable(r.nxt, r.adv, seq, segLen)
+}
+
+// acceptable is the receiver's test, for RCV.NXT nxt and the advertised
+// right edge adv (shared with a TIME-WAIT record).
+func acceptable(nxt, adv, seq seqnum.Value, segLen seqnum.Size) bool {
+	wnd := rcvWnd(nxt, adv)
 	if segLen == 0 {
 		if wnd == 0 {
-			return seq == r.nxt
+			return seq == nxt
 		}
-		return seq.InWindow(r.nxt, wnd)
+		return seq.InWindow(nxt, wnd)
 	}
 	if wnd == 0 {
 		return false
 	}
 	last := seq.Add(segLen - 1)
-	return seq.InWindow(r.nxt, wnd) || last.InWindow(r.nxt, wnd)
+	return seq.InWindow(nxt, wnd) || last.InWindow(nxt, wnd)
 }
 
 // synWindow is the window of our SYN or SYN-ACK, never scaled (RFC 7323 2.2),
@@ -119,33 +129,42 @@ func (r *receiver) synWindow() uint16 {
 // shrink the window) and moves right only by at least min(RecvBuffer/2, MSS)
 // (receiver SWS avoidance, RFC 9293 3.8.6.2.2 / RFC 1122 4.2.3.3).
 func (r *receiver) windowField() uint16 {
-	space := r.space()
-	maxWnd := 0xffff << r.ws
+	field, adv := advertise(r.nxt, r.adv, r.space(), r.ws, r.sws)
+	r.adv = adv
+	if int(field)<<r.ws < r.mss {
+		r.small, r.smallEdge = true, r.nxt.Add(seqnum.Size(int(field)<<r.ws))
+	}
+	return field
+}
+
+// advertise is windowField's arithmetic, shared with a TIME-WAIT record
+// (TimeWait.sendAck): the window field for RCV.NXT nxt, with the right edge
+// advertised so far at adv, space free, our shift ws and SWS step sws; and
+// the right edge it advertises.
+func advertise(nxt, adv seqnum.Value, space int, ws uint8, sws int) (uint16, seqnum.Value) {
+	maxWnd := 0xffff << ws
 	space = min(space, maxWnd)
-	edge := r.nxt.Add(seqnum.Size(space))
-	if r.adv.LessThan(edge) {
-		if int(r.adv.Size(edge)) < r.sws {
-			edge = r.adv // RFC 9293 3.8.6.2.2: too small a step; keep the edge
+	edge := nxt.Add(seqnum.Size(space))
+	if adv.LessThan(edge) {
+		if int(adv.Size(edge)) < sws {
+			edge = adv // RFC 9293 3.8.6.2.2: too small a step; keep the edge
 		}
 	} else {
-		edge = r.adv
+		edge = adv
 	}
-	wnd := int(r.nxt.Size(edge))
-	if r.adv.LessThan(r.nxt) {
+	wnd := int(nxt.Size(edge))
+	if adv.LessThan(nxt) {
 		wnd = space
 	}
-	field := wnd >> r.ws
-	if r.nxt.Add(seqnum.Size(field << r.ws)).LessThan(r.adv) {
-		field = (wnd + (1 << r.ws) - 1) >> r.ws // round up so the promised edge never recedes
+	field := wnd >> ws
+	if nxt.Add(seqnum.Size(field << ws)).LessThan(adv) {
+		field = (wnd + (1 << ws) - 1) >> ws // round up so the promised edge never recedes
 	}
 	field = min(field, 0xffff)
-	if adv := r.nxt.Add(seqnum.Size(field << r.ws)); r.adv.LessThan(adv) {
-		r.adv = adv
+	if a := nxt.Add(seqnum.Size(field << ws)); adv.LessThan(a) {
+		adv = a
 	}
-	if field<<r.ws < r.mss {
-		r.small, r.smallEdge = true, r.nxt.Add(seqnum.Size(field<<r.ws))
-	}
-	return uint16(field)
+	return uint16(field), adv
 }
 
 // nearlyClosed reports whether in-order text at seq arrives into a window the

@@ -79,6 +79,10 @@ type Timers interface {
 	Start(e *timer.Entry, d time.Duration) error
 	StartAt(e *timer.Entry, t time.Duration) error
 	Stop(e *timer.Entry) bool
+	// Replace puts e, idle, in the place of old, pending, with its deadline
+	// (timer.Wheel.Replace): a connection handing its TIME-WAIT timer to
+	// its record (Endpoint.TimeWait).
+	Replace(old, e *timer.Entry) bool
 }
 
 var _ Timers = wheelTimers{}
