@@ -286,7 +286,7 @@ func TestTimeWaitRecordTimesOut(t *testing.T) {
 	h = toTimeWait(t, twPaths[0])
 	rec, _, closed = twRecord(t, h)
 	h.advance(50 * time.Second)
-	h.pseq--                         // the FIN again
+	h.pseq--                            // the FIN again
 	h.send(h.seg(FlagACK|FlagFIN, nil)) // to the closed endpoint: dropped
 	fin := h.seg(FlagACK|FlagFIN, nil)
 	fin.Seq--
