@@ -78,11 +78,21 @@ func TestTimeWaitReuse(t *testing.T) {
 
 	first := exchange(1)
 	// The kernel closes after our FIN (it was the passive closer, so its port
-	// is free again at once); our ACK of its FIN puts the stack in TIME-WAIT.
-	if !waitUntil(20*time.Second, func() bool { return first.Info().State == tcp.StateTimeWait }) {
-		t.Fatalf("the stack's first connection is in %v, want TIME-WAIT", first.Info().State)
+	// is free again at once); our ACK of its FIN puts the stack in TIME-WAIT,
+	// which a record keeps (the Conn's endpoint is CLOSED).
+	if !waitUntil(20*time.Second, func() bool { return e.Stack.Stats().TimeWait == 1 }) {
+		st := e.Stack.Stats()
+		t.Fatalf("the stack's first connection is in %v with %d TIME-WAIT records, want CLOSED and 1", first.Info().State, st.TimeWait)
+	}
+	if st := first.Info().State; st != tcp.StateClosed {
+		t.Fatalf("the first Conn's endpoint is in %v after its TIME-WAIT went to a record, want CLOSED", st)
 	}
 	exchange(2)
+	// The second connection's record replaced the first's.
+	if !waitUntil(20*time.Second, func() bool { st := e.Stack.Stats(); return st.TimeWait == 1 && st.Connections == 1 }) {
+		st := e.Stack.Stats()
+		t.Errorf("after the second connection: %d TIME-WAIT records, %d connections; want 1 1", st.TimeWait, st.Connections)
+	}
 
 	if got := e.Stack.Stats().Listen.TimeWaitReused; got != 1 {
 		t.Errorf("listener reused TIME-WAIT %d times, want 1", got)

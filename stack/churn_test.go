@@ -221,8 +221,8 @@ func TestRecycleBuffers(t *testing.T) {
 	}
 	client.Close()
 	p.shuttle()
-	if st := server.ep.State(); st != tcp.StateTimeWait || len(s.spares) != 2 {
-		t.Fatalf("after the peer's FIN: %v, %d spares; want TIME-WAIT, 2", st, len(s.spares))
+	if st := server.ep.State(); st != tcp.StateClosed || len(s.tws) != 1 || len(s.spares) != 2 {
+		t.Fatalf("after the peer's FIN: %v, %d TIME-WAIT records, %d spares; want CLOSED (TIME-WAIT went to a record), 1, 2", st, len(s.tws), len(s.spares))
 	}
 	client, server = open()
 	if len(s.spares) != 0 {

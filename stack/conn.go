@@ -236,6 +236,9 @@ func (c *Conn) notify(ev tcp.Event) {
 	if ev&(tcp.EventWritable|tcp.EventError|tcp.EventClosed) != 0 && !c.recycled {
 		c.recycle() // the last bytes written may have been acknowledged
 	}
+	if ev&tcp.EventTimeWait != 0 {
+		c.s.toTimeWait(c) // timewait.go: its EventClosed follows
+	}
 	if ev&tcp.EventClosed != 0 {
 		c.s.forget(c)
 	}

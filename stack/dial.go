@@ -128,7 +128,7 @@ func (s *Stack) startDial(local uint16, remote netip.AddrPort) (*Conn, error) {
 
 // dial is startDial's part on the loop, once the port is chosen.
 func (s *Stack) dial(id tcp.ID) (*Conn, error) {
-	if s.conns[id] != nil || s.grp != nil && !s.grp.claim(id, s) {
+	if s.inUse(id) || s.grp != nil && !s.grp.claim(id, s) {
 		return nil, fmt.Errorf("%v: address already in use", id)
 	}
 	s.note(record.Dial, id, 0)

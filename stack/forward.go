@@ -371,6 +371,16 @@ func (f *forwarder) timeWaitSYN(c *Conn, id tcp.ID, seg *tcp.Segment, raw []byte
 	return f.segment(id, seg, raw) // true: a SYN alone, to another address, with a TCP handler (c was a flow)
 }
 
+// timeWaitRecordSYN is timeWaitSYN for a forwarded connection whose
+// TIME-WAIT a record keeps (timewait.go).
+func (f *forwarder) timeWaitRecordSYN(t *tcp.TimeWait, id tcp.ID, seg *tcp.Segment, raw []byte) bool {
+	if f.s.isLocal(id.Local.Addr()) || !t.Replace(seg) {
+		return false
+	}
+	f.stats.TimeWaitReused++
+	return f.segment(id, seg, raw)
+}
+
 // sendSYNACK hands the request's latest SYN to the half-open table, which
 // answers it with a SYN-ACK and retransmits that on the wheel.
 func (f *forwarder) sendSYNACK(r *TCPRequest) {

@@ -166,6 +166,9 @@ func (s *Stack) demuxTCP(src, dst netip.Addr, seg *tcp.Segment, b []byte) {
 		c.ep.HandleSegment(seg)
 		return
 	}
+	if len(s.tws) > 0 && s.timeWaitSegment(id, dst, seg, b) { // timewait.go
+		return
+	}
 	if s.grp != nil && s.handOffTCP(id, src, dst, b) { // loops.go: another loop's
 		return
 	}

@@ -205,6 +205,11 @@ type Stack struct {
 
 	// Owned by the loop goroutine.
 	conns      map[tcp.ID]*Conn
+	// tws are the connections in TIME-WAIT after Close, kept as
+	// tcp.TimeWait records (timewait.go); twHost is what they share, and
+	// their counters.
+	tws        map[tcp.ID]*tcp.TimeWait
+	twHost     tcp.TimeWaitHost
 	listeners  map[uint16]*Listener
 	ports      map[uint16]int      // local ports in use by connections and listeners
 	udp        map[uint16]*UDPConn // the UDP socket on each local port (udp.go)
@@ -425,6 +430,7 @@ func newStack(cfg Config) (*Stack, error) {
 		done:            make(chan struct{}),
 		settled:         make(chan struct{}),
 		conns:           make(map[tcp.ID]*Conn),
+		tws:             make(map[tcp.ID]*tcp.TimeWait),
 		listeners:       make(map[uint16]*Listener),
 		ports:           make(map[uint16]int),
 		udp:             make(map[uint16]*UDPConn),
@@ -432,6 +438,7 @@ func newStack(cfg Config) (*Stack, error) {
 		rng:             rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	close(s.settled)
+	s.twHost = tcp.TimeWaitHost{Timers: s.timers(), Output: s.out(), Closed: s.forgetTimeWait} // timewait.go
 	s.syns = newSYNStash(cfg.SYNStash) // synstash.go
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
 	s.initOffload() // offload.go
@@ -943,8 +950,8 @@ func (s *Stack) ephemeralPort(remote netip.AddrPort) (uint16, bool) {
 		if _, ok := s.listeners[p]; ok {
 			return false
 		}
-		_, ok := s.conns[tcp.ID{Local: netip.AddrPortFrom(s.localFor(remote.Addr()), p), Remote: remote}]
-		return !ok
+		id := tcp.ID{Local: netip.AddrPortFrom(s.localFor(remote.Addr()), p), Remote: remote}
+		return !s.inUse(id)
 	})
 }
 
@@ -997,6 +1004,17 @@ func (s *Stack) takeSpare() []byte {
 	return b
 }
 
+// release gives up what a connection held of the 4-tuple id: its claim
+// with other loops, its local port.
+func (s *Stack) release(id tcp.ID) {
+	if s.grp != nil {
+		s.grp.release(id, s)
+	}
+	if s.isLocal(id.Local.Addr()) {
+		s.releasePort(id.Local.Port())
+	}
+}
+
 // forget removes a connection whose endpoint reached CLOSED.
 func (s *Stack) forget(c *Conn) {
 	if s.conns[c.id] != c {
@@ -1004,11 +1022,8 @@ func (s *Stack) forget(c *Conn) {
 	}
 	delete(s.conns, c.id)
 	s.flushFrameOf(c.id) // offload.go
-	if s.grp != nil {
-		s.grp.release(c.id, s)
-	}
-	if s.isLocal(c.id.Local.Addr()) {
-		s.releasePort(c.id.Local.Port())
+	if s.tws[c.id] == nil { // else its TIME-WAIT record holds the 4-tuple and port on (timewait.go)
+		s.release(c.id)
 	}
 	counters := c.ep.Counters() // not Info: the whole snapshot, for its counters
 	addTCPCounters(&s.closedTCP, &counters)

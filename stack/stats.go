@@ -112,6 +112,10 @@ type Stats struct {
 	Counters
 	TCP         tcp.Counters
 	Connections int // in the demultiplexer, TIME-WAIT included
+	// TimeWait counts the connections in TIME-WAIT after Close, kept as
+	// small records (tcp.TimeWait) rather than endpoints; Connections
+	// includes them.
+	TimeWait int
 	Listeners   int
 	UDPSockets  int               // open UDP sockets
 	Listen      tcp.ListenerStats // summed over the open listeners; their ResetsSent is also in TCP.ResetsSent
@@ -198,6 +202,7 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 		st.Counters = s.counters
 		s.udpOut.addTo(&st.Counters) // udpsend.go
 		st.TCP = s.closedTCP
+		addTCPCounters(&st.TCP, &s.twHost.Counters) // timewait.go
 		for _, c := range s.conns {
 			cs := c.ep.Counters()
 			addTCPCounters(&st.TCP, &cs)
@@ -207,7 +212,8 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 			st.TCP.ResetsSent += ls.ResetsSent
 			addCounters(&st.Listen, ls)
 		}
-		st.Connections = len(s.conns)
+		st.Connections = len(s.conns) + len(s.tws)
+		st.TimeWait = len(s.tws)
 		st.Listeners = len(s.listeners)
 		st.UDPSockets = len(s.udp)
 		st.Offload = s.offStats

@@ -1,0 +1,66 @@
+package stack
+
+import (
+	"net/netip"
+
+	"github.com/tcpwheel/tcpwheel/tcp"
+)
+
+// A connection that the application closed and that reached TIME-WAIT is
+// handed from its Conn and endpoint to a tcp.TimeWait record (about 200
+// bytes where the two took some 3 KB), which holds its 4-tuple, its port and
+// its claim with other loops for the rest of 2*MSL, and answers what comes
+// for it as the endpoint would have (Linux's inet_timewait_sock). A server
+// that closes first keeps one per connection it served in the last minute.
+
+// toTimeWait hands c's endpoint, in TIME-WAIT after Close, to a record
+// (on its EventTimeWait). The endpoint's EventClosed follows: forget finds
+// the record and leaves the 4-tuple and port to it.
+func (s *Stack) toTimeWait(c *Conn) {
+	if s.conns[c.id] != c || s.closing {
+		return
+	}
+	if t := c.ep.TimeWait(&s.twHost); t != nil {
+		s.tws[c.id] = t
+	}
+}
+
+// forgetTimeWait removes a record that reached CLOSED (twHost.Closed).
+func (s *Stack) forgetTimeWait(t *tcp.TimeWait) {
+	id := t.ID()
+	if s.tws[id] != t {
+		return
+	}
+	delete(s.tws, id)
+	s.release(id)
+}
+
+// timeWaitSegment hands a segment for a 4-tuple in TIME-WAIT to its record,
+// or to the listener (or forwarder) that a new SYN may replace the record
+// for (RFC 6191), and reports whether there was a record.
+func (s *Stack) timeWaitSegment(id tcp.ID, dst netip.Addr, seg *tcp.Segment, b []byte) bool {
+	t := s.tws[id]
+	if t == nil {
+		return false
+	}
+	if seg.Flags&tcp.FlagSYN != 0 {
+		if l := s.listenerFor(seg.DstPort, dst); l != nil && l.tl.ReuseTimeWaitRecord(t, seg) {
+			if s.grp != nil {
+				s.claimHalfOpen(l, id) // loops.go
+			}
+			return true
+		}
+		if s.fwd != nil && s.fwd.timeWaitRecordSYN(t, id, seg, b) { // forward.go
+			return true
+		}
+	}
+	t.HandleSegment(seg)
+	return true
+}
+
+// inUse reports whether a connection, or a TIME-WAIT record, has id.
+func (s *Stack) inUse(id tcp.ID) bool {
+	_, c := s.conns[id]
+	_, t := s.tws[id]
+	return c || t
+}
