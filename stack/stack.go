@@ -204,7 +204,7 @@ type Stack struct {
 	wr *devWriter
 
 	// Owned by the loop goroutine.
-	conns      map[tcp.ID]*Conn
+	conns map[tcp.ID]*Conn
 	// tws are the connections in TIME-WAIT after Close, kept as
 	// tcp.TimeWait records (timewait.go); twHost is what they share, and
 	// their counters.
@@ -439,7 +439,7 @@ func newStack(cfg Config) (*Stack, error) {
 	}
 	close(s.settled)
 	s.twHost = tcp.TimeWaitHost{Timers: s.timers(), Output: s.out(), Closed: s.forgetTimeWait} // timewait.go
-	s.syns = newSYNStash(cfg.SYNStash) // synstash.go
+	s.syns = newSYNStash(cfg.SYNStash)                                                         // synstash.go
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
 	s.initOffload() // offload.go
 	// A bare FIN right after a data segment joins its frame: TCP's
@@ -1021,7 +1021,7 @@ func (s *Stack) forget(c *Conn) {
 		return
 	}
 	delete(s.conns, c.id)
-	s.flushFrameOf(c.id) // offload.go
+	s.flushFrameOf(c.id)    // offload.go
 	if s.tws[c.id] == nil { // else its TIME-WAIT record holds the 4-tuple and port on (timewait.go)
 		s.release(c.id)
 	}

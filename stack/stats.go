@@ -115,14 +115,14 @@ type Stats struct {
 	// TimeWait counts the connections in TIME-WAIT after Close, kept as
 	// small records (tcp.TimeWait) rather than endpoints; Connections
 	// includes them.
-	TimeWait int
-	Listeners   int
-	UDPSockets  int               // open UDP sockets
-	Listen      tcp.ListenerStats // summed over the open listeners; their ResetsSent is also in TCP.ResetsSent
-	Wheel       WheelStats
-	Offload     OffloadStats // the link's offloads (offload.go)
-	Forward     ForwardStats // forwarded flows (forward.go), with forwarding on
-	Writer      WriterStats  // the device writer (writer.go, Config.WriteQueue)
+	TimeWait   int
+	Listeners  int
+	UDPSockets int               // open UDP sockets
+	Listen     tcp.ListenerStats // summed over the open listeners; their ResetsSent is also in TCP.ResetsSent
+	Wheel      WheelStats
+	Offload    OffloadStats // the link's offloads (offload.go)
+	Forward    ForwardStats // forwarded flows (forward.go), with forwarding on
+	Writer     WriterStats  // the device writer (writer.go, Config.WriteQueue)
 	// Loops lists each loop's share with Config.Loops > 1 (loops.go); the
 	// fields above are summed over the loops. Nil with one loop.
 	Loops []LoopStats

@@ -72,4 +72,3 @@ func TestTimeWaitRecord(t *testing.T) {
 		t.Fatalf("a dial of the 4-tuple after 2*MSL: %v", err)
 	}
 }
-
