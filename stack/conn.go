@@ -40,10 +40,11 @@ type Conn struct {
 	rd, wd       deadline // in the Conn: no allocation of their own
 
 	// readable and writable hold a pending wakeup each, set by endpoint
-	// events and by Close. Guarded by mu: each is made by the first Read or
-	// Write that must wait (waitChan), nil until then; most connections'
-	// calls never wait for one of them, and an idle connection nobody reads
-	// has neither (two allocations of 112 bytes each, per connection).
+	// events and by Close. Each is made by the first Read or Write that
+	// must wait (waitChan), under mu, nil until then, and never changes
+	// after; most connections' calls never wait for one of them, and an
+	// idle connection nobody reads has neither (two allocations of 112
+	// bytes each, per connection).
 	readable, writable chan struct{}
 	settled            chan struct{} // closed once the handshake is over, either way
 	settledDone        bool          // loop only
@@ -76,6 +77,10 @@ type Conn struct {
 	// recycled: the storage of both buffers went to the stack's spares,
 	// or tx had none. Loop only.
 	recycled bool
+	// made has waitReadable and waitWritable, each set (under mu) once its
+	// channel is made: the loop's wakeOn finds the channel there without
+	// taking mu, once per endpoint event.
+	made atomic.Uint32
 }
 
 // txBuf holds what Write took: the bytes the loop has not yet handed to the
@@ -251,27 +256,42 @@ func wake(ch chan struct{}) {
 	}
 }
 
+// The bits of Conn.made.
+const (
+	waitReadable uint32 = 1 << iota
+	waitWritable
+)
+
+// madeBit is ch's bit of Conn.made: ch is &c.readable or &c.writable.
+func (c *Conn) madeBit(ch *chan struct{}) uint32 {
+	if ch == &c.readable {
+		return waitReadable
+	}
+	return waitWritable
+}
+
 // wakeOn wakes a call waiting on *ch, c.readable or c.writable, if one
-// ever had to (the channel made). The loop changes what the call looks at
-// (rx or tx, under mu) before it takes the channel under mu: a call that
-// found nothing had made the channel under mu first, and one that looks
-// later finds the change.
+// ever had to (the channel made: its bit of made). It takes no lock: the
+// loop changes what the call looks at (rx or tx) under mu before it looks
+// at made, and a call that must wait makes the channel and sets its bit
+// under mu with its look at them. If the call held mu first, the loop's
+// lock of mu came after, and so does its look at made: it finds the bit
+// (and the channel, written before the bit); if the loop held it first,
+// the call finds the change and does not wait.
 func (c *Conn) wakeOn(ch *chan struct{}) {
-	c.mu.Lock()
-	w := *ch
-	c.mu.Unlock()
-	if w != nil {
-		wake(w)
+	if c.made.Load()&c.madeBit(ch) != 0 {
+		wake(*ch)
 	}
 }
 
 // waitChan returns *ch, the channel a call that must wait waits on, making
-// it the first time. Under mu. After Close (closing, set before Close takes
-// mu to wake the waiters) it holds a wakeup already: the call returns at
-// once, and finds the Conn closed.
+// it (and setting its bit of made) the first time. Under mu. After Close
+// (closing, set before Close takes mu to wake the waiters) it holds a
+// wakeup already: the call returns at once, and finds the Conn closed.
 func (c *Conn) waitChan(ch *chan struct{}) chan struct{} {
 	if *ch == nil {
 		*ch = make(chan struct{}, 1)
+		c.made.Or(c.madeBit(ch))
 	}
 	if c.isClosed() {
 		wake(*ch)

@@ -393,3 +393,78 @@ func TestGSOPiece(t *testing.T) {
 		t.Fatalf("no GSOSize: %d pieces, %v", s.GSOPieces(), &g)
 	}
 }
+
+// TestGSOAcrossWrap: where the send buffer's storage (a ring) wraps mid-
+// flight, a TSO segment ends at the wrap, its payload a view of the storage
+// (PayloadStable), the one MSS across it a copy, and the next TSO segment
+// starts after it; with Config.GSOAcrossWrap (a recording's stack) one TSO
+// segment spans the wrap, its payload a copy, as the windows and GSOMax
+// alone cut it. The storage is 16 KB: the first Write's 6 MSS at its
+// front, 5 of them acknowledged (the ring not emptied: it starts again at
+// the front only then), and 10 MSS more whose span from 6 MSS on wraps at
+// 16384, 456 bytes into its sixth MSS (segSeq(11)).
+func TestGSOAcrossWrap(t *testing.T) {
+	const mss = 1448
+	for _, tc := range []struct {
+		across bool
+		want   []struct{ seg, n, gso int } // the segments: first MSS index, MSS count, GSOSize
+	}{
+		{false, []struct{ seg, n, gso int }{{6, 5, mss}, {11, 1, 0}, {12, 4, mss}}},
+		{true, []struct{ seg, n, gso int }{{6, 10, mss}}},
+	} {
+		t.Run(fmt.Sprintf("GSOAcrossWrap=%v", tc.across), func(t *testing.T) {
+			cfg := testConfig()
+			cfg.GSOAcrossWrap = tc.across
+			h := gsoEstablished(t, cfg)
+			var stable []bool
+			out := h.ep.out
+			h.ep.out = OutputFunc(func(id ID, s *Segment) {
+				if len(s.Payload) > 0 {
+					stable = append(stable, s.PayloadStable)
+				}
+				out.Send(id, s)
+			})
+			first, next := data(6*mss), randomBytes(10*mss, 3)
+			if n, err := h.ep.Write(first); n != len(first) || err != nil {
+				t.Fatalf("Write: %d, %v", n, err)
+			}
+			h.expect(seqIs(segSeq(0)), lenIs(6*mss), gsoIs(mss), payloadIs(first))
+			h.expectNone()
+			if c := h.ep.snd.buf.own().r.Cap(); c != 16384 {
+				t.Fatalf("the ring's storage: %d bytes, want 16384", c)
+			}
+			h.advance(tlpRTT)
+			h.ackUpTo(segSeq(5)) // cwnd 15 MSS, one in flight
+			h.expectNone()
+			if n, err := h.ep.Write(next); n != len(next) || err != nil {
+				t.Fatalf("Write: %d, %v", n, err)
+			}
+			if c := h.ep.snd.buf.own().r.Cap(); c != 16384 {
+				t.Fatalf("the ring's storage grew to %d bytes: it does not wrap", c)
+			}
+			var want []bool
+			for _, w := range tc.want {
+				from := (w.seg - 6) * mss
+				h.expect(seqIs(segSeq(w.seg)), lenIs(w.n*mss), gsoIs(w.gso), flagsAre(FlagACK|FlagPSH), payloadIs(next[from:from+w.n*mss]))
+				// A view of the storage unless it spans the wrap at
+				// 16384 (the storage's bytes from 8688 on are next's).
+				want = append(want, 8688+from+w.n*mss <= 16384 || 8688+from >= 16384)
+			}
+			h.expectNone()
+			if fmt.Sprint(stable[1:]) != fmt.Sprint(want) {
+				t.Fatalf("PayloadStable of the segments after the first: %v, want %v", stable[1:], want)
+			}
+			// In the retransmission queue as sent: the first Write's last
+			// MSS, then one entry per segment, of its MSS pieces.
+			q := h.ep.snd.rtxq
+			if len(q) != 1+len(tc.want) {
+				t.Fatalf("%d segments queued, want %d", len(q), 1+len(tc.want))
+			}
+			for i, w := range tc.want {
+				if s := q[1+i]; s.seq != segSeq(w.seg) || int(s.len) != w.n*mss || s.gsoPieces() != w.n {
+					t.Errorf("queued segment %d: seq %d, len %d, %d pieces; want %d, %d, %d", 1+i, s.seq, s.len, s.gsoPieces(), segSeq(w.seg), w.n*mss, w.n)
+				}
+			}
+		})
+	}
+}

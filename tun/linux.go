@@ -165,14 +165,27 @@ func openWater(name string) (int, string, error) {
 	if err != nil {
 		return -1, "", fmt.Errorf("tun: open %q: %w", name, err)
 	}
-	fd := -1
-	if cerr := rc.Control(func(wfd uintptr) { fd, err = unix.FcntlInt(wfd, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
-		return -1, "", fmt.Errorf("tun: open %q: %w", name, cerr)
-	}
+	fd, err := dupCloexec(rc)
 	if err != nil {
-		return -1, "", fmt.Errorf("tun: open %q: %w", name, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err))
+		return -1, "", fmt.Errorf("tun: open %q: %w", name, err)
 	}
 	return fd, ifce.Name(), nil
+}
+
+// dupCloexec returns a close-on-exec duplicate of rc's descriptor
+// (F_DUPFD_CLOEXEC: the same open device). It fails with os.ErrClosed when
+// rc's file is closed (Control fails only then), and with the fcntl's
+// error as an *os.SyscallError.
+func dupCloexec(rc syscall.RawConn) (int, error) {
+	fd := -1
+	var err error
+	if cerr := rc.Control(func(f uintptr) { fd, err = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+		return -1, os.ErrClosed
+	}
+	if err != nil {
+		return -1, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
+	}
+	return fd, nil
 }
 
 // ReadPacket implements Device. The kernel does not report truncation on a
@@ -244,13 +257,9 @@ func (t *TUN) pollerFile() (*os.File, error) {
 	if t.wt.closed.Load() {
 		return nil, os.ErrClosed
 	}
-	fd := -1
-	var err error
-	if cerr := t.rc.Control(func(f uintptr) { fd, err = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
-		return nil, os.ErrClosed
-	}
+	fd, err := dupCloexec(t.rc)
 	if err != nil {
-		return nil, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), "/dev/net/tun")
 	if d := t.wt.rdl.Load(); d != nil {
