@@ -59,26 +59,38 @@ var errNoClient = errors.New("client program not installed")
 // StackAddr.
 type clientAddresser interface{ ClientAddr() netip.Addr }
 
-// httpServer starts the HTTP server on the stack's port and returns its URL,
-// as the clients reach it, and its counters.
-func (e *runEnv) httpServer() (string, *bytesrv.Counters, error) {
+// httpServer starts the HTTP server on the stack's port (a server child
+// serves already: see server_child.go) and returns its URL, as the clients
+// reach it, and a function that reads the bytes its /upload read in full.
+func (e *runEnv) httpServer() (string, func() (int64, error), error) {
+	if c, ok := e.stack.(*childStack); ok {
+		return c.url, func() (int64, error) {
+			st, err := c.stats()
+			return st.Uploaded, err
+		}, nil
+	}
 	ln, err := e.stack.Listen(httpPort)
 	if err != nil {
 		return "", nil, fmt.Errorf("listen: %w", err)
 	}
 	ctr := &bytesrv.Counters{}
-	srv := &http.Server{
-		Handler:           bytesrv.Handler(ctr),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          log.New(io.Discard, "", 0), // ab's resets, wrk's closes at its end
-	}
+	srv := newHTTPServer(ctr)
 	go srv.Serve(ln)
 	e.onClose(func() { srv.Close() })
 	host := e.bed.StackAddr
 	if ca, ok := e.stack.(clientAddresser); ok {
 		host = ca.ClientAddr()
 	}
-	return "http://" + addrPort(host, httpPort), ctr, nil
+	return "http://" + addrPort(host, httpPort), func() (int64, error) { return ctr.Uploaded.Load(), nil }, nil
+}
+
+// newHTTPServer is every stack's HTTP server, counting into ctr.
+func newHTTPServer(ctr *bytesrv.Counters) *http.Server {
+	return &http.Server{
+		Handler:           bytesrv.Handler(ctr),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0), // ab's resets, wrk's closes at its end
+	}
 }
 
 // clientRun is what a client program printed and the CPU it used.
@@ -151,8 +163,9 @@ func curlFields(out string) (size int64, secs float64, code int, err error) {
 }
 
 // bulkClientMetrics records a transfer of n bytes in secs: its rate, and
-// the CPU time per GB of this process (the stack, the HTTP server and the
-// kernel work done in their system calls) and of the client.
+// the CPU time per GB of the server's process (the stack, the HTTP server
+// and the kernel work done in their system calls: serverCPU) and of the
+// client.
 func (e *runEnv) bulkClientMetrics(n int64, secs float64, cpu time.Duration, r clientRun) {
 	m := e.res.Metrics
 	gb := float64(n) / 1e9
@@ -189,8 +202,12 @@ func scenarioHTTPUp(e *runEnv) error {
 	}
 	return e.curlTransfer(n, "size_upload", func(url string) []string {
 		return []string{"-H", "Expect:", "-T", name, url + "/upload"}
-	}, func(ctr *bytesrv.Counters) error {
-		if got := ctr.Uploaded.Load(); got != n {
+	}, func(uploaded func() (int64, error)) error {
+		got, err := uploaded()
+		if err != nil {
+			return err
+		}
+		if got != n {
 			return fmt.Errorf("%w: the server read %d bytes, want %d", errShort, got, n)
 		}
 		return nil
@@ -239,18 +256,22 @@ func makeUploadFile(n int64) (string, error) {
 // curlTransfer starts the HTTP server, runs curl with args(url) and checks
 // that it moved n bytes (curl's figure named size, and check's, if not nil)
 // with status 200; then records the transfer's metrics.
-func (e *runEnv) curlTransfer(n int64, size string, args func(url string) []string, check func(*bytesrv.Counters) error) error {
-	url, ctr, err := e.httpServer()
+func (e *runEnv) curlTransfer(n int64, size string, args func(url string) []string, check func(uploaded func() (int64, error)) error) error {
+	url, uploaded, err := e.httpServer()
 	if err != nil {
 		return err
 	}
-	c0 := cpuTime()
+	c0, err := e.serverCPU()
+	if err != nil {
+		return err
+	}
 	r, err := e.client(toolCurl, append([]string{"-sS", "-o", "/dev/null", "--max-time", e.secondsLeft(),
 		"-w", "%{" + size + "} %{time_total} %{http_code}"}, args(url)...)...)
-	cpu := cpuTime() - c0
-	if err != nil {
+	c1, cerr := e.serverCPU()
+	if err = errors.Join(err, cerr); err != nil {
 		return err
 	}
+	cpu := c1 - c0
 	got, secs, code, err := curlFields(r.out)
 	switch {
 	case err != nil:
@@ -261,7 +282,7 @@ func (e *runEnv) curlTransfer(n int64, size string, args func(url string) []stri
 		return fmt.Errorf("%w: curl moved %d bytes, want %d", errShort, got, n)
 	}
 	if check != nil {
-		if err := check(ctr); err != nil {
+		if err := check(uploaded); err != nil {
 			return err
 		}
 	}
@@ -286,12 +307,18 @@ func scenarioHTTPPar(e *runEnv) error {
 	for range k {
 		args = append(args, "-o", "/dev/null", url+"/bytes/"+strconv.FormatInt(each, 10))
 	}
-	c0, t0 := cpuTime(), time.Now()
-	r, err := e.client(toolCurl, args...)
-	wall, cpu := time.Since(t0), cpuTime()-c0
+	c0, err := e.serverCPU()
 	if err != nil {
 		return err
 	}
+	t0 := time.Now()
+	r, err := e.client(toolCurl, args...)
+	wall := time.Since(t0)
+	c1, cerr := e.serverCPU()
+	if err = errors.Join(err, cerr); err != nil {
+		return err
+	}
+	cpu := c1 - c0
 	lines := strings.Split(strings.TrimSpace(r.out), "\n")
 	if len(lines) != k {
 		return fmt.Errorf("curl reported %d transfers, want %d: %q", len(lines), k, lastLines(r.out, 3))
@@ -358,13 +385,17 @@ func scenarioWrk(e *runEnv) error {
 	conns := e.cfg.WrkConns
 	threads := min(conns, runtime.NumCPU())
 	secs := max(int(e.cfg.WrkTime.Round(time.Second)/time.Second), 1)
-	c0 := cpuTime()
-	r, err := e.client(toolWrk, "-t", strconv.Itoa(threads), "-c", strconv.Itoa(conns), "-d", strconv.Itoa(secs)+"s",
-		"--timeout", "2s", "--latency", url+"/small")
-	cpu := cpuTime() - c0
+	c0, err := e.serverCPU()
 	if err != nil {
 		return err
 	}
+	r, err := e.client(toolWrk, "-t", strconv.Itoa(threads), "-c", strconv.Itoa(conns), "-d", strconv.Itoa(secs)+"s",
+		"--timeout", "2s", "--latency", url+"/small")
+	c1, cerr := e.serverCPU()
+	if err = errors.Join(err, cerr); err != nil {
+		return err
+	}
+	cpu := c1 - c0
 	rate, total, p50, p99, errs, err := parseWrk(r.out)
 	if err != nil {
 		return err
@@ -421,14 +452,18 @@ func scenarioAB(e *runEnv) error {
 	}
 	n := e.cfg.ABRequests
 	s0 := e.stackCounters()
-	c0 := cpuTime()
-	// -t before -n: a -t after it would set the count to 50000.
-	r, err := e.client(toolAB, "-q", "-r", "-t", e.secondsLeft(), "-n", strconv.Itoa(n), "-c", strconv.Itoa(e.cfg.ABConns),
-		"-s", "10", url+"/small")
-	cpu := cpuTime() - c0
+	c0, err := e.serverCPU()
 	if err != nil {
 		return err
 	}
+	// -t before -n: a -t after it would set the count to 50000.
+	r, err := e.client(toolAB, "-q", "-r", "-t", e.secondsLeft(), "-n", strconv.Itoa(n), "-c", strconv.Itoa(e.cfg.ABConns),
+		"-s", "10", url+"/small")
+	c1, cerr := e.serverCPU()
+	if err = errors.Join(err, cerr); err != nil {
+		return err
+	}
+	cpu := c1 - c0
 	rate, complete, failed, p99, err := parseAB(r.out)
 	if err != nil {
 		return err
