@@ -394,6 +394,20 @@ func (e *runEnv) serverCPU() (time.Duration, error) {
 	return cpuTime(), nil
 }
 
+// serverCPUOver runs f and returns the server's CPU time over it
+// (serverCPU); f's error first.
+func (e *runEnv) serverCPUOver(f func() error) (time.Duration, error) {
+	c0, err := e.serverCPU()
+	if err != nil {
+		return 0, err
+	}
+	if err := f(); err != nil {
+		return 0, err
+	}
+	c1, err := e.serverCPU()
+	return c1 - c0, err
+}
+
 // measure records the CPU time and the wheel's counters over f.
 func (e *runEnv) measure(f func() error) error {
 	t0, _ := e.stack.Timers()

@@ -261,17 +261,15 @@ func (e *runEnv) curlTransfer(n int64, size string, args func(url string) []stri
 	if err != nil {
 		return err
 	}
-	c0, err := e.serverCPU()
+	var r clientRun
+	cpu, err := e.serverCPUOver(func() (err error) {
+		r, err = e.client(toolCurl, append([]string{"-sS", "-o", "/dev/null", "--max-time", e.secondsLeft(),
+			"-w", "%{" + size + "} %{time_total} %{http_code}"}, args(url)...)...)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	r, err := e.client(toolCurl, append([]string{"-sS", "-o", "/dev/null", "--max-time", e.secondsLeft(),
-		"-w", "%{" + size + "} %{time_total} %{http_code}"}, args(url)...)...)
-	c1, cerr := e.serverCPU()
-	if err = errors.Join(err, cerr); err != nil {
-		return err
-	}
-	cpu := c1 - c0
 	got, secs, code, err := curlFields(r.out)
 	switch {
 	case err != nil:
@@ -307,18 +305,17 @@ func scenarioHTTPPar(e *runEnv) error {
 	for range k {
 		args = append(args, "-o", "/dev/null", url+"/bytes/"+strconv.FormatInt(each, 10))
 	}
-	c0, err := e.serverCPU()
+	var r clientRun
+	var wall time.Duration
+	cpu, err := e.serverCPUOver(func() (err error) {
+		t0 := time.Now()
+		r, err = e.client(toolCurl, args...)
+		wall = time.Since(t0)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	t0 := time.Now()
-	r, err := e.client(toolCurl, args...)
-	wall := time.Since(t0)
-	c1, cerr := e.serverCPU()
-	if err = errors.Join(err, cerr); err != nil {
-		return err
-	}
-	cpu := c1 - c0
 	lines := strings.Split(strings.TrimSpace(r.out), "\n")
 	if len(lines) != k {
 		return fmt.Errorf("curl reported %d transfers, want %d: %q", len(lines), k, lastLines(r.out, 3))
@@ -385,17 +382,15 @@ func scenarioWrk(e *runEnv) error {
 	conns := e.cfg.WrkConns
 	threads := min(conns, runtime.NumCPU())
 	secs := max(int(e.cfg.WrkTime.Round(time.Second)/time.Second), 1)
-	c0, err := e.serverCPU()
+	var r clientRun
+	cpu, err := e.serverCPUOver(func() (err error) {
+		r, err = e.client(toolWrk, "-t", strconv.Itoa(threads), "-c", strconv.Itoa(conns), "-d", strconv.Itoa(secs)+"s",
+			"--timeout", "2s", "--latency", url+"/small")
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	r, err := e.client(toolWrk, "-t", strconv.Itoa(threads), "-c", strconv.Itoa(conns), "-d", strconv.Itoa(secs)+"s",
-		"--timeout", "2s", "--latency", url+"/small")
-	c1, cerr := e.serverCPU()
-	if err = errors.Join(err, cerr); err != nil {
-		return err
-	}
-	cpu := c1 - c0
 	rate, total, p50, p99, errs, err := parseWrk(r.out)
 	if err != nil {
 		return err
@@ -452,18 +447,16 @@ func scenarioAB(e *runEnv) error {
 	}
 	n := e.cfg.ABRequests
 	s0 := e.stackCounters()
-	c0, err := e.serverCPU()
+	// -t before -n: a -t after it would set the count to 50000.
+	var r clientRun
+	cpu, err := e.serverCPUOver(func() (err error) {
+		r, err = e.client(toolAB, "-q", "-r", "-t", e.secondsLeft(), "-n", strconv.Itoa(n), "-c", strconv.Itoa(e.cfg.ABConns),
+			"-s", "10", url+"/small")
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	// -t before -n: a -t after it would set the count to 50000.
-	r, err := e.client(toolAB, "-q", "-r", "-t", e.secondsLeft(), "-n", strconv.Itoa(n), "-c", strconv.Itoa(e.cfg.ABConns),
-		"-s", "10", url+"/small")
-	c1, cerr := e.serverCPU()
-	if err = errors.Join(err, cerr); err != nil {
-		return err
-	}
-	cpu := c1 - c0
 	rate, complete, failed, p99, err := parseAB(r.out)
 	if err != nil {
 		return err

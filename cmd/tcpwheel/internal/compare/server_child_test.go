@@ -106,12 +106,14 @@ func TestServerChild(t *testing.T) {
 }
 
 // TestServerChildFailure: a server child that exits before it serves, never
-// says it is ready, or dies during the run, is an error that says so, within
-// serverWait, and no hang.
+// says it is ready, or dies during the run, is an error that says so, and no
+// hang: an ended child's error comes from its end, not from the end of
+// serverWait (a minute here), and one that never answers is given up after
+// serverWait.
 func TestServerChildFailure(t *testing.T) {
 	testbed.RequireRoot(t)
 	defer func(d time.Duration) { serverWait = d }(serverWait)
-	serverWait = 3 * time.Second
+	serverWait = time.Minute
 	cfg := DefaultConfig()
 
 	t0 := time.Now()
@@ -126,15 +128,13 @@ func TestServerChildFailure(t *testing.T) {
 
 	hang := cfg
 	hang.serverHang = true
-	t0 = time.Now()
+	serverWait = 2 * time.Second
 	_, err = newServedEnv(t, hang, stackTcpwheel)
-	if err == nil || !strings.Contains(err.Error(), "said no ready within") {
+	if err == nil || !strings.Contains(err.Error(), "said no ready within 2s") {
 		t.Errorf("a child that never says ready: %v", err)
 	}
 	t.Logf("a child that never says ready: %v", err)
-	if d := time.Since(t0); d > serverWait+5*time.Second {
-		t.Errorf("a child that never says ready: the error took %v", d)
-	}
+	serverWait = time.Minute
 
 	e, err := newServedEnv(t, cfg, stackTcpwheel)
 	if err != nil {
