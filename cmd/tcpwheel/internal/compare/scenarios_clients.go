@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/internal/bytesrv"
@@ -125,14 +126,28 @@ func (e *runEnv) client(tool clientTool, args ...string) (clientRun, error) {
 	return r, nil
 }
 
-// limitedBuffer keeps the first maxClientOutput bytes written to it.
-type limitedBuffer struct{ bytes.Buffer }
+// limitedBuffer keeps the first maxClientOutput bytes written to it. It
+// may be read while a process writes to it (a server child's standard
+// error, in an error about it).
+type limitedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := maxClientOutput - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(len(p), room)])
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := maxClientOutput - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
+}
+
+// String is what was kept.
+func (b *limitedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // lastLines returns s's last n lines.
