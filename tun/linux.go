@@ -491,3 +491,35 @@ func checkNewLink(name string) error {
 	}
 	return nil
 }
+
+// FromFD returns the TUN device open on fd: a descriptor of /dev/net/tun
+// attached to a device (TUNSETIFF), such as one that another process
+// opened with Open, OpenOffload or OpenQueues and passed to this one
+// (exec.Cmd.ExtraFiles). The TUN takes fd over (Close closes it); a device
+// stays until its last descriptor, in any process, is closed. Its name, and
+// whether it has virtio-net headers (IFF_VNET_HDR: OpenOffload's, whose
+// header size and offloads are then set again as OpenOffload sets them),
+// are read from the descriptor (TUNGETIFF). mtu is as Open's. fd is made
+// close-on-exec and non-blocking (its open file's status flags are shared
+// with every duplicate, the other process's too); on an error it is closed.
+func FromFD(fd int, mtu int) (*TUN, error) {
+	mtu, err := checkOpen("", mtu)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	ifr, err := unix.NewIfreq("")
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("tun: descriptor %d: %w", fd, err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.TUNGETIFF, ifr); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("tun: descriptor %d: TUNGETIFF: %w", fd, err)
+	}
+	unix.CloseOnExec(fd)
+	if ifr.Uint16()&unix.IFF_VNET_HDR != 0 {
+		return newVnet(fd, ifr.Name(), mtu)
+	}
+	return newPlain(fd, ifr.Name(), mtu)
+}

@@ -98,6 +98,13 @@ func openVnetFlags(name string, mtu int, flags uint16) (*TUN, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newVnet(fd, name, mtu)
+}
+
+// newVnet is the device with virtio-net headers on fd, attached to name
+// with IFF_VNET_HDR: it sets the header's size and the offloads; on an
+// error fd is closed.
+func newVnet(fd int, name string, mtu int) (*TUN, error) {
 	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, VnetHdrLen); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("tun: open %q: TUNSETVNETHDRSZ: %w: %w", name, errOffload, err)

@@ -197,3 +197,43 @@ func ipv4HeaderSum(h []byte) uint16 {
 	}
 	return uint16(s)
 }
+
+// TestFromFD: a duplicate of an open device's descriptor becomes a TUN of
+// the same device, plain or with virtio-net headers as the original.
+func TestFromFD(t *testing.T) {
+	inFreshNamespace(t, func() {
+		for _, tc := range []struct {
+			name string
+			open func(string, int) (*TUN, error)
+			vnet bool
+		}{{"twfd0", Open, false}, {"twfd1", OpenOffload, true}} {
+			dev, err := tc.open(tc.name, 1500)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fd, err := dev.ReadFD()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := FromFD(dup, 1400)
+			if err != nil {
+				t.Fatalf("%s: FromFD: %v", tc.name, err)
+			}
+			if got.Name() != tc.name || got.MTU() != 1400 || got.vnet != tc.vnet || got.Offloads().GSO != tc.vnet {
+				t.Errorf("%s: FromFD = %q MTU %d vnet %v offloads %+v", tc.name, got.Name(), got.MTU(), got.vnet, got.Offloads())
+			}
+			if _, err := got.ReadPacketNonblock(make([]byte, 2000)); !errors.Is(err, ErrWouldBlock) {
+				t.Errorf("%s: a read of nothing: %v, want ErrWouldBlock", tc.name, err)
+			}
+			got.Close()
+			dev.Close()
+		}
+		if _, err := FromFD(-1, 0); err == nil {
+			t.Error("FromFD(-1) succeeded")
+		}
+	})
+}

@@ -24,7 +24,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compare.Config, error) 
 	fs := flag.NewFlagSet("tcpwheel compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := compare.DefaultConfig()
-	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole comparison (this process: tcpwheel's stacks, gVisor's, the harness; not the clients) to this file")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole comparison (this process: tcpwheel's stacks, gVisor's, the harness; not the clients) to this file; the servers of http-down, http-up, http-par, wrk and ab, each in a child process, write theirs beside it, to FILE.CASE-STACK-RUN")
 	var (
 		stacks    = fs.String("stacks", strings.Join(cfg.Stacks, ","), "comma-separated stacks to compare: "+strings.Join(compare.Stacks(), ", "))
 		scenarios = fs.String("scenarios", strings.Join(cfg.Scenarios, ","), "comma-separated scenarios: "+strings.Join(compare.Scenarios(), ", "))
@@ -51,6 +51,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compare.Config, error) 
 	fs.IntVar(&cfg.SYNStash, "syn-stash", cfg.SYNStash, "tcpwheel's SYN stash: new connections' SYNs its loop may set aside until the TUN is drained, serving established connections first (stack.Config.SYNStash; 0: each SYN as it is read; not tcpwheel-rec)")
 	fs.IntVar(&cfg.Loops, "loops", 1, "tcpwheel's and tcpwheel-rt's event loops, each on a queue of a multi-queue TUN (stack.Config.Loops)")
 	fs.BoolVar(&cfg.NoOffload, "no-offload", false, "tcpwheel's stacks on a plain TUN (tun.Open, or plain queues with -loops), as gVisor's: no virtio-net headers, GSO or GRO")
+	fs.BoolVar(&cfg.InProcess, "in-process", false, "serve http-down, http-up, http-par, wrk and ab in this process, as before 2026-11-24 (their CPU figures then this process's rusage), instead of each stack's server in a child process of its own (its CPU its own)")
 	fs.IntVar(&cfg.HTTPStreams, "http-streams", cfg.HTTPStreams, "parallel transfers of the http-par scenario, -http-size in all")
 	fs.IntVar(&cfg.WrkConns, "wrk-conns", cfg.WrkConns, "wrk's keep-alive connections (the wrk scenario)")
 	fs.DurationVar(&cfg.WrkTime, "wrk-time", cfg.WrkTime, "how long wrk runs, whole seconds")
@@ -72,6 +73,10 @@ the same HTTP server on each stack. Two stacks take part only in them: kernel
 (the server on kernel sockets, the clients over the namespace's loopback: the
 ceiling) and gvisor-gso (gVisor on its own TUN opened with IFF_VNET_HDR: host
 GSO out, the kernel's 64 KB segments in, checksums left to the kernel).
+In http-down, http-up, http-par, wrk and ab each stack's server runs in a
+child process of its own (this executable again), so that no stack shares a
+heap or a runtime with another, and their CPU figures are that process's own
+(-in-process: all in this one, as before).
 
 scenarios:
 `+compare.ScenarioHelp()+`

@@ -63,8 +63,10 @@ func init() {
 		os.Exit(runBurstClient(os.Args[1:], os.Stdin, os.Stdout))
 	case burstServer:
 		os.Exit(runBurstServer(os.Args[1:], os.Stdin, os.Stdout))
+	case serveChild:
+		os.Exit(runServeChild(os.Args[1:], os.Stdin, os.Stdout))
 	default:
-		fmt.Fprintf(os.Stderr, "%s=%q: want %s or %s\n", burstChildEnv, os.Getenv(burstChildEnv), burstClient, burstServer)
+		fmt.Fprintf(os.Stderr, "%s=%q: want %s, %s or %s\n", burstChildEnv, os.Getenv(burstChildEnv), burstClient, burstServer, serveChild)
 		os.Exit(2)
 	}
 }
@@ -82,6 +84,21 @@ type burstChild struct {
 // startBurstChild starts this executable as a child of the given role, in
 // the run's namespace, and waits for its "ready". The run's end kills it.
 func (e *runEnv) startBurstChild(role string, args ...string) (*burstChild, error) {
+	c, err := e.startChild(role, nil, args...)
+	if err != nil {
+		return nil, err
+	}
+	line, err := c.stdout.ReadString('\n')
+	if err != nil || line != "ready\n" {
+		return nil, fmt.Errorf("burst %s: said %q, want ready: %v %s", role, line, err, c.failure())
+	}
+	return c, nil
+}
+
+// startChild starts this executable as a child of the given role, in the
+// run's namespace, with files as its descriptors 3, 4, ... The run's end
+// kills it.
+func (e *runEnv) startChild(role string, files []*os.File, args ...string) (*burstChild, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("burst %s: %w", role, err)
@@ -90,6 +107,7 @@ func (e *runEnv) startBurstChild(role string, args ...string) (*burstChild, erro
 	cmd.Env = append(os.Environ(), burstChildEnv+"="+role)
 	c := &burstChild{cmd: cmd, stderr: &limitedBuffer{}}
 	cmd.Stderr = c.stderr
+	cmd.ExtraFiles = files
 	cmd.WaitDelay = time.Second
 	if c.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -107,10 +125,6 @@ func (e *runEnv) startBurstChild(role string, args ...string) (*burstChild, erro
 		cmd.Process.Kill()
 		c.wait()
 	})
-	line, err := c.stdout.ReadString('\n')
-	if err != nil || line != "ready\n" {
-		return nil, fmt.Errorf("burst %s: said %q, want ready: %v %s", role, line, err, c.failure())
-	}
 	return c, nil
 }
 

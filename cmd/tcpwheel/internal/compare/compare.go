@@ -104,6 +104,12 @@ type Config struct {
 	// (tun.Open, or plain queues with Loops), as gVisor's: one packet of at
 	// most the MTU per read and write, no GSO frames.
 	NoOffload bool
+	// InProcess (-in-process) serves the real-client scenarios that time a
+	// server (http-down, http-up, http-par, wrk, ab) in compare's own
+	// process, as before 2026-11-24, instead of each stack's in a child
+	// process of its own (server_child.go); their CPU figures are then
+	// compare's whole rusage.
+	InProcess bool
 	// CPUProfile (-cpuprofile) names the file the command writes a CPU
 	// profile of the whole comparison to: where the stacks' loops spend
 	// their time in a scenario (issue 11's burst, issue 15's ab). Run
@@ -133,6 +139,7 @@ type Config struct {
 	ABConns     int           // -ab-conns: ab's concurrency, 1 to 1000 and at most -ab-requests
 
 	uploadFile string // what http-up's curl sends: Run makes it (makeUploadFile)
+	serverHang bool   // the tests': server children never say ready
 }
 
 // MaxLoad is the largest Config.Load.

@@ -66,8 +66,11 @@ func runOne(parent context.Context, cfg Config, c compareCase, stackName string,
 		sc, ok := scenarioNamed(c.scenario)
 		defer func() {
 			res.InputPath = e.stack.InputPath()
-			if t, ok := e.stack.(*tcpwheelStack); ok {
+			switch t := e.stack.(type) {
+			case *tcpwheelStack:
 				res.Loops = t.s.Stats().Loops
+			case *childStack:
+				res.Loops, res.ServerPID = t.latest().Loops, t.pid
 			}
 			if ok && !sc.unwatched {
 				res.collectEvents(e.w.Events())
@@ -171,7 +174,11 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 	}
 	e.w = segwatch.New(segwatch.Config{Local: stackAddr})
 	e.cleanups = append(e.cleanups, e.w.Close)
-	recordPath := ""
+	// The real-client scenarios that time a server serve from a child
+	// process (server_child.go), which puts the pcap tap on its own chain.
+	sc, _ := scenarioNamed(c.scenario)
+	served := sc != nil && sc.served && !cfg.InProcess
+	recordPath, pcapPath := "", ""
 	if cfg.PcapDir != "" {
 		// tcpwheel's stacks write a flight recording (replayable with
 		// tcpwheel replay); gVisor's get a pcap tap on the device chain.
@@ -180,6 +187,8 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 		switch {
 		case isTcpwheel(stackName):
 			recordPath = path + "ng"
+		case !clientOnly(stackName) && served:
+			pcapPath = path
 		case !clientOnly(stackName): // kernel and gvisor-gso do not use the chain: no capture
 			bcfg.PcapPath = path
 		}
@@ -191,13 +200,21 @@ func newRunEnv(ctx context.Context, cfg Config, c compareCase, stackName string,
 		return nil, err
 	}
 	res.Pcap = bcfg.PcapPath
+	if pcapPath != "" {
+		res.Pcap = pcapPath
+	}
 	if recordPath != "" {
 		res.Pcap = recordPath
 	}
-	switch stackName {
-	case stackKernel:
+	switch {
+	case served:
+		var cs *childStack
+		if cs, err = e.startServer(stackName, lim, bcfg.Offload, recordPath, pcapPath); err == nil {
+			e.stack = cs
+		}
+	case stackName == stackKernel:
 		e.stack = &kernelStack{bed: e.bed}
-	case stackGVisorGSO:
+	case stackName == stackGVisorGSO:
 		e.stack, err = newGVisorGSO(e.bed, lim.backlog)
 	default:
 		kernel := e.bed.KernelAddr
@@ -365,6 +382,30 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// serverCPU is the CPU time of the process the stack under test and its
+// HTTP server run in: its server child's (server_child.go), or this
+// process's (cpuTime).
+func (e *runEnv) serverCPU() (time.Duration, error) {
+	if c, ok := e.stack.(*childStack); ok {
+		return c.cpu()
+	}
+	return cpuTime(), nil
+}
+
+// serverCPUOver runs f and returns the server's CPU time over it
+// (serverCPU); f's error first.
+func (e *runEnv) serverCPUOver(f func() error) (time.Duration, error) {
+	c0, err := e.serverCPU()
+	if err != nil {
+		return 0, err
+	}
+	if err := f(); err != nil {
+		return 0, err
+	}
+	c1, err := e.serverCPU()
+	return c1 - c0, err
 }
 
 // measure records the CPU time and the wheel's counters over f.

@@ -38,6 +38,10 @@ type runResult struct {
 	Loops []stack.LoopStats `json:"loops,omitempty"`
 	// Load is how many CPU hogs ran beside the run (-load).
 	Load int `json:"load,omitempty"`
+	// ServerPID is the process the stack and its HTTP server ran in, where
+	// not compare's own: a real-client scenario's server child
+	// (server_child.go), whose CPU the run's CPU figures are.
+	ServerPID int `json:"server_pid,omitempty"`
 }
 
 // kernelCounters are the namespace's kernel counters each run reports, by
@@ -240,7 +244,7 @@ var metricOrder = []metricInfo{
 	{"flood_send_errors", "spoofed SYNs the kernel refused (ENOBUFS)"},
 	{"flood_rate_per_s", "flood rate achieved (SYNs/s)"},
 	{"mbytes_per_s", "MB/s (http-par: all streams, over the wall time)"},
-	{"cpu_s_per_gb", "CPU s per GB moved (this process: stack, server, their syscalls)"},
+	{"cpu_s_per_gb", "CPU s per GB moved (the server's process: stack, HTTP server, their syscalls)"},
 	{"client_cpu_s_per_gb", "CPU s per GB moved (the client process)"},
 	{"streams", "parallel transfers"},
 	{"requests_per_s", "requests/s (wrk, keep-alive)"},
@@ -250,14 +254,14 @@ var metricOrder = []metricInfo{
 	{"http_errors", "wrk socket errors and non-2xx responses"},
 	{"ab_failed", "ab failed requests"},
 	{"ab_complete", "ab complete requests"},
-	{"cpu_us_per_request", "CPU µs per request (this process)"},
+	{"cpu_us_per_request", "CPU µs per request (the server's process)"},
 	{"client_cpu_us_per_request", "CPU µs per request (the client process)"},
 	{"udp_rtt_p50_us", "UDP round trip p50 (µs)"},
 	{"udp_rtt_p99_us", "UDP round trip p99 (µs)"},
 	{"udp_dgrams_per_s", "UDP echoes/s (burst, 64 in flight)"},
 	{"udp_mbytes_per_s", "UDP MB/s each way (burst)"},
 	{"udp_lost", "UDP datagrams lost (no echo within 50 ms)"},
-	{"cpu_ms", "CPU time (ms, process rusage)"},
+	{"cpu_ms", "CPU time (ms, rusage of the stack's process)"},
 	{"timers_fired", "wheel timers fired"},
 	{"timers_stopped", "wheel timers stopped"},
 }
@@ -326,6 +330,7 @@ type reportConfig struct {
 	SYNStash     int       `json:"syn_stash,omitempty"`
 	Loops        int       `json:"loops,omitempty"`
 	NoOffload    bool      `json:"no_offload,omitempty"`
+	InProcess    bool      `json:"in_process,omitempty"`
 	HTTPBytes    int64     `json:"http_bytes"`
 	HTTPStreams  int       `json:"http_streams"`
 	WrkConns     int       `json:"wrk_conns"`
@@ -344,7 +349,7 @@ func reportConfigOf(cfg Config) reportConfig {
 		BulkBytes: cfg.BulkSize, BulkLoss: cfg.BulkLoss, Conns: cfg.Conns,
 		HoldMS: ms(cfg.Hold), RunTimeoutMS: ms(cfg.RunTimeout),
 		FloodSYNs: cfg.FloodSYNs, FloodRate: cfg.FloodRate, FloodConns: cfg.FloodConns,
-		BurstConns: cfg.BurstConns, BurstQueue: cfg.BurstQueue, WriteQueue: cfg.WriteQueue, SYNStash: cfg.SYNStash, Loops: cfg.Loops, NoOffload: cfg.NoOffload,
+		BurstConns: cfg.BurstConns, BurstQueue: cfg.BurstQueue, WriteQueue: cfg.WriteQueue, SYNStash: cfg.SYNStash, Loops: cfg.Loops, NoOffload: cfg.NoOffload, InProcess: cfg.InProcess,
 		HTTPBytes: cfg.HTTPSize, HTTPStreams: cfg.HTTPStreams, WrkConns: cfg.WrkConns, WrkTimeMS: ms(cfg.WrkTime),
 		ABRequests: cfg.ABRequests, ABConns: cfg.ABConns,
 		Load: cfg.Load, CPUs: runtime.NumCPU(),

@@ -35,6 +35,9 @@ type scenario struct {
 	clients bool
 	// udp: a UDP scenario, whose rows leave out the kernel's TCP counters.
 	udp bool
+	// served: a real-client scenario whose stack serves HTTP from a child
+	// process of its own (server_child.go; not with Config.InProcess).
+	served bool
 }
 
 // scenarios is every scenario, in the order they run. It is never written.
@@ -50,11 +53,11 @@ var scenarios = [...]scenario{
 	{name: "many-conns", help: "-conns idle connections with keepalive: CPU and memory per connection", run: scenarioManyConns, unwatched: true},
 	{name: "synflood", help: "-flood-syns spoofed SYNs at -flood-rate/s while -flood-conns clients connect", run: scenarioSYNFlood, unwatched: true},
 	{name: "burst", help: "-burst-conns kernel clients connect to the stack's echo at once, each echoes a message, all open until the last is done: connect p50/p99/max, failures, retransmissions", run: scenarioBurst, unwatched: true, clients: true},
-	{name: "http-down", help: "curl downloads -http-size from the stack's HTTP server: MB/s, CPU per GB", run: scenarioHTTPDown, unwatched: true, clients: true},
-	{name: "http-up", help: "curl uploads -http-size to it (PUT): MB/s, CPU per GB", run: scenarioHTTPUp, unwatched: true, clients: true},
-	{name: "http-par", help: "curl downloads -http-size in -http-streams parallel transfers: aggregate MB/s, CPU per GB", run: scenarioHTTPPar, unwatched: true, clients: true},
-	{name: "wrk", help: "wrk keep-alive, -wrk-conns connections for -wrk-time: requests/s, p99 latency", run: scenarioWrk, unwatched: true, clients: true},
-	{name: "ab", help: "ab -n -ab-requests -c -ab-conns, a new connection per request: connections/s, failures", run: scenarioAB, unwatched: true, clients: true},
+	{name: "http-down", served: true, help: "curl downloads -http-size from the stack's HTTP server: MB/s, CPU per GB", run: scenarioHTTPDown, unwatched: true, clients: true},
+	{name: "http-up", served: true, help: "curl uploads -http-size to it (PUT): MB/s, CPU per GB", run: scenarioHTTPUp, unwatched: true, clients: true},
+	{name: "http-par", served: true, help: "curl downloads -http-size in -http-streams parallel transfers: aggregate MB/s, CPU per GB", run: scenarioHTTPPar, unwatched: true, clients: true},
+	{name: "wrk", served: true, help: "wrk keep-alive, -wrk-conns connections for -wrk-time: requests/s, p99 latency", run: scenarioWrk, unwatched: true, clients: true},
+	{name: "ab", served: true, help: "ab -n -ab-requests -c -ab-conns, a new connection per request: connections/s, failures", run: scenarioAB, unwatched: true, clients: true},
 }
 
 // clientScenarios lists the real-client scenarios.

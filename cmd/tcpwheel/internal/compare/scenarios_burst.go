@@ -377,6 +377,9 @@ func (e *runEnv) burstCounters() (burstSnapshot, map[string]uint64) {
 // stackCounters reads the stack's own counters (not ok for a stack without
 // them).
 func (e *runEnv) stackCounters() burstSnapshot {
+	if c, ok := e.stack.(*childStack); ok {
+		return c.counters()
+	}
 	var s burstSnapshot
 	if sc, ok := e.stack.(segmentCounter); ok {
 		s.sent, s.retrans, s.more = sc.burstCounts()

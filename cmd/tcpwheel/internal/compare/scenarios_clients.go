@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/internal/bytesrv"
@@ -59,26 +60,38 @@ var errNoClient = errors.New("client program not installed")
 // StackAddr.
 type clientAddresser interface{ ClientAddr() netip.Addr }
 
-// httpServer starts the HTTP server on the stack's port and returns its URL,
-// as the clients reach it, and its counters.
-func (e *runEnv) httpServer() (string, *bytesrv.Counters, error) {
+// httpServer starts the HTTP server on the stack's port (a server child
+// serves already: see server_child.go) and returns its URL, as the clients
+// reach it, and a function that reads the bytes its /upload read in full.
+func (e *runEnv) httpServer() (string, func() (int64, error), error) {
+	if c, ok := e.stack.(*childStack); ok {
+		return c.url, func() (int64, error) {
+			st, err := c.stats()
+			return st.Uploaded, err
+		}, nil
+	}
 	ln, err := e.stack.Listen(httpPort)
 	if err != nil {
 		return "", nil, fmt.Errorf("listen: %w", err)
 	}
 	ctr := &bytesrv.Counters{}
-	srv := &http.Server{
-		Handler:           bytesrv.Handler(ctr),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          log.New(io.Discard, "", 0), // ab's resets, wrk's closes at its end
-	}
+	srv := newHTTPServer(ctr)
 	go srv.Serve(ln)
 	e.onClose(func() { srv.Close() })
 	host := e.bed.StackAddr
 	if ca, ok := e.stack.(clientAddresser); ok {
 		host = ca.ClientAddr()
 	}
-	return "http://" + addrPort(host, httpPort), ctr, nil
+	return "http://" + addrPort(host, httpPort), func() (int64, error) { return ctr.Uploaded.Load(), nil }, nil
+}
+
+// newHTTPServer is every stack's HTTP server, counting into ctr.
+func newHTTPServer(ctr *bytesrv.Counters) *http.Server {
+	return &http.Server{
+		Handler:           bytesrv.Handler(ctr),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0), // ab's resets, wrk's closes at its end
+	}
 }
 
 // clientRun is what a client program printed and the CPU it used.
@@ -113,14 +126,28 @@ func (e *runEnv) client(tool clientTool, args ...string) (clientRun, error) {
 	return r, nil
 }
 
-// limitedBuffer keeps the first maxClientOutput bytes written to it.
-type limitedBuffer struct{ bytes.Buffer }
+// limitedBuffer keeps the first maxClientOutput bytes written to it. It
+// may be read while a process writes to it (a server child's standard
+// error, in an error about it).
+type limitedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := maxClientOutput - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(len(p), room)])
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := maxClientOutput - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
+}
+
+// String is what was kept.
+func (b *limitedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // lastLines returns s's last n lines.
@@ -151,8 +178,9 @@ func curlFields(out string) (size int64, secs float64, code int, err error) {
 }
 
 // bulkClientMetrics records a transfer of n bytes in secs: its rate, and
-// the CPU time per GB of this process (the stack, the HTTP server and the
-// kernel work done in their system calls) and of the client.
+// the CPU time per GB of the server's process (the stack, the HTTP server
+// and the kernel work done in their system calls: serverCPU) and of the
+// client.
 func (e *runEnv) bulkClientMetrics(n int64, secs float64, cpu time.Duration, r clientRun) {
 	m := e.res.Metrics
 	gb := float64(n) / 1e9
@@ -189,8 +217,12 @@ func scenarioHTTPUp(e *runEnv) error {
 	}
 	return e.curlTransfer(n, "size_upload", func(url string) []string {
 		return []string{"-H", "Expect:", "-T", name, url + "/upload"}
-	}, func(ctr *bytesrv.Counters) error {
-		if got := ctr.Uploaded.Load(); got != n {
+	}, func(uploaded func() (int64, error)) error {
+		got, err := uploaded()
+		if err != nil {
+			return err
+		}
+		if got != n {
 			return fmt.Errorf("%w: the server read %d bytes, want %d", errShort, got, n)
 		}
 		return nil
@@ -239,15 +271,17 @@ func makeUploadFile(n int64) (string, error) {
 // curlTransfer starts the HTTP server, runs curl with args(url) and checks
 // that it moved n bytes (curl's figure named size, and check's, if not nil)
 // with status 200; then records the transfer's metrics.
-func (e *runEnv) curlTransfer(n int64, size string, args func(url string) []string, check func(*bytesrv.Counters) error) error {
-	url, ctr, err := e.httpServer()
+func (e *runEnv) curlTransfer(n int64, size string, args func(url string) []string, check func(uploaded func() (int64, error)) error) error {
+	url, uploaded, err := e.httpServer()
 	if err != nil {
 		return err
 	}
-	c0 := cpuTime()
-	r, err := e.client(toolCurl, append([]string{"-sS", "-o", "/dev/null", "--max-time", e.secondsLeft(),
-		"-w", "%{" + size + "} %{time_total} %{http_code}"}, args(url)...)...)
-	cpu := cpuTime() - c0
+	var r clientRun
+	cpu, err := e.serverCPUOver(func() (err error) {
+		r, err = e.client(toolCurl, append([]string{"-sS", "-o", "/dev/null", "--max-time", e.secondsLeft(),
+			"-w", "%{" + size + "} %{time_total} %{http_code}"}, args(url)...)...)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -261,7 +295,7 @@ func (e *runEnv) curlTransfer(n int64, size string, args func(url string) []stri
 		return fmt.Errorf("%w: curl moved %d bytes, want %d", errShort, got, n)
 	}
 	if check != nil {
-		if err := check(ctr); err != nil {
+		if err := check(uploaded); err != nil {
 			return err
 		}
 	}
@@ -286,9 +320,14 @@ func scenarioHTTPPar(e *runEnv) error {
 	for range k {
 		args = append(args, "-o", "/dev/null", url+"/bytes/"+strconv.FormatInt(each, 10))
 	}
-	c0, t0 := cpuTime(), time.Now()
-	r, err := e.client(toolCurl, args...)
-	wall, cpu := time.Since(t0), cpuTime()-c0
+	var r clientRun
+	var wall time.Duration
+	cpu, err := e.serverCPUOver(func() (err error) {
+		t0 := time.Now()
+		r, err = e.client(toolCurl, args...)
+		wall = time.Since(t0)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -358,10 +397,12 @@ func scenarioWrk(e *runEnv) error {
 	conns := e.cfg.WrkConns
 	threads := min(conns, runtime.NumCPU())
 	secs := max(int(e.cfg.WrkTime.Round(time.Second)/time.Second), 1)
-	c0 := cpuTime()
-	r, err := e.client(toolWrk, "-t", strconv.Itoa(threads), "-c", strconv.Itoa(conns), "-d", strconv.Itoa(secs)+"s",
-		"--timeout", "2s", "--latency", url+"/small")
-	cpu := cpuTime() - c0
+	var r clientRun
+	cpu, err := e.serverCPUOver(func() (err error) {
+		r, err = e.client(toolWrk, "-t", strconv.Itoa(threads), "-c", strconv.Itoa(conns), "-d", strconv.Itoa(secs)+"s",
+			"--timeout", "2s", "--latency", url+"/small")
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -421,11 +462,13 @@ func scenarioAB(e *runEnv) error {
 	}
 	n := e.cfg.ABRequests
 	s0 := e.stackCounters()
-	c0 := cpuTime()
 	// -t before -n: a -t after it would set the count to 50000.
-	r, err := e.client(toolAB, "-q", "-r", "-t", e.secondsLeft(), "-n", strconv.Itoa(n), "-c", strconv.Itoa(e.cfg.ABConns),
-		"-s", "10", url+"/small")
-	cpu := cpuTime() - c0
+	var r clientRun
+	cpu, err := e.serverCPUOver(func() (err error) {
+		r, err = e.client(toolAB, "-q", "-r", "-t", e.secondsLeft(), "-n", strconv.Itoa(n), "-c", strconv.Itoa(e.cfg.ABConns),
+			"-s", "10", url+"/small")
+		return err
+	})
 	if err != nil {
 		return err
 	}

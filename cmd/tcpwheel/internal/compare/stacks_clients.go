@@ -31,13 +31,20 @@ var errKernelDial = errors.New("the kernel stack does not dial: it takes part on
 
 // kernelStack is the HTTP server on kernel sockets, listening on the loopback
 // of the run's namespace, where the clients connect: the kernel's own
-// loopback, the ceiling, measured in the same run as the other stacks.
+// loopback, the ceiling, measured in the same run as the other stacks. bed
+// nil: this process runs inside the namespace (a server child).
 type kernelStack struct{ bed *testbed.Bed }
 
 func (k *kernelStack) Listen(port int) (net.Listener, error) {
+	listen := func() (ln net.Listener, err error) {
+		return net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	}
+	if k.bed == nil {
+		return listen()
+	}
 	var ln net.Listener
 	err := k.bed.Do(func() (err error) {
-		ln, err = net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		ln, err = listen()
 		return err
 	})
 	return ln, err
@@ -79,10 +86,16 @@ func newGVisorGSO(bed *testbed.Bed, backlog int) (stackUnderTest, error) {
 		vt.Close()
 		return nil, err
 	}
-	s, err := gvisor.New(gvisor.Config{VnetTUN: vt, Addr: bed.StackAddr, Tuned: true, ListenBacklog: backlog})
+	return startGVisorGSO(vt, bed.StackAddr, bed.KernelAddr, backlog)
+}
+
+// startGVisorGSO is gvisor-gso's stack on vt, at addr, whose Dial reaches
+// the kernel at kernel. It owns vt, and closes it on an error.
+func startGVisorGSO(vt *gvisor.VnetTUN, addr, kernel netip.Addr, backlog int) (stackUnderTest, error) {
+	s, err := gvisor.New(gvisor.Config{VnetTUN: vt, Addr: addr, Tuned: true, ListenBacklog: backlog})
 	if err != nil {
 		vt.Close() // New closes it on some failures only; a second Close is harmless
 		return nil, err
 	}
-	return &gvisorStack{s: s, kernel: bed.KernelAddr}, nil
+	return &gvisorStack{s: s, kernel: kernel}, nil
 }
