@@ -12,8 +12,8 @@ import (
 // (a minute by default) to answer a retransmitted FIN and to keep its
 // 4-tuple from a new incarnation that old segments could confuse (RFC 9293
 // 3.10.8), and a server that closes first keeps one per connection it
-// served, for that minute. An Endpoint is 2,304 bytes; a record is a
-// tenth of that, and carries no pointer into the connection's buffers.
+// served, for that minute. An Endpoint is 2,304 bytes; a record is 192
+// (TestTimeWaitRecordSize), and holds no pointer into the connection's buffers.
 //
 // A record answers every segment as the Endpoint it replaced would have, by
 // the same rules (handleSynchronized in TIME-WAIT; the tests hold the two

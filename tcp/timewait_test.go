@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
@@ -354,4 +355,13 @@ func TestTimeWaitRecordReuse(t *testing.T) {
 	if rec.Replace(&syn) || h.ln.ReuseTimeWaitRecord(rec, &syn) {
 		t.Fatal("a closed record was replaced again")
 	}
+}
+
+// TestTimeWaitRecordSize: a record stays in the 192-byte size class (a
+// field more can move every TIME-WAIT of a busy server to the next).
+func TestTimeWaitRecordSize(t *testing.T) {
+	if got := unsafe.Sizeof(TimeWait{}); got > 192 {
+		t.Fatalf("TimeWait is %d bytes, want at most 192", got)
+	}
+	t.Logf("TimeWait: %d bytes, Endpoint: %d", unsafe.Sizeof(TimeWait{}), unsafe.Sizeof(Endpoint{}))
 }
