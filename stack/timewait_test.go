@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -70,5 +71,68 @@ func TestTimeWaitRecord(t *testing.T) {
 	}
 	if _, err := a.dial(id); err != nil {
 		t.Fatalf("a dial of the 4-tuple after 2*MSL: %v", err)
+	}
+}
+
+// TestTimeWaitHeap: what a server's connection costs while it waits out
+// TIME-WAIT after the server closed first (an HTTP/1.0 server's every
+// connection, for a minute): the heap a thousand of them hold, once the
+// application has dropped its Conns. A record and its table entry: a few
+// hundred bytes; a Conn and its endpoint were some 3 KB.
+func TestTimeWaitHeap(t *testing.T) {
+	const n = 1000
+	p := newManualPairWith(t, tcp.Config{})
+	ln, err := p.b.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ln.(*Listener)
+	req, buf := make([]byte, 100), make([]byte, 2048)
+	port := uint16(33000) // each connection's own: none meets a TIME-WAIT of its 4-tuple
+	churn := func(k int) {
+		for i := range k {
+			port++
+			client, err := p.a.StartDial("tcp", port, "198.18.0.2:7")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.shuttle()
+			server, ok := l.TryAccept()
+			if !ok {
+				t.Fatalf("connection %d of %d: none to accept after the handshake (client %v, %v)", i, k, client.ep.State(), client.id)
+			}
+			p.send(client, req)
+			if m, err := server.TryRead(buf); m != len(req) || err != nil {
+				t.Fatalf("TryRead: %d, %v", m, err)
+			}
+			p.send(server, req)
+			if m, err := client.TryRead(buf); m != len(req) || err != nil {
+				t.Fatalf("client TryRead: %d, %v", m, err)
+			}
+			server.Close()
+			p.shuttle()
+			client.Close()
+			p.shuttle()
+		}
+	}
+	churn(1000) // warm: the stacks' spares and tables, the test pipes' rings (4096 packets each way)
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before, tw0 := heap(), p.b.Stats().TimeWait
+	churn(n)
+	after := heap()
+	st := p.b.Stats()
+	if st.TimeWait-tw0 != n || st.Connections != st.TimeWait {
+		t.Fatalf("%d new TIME-WAIT records, %d connections in all; want %d, all of them records", st.TimeWait-tw0, st.Connections, n)
+	}
+	per := (int64(after) - int64(before)) / n
+	t.Logf("heap per connection in TIME-WAIT: %d bytes", per)
+	if per > 1024 {
+		t.Fatalf("heap per connection in TIME-WAIT: %d bytes, want at most 1024", per)
 	}
 }
