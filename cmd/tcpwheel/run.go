@@ -346,8 +346,8 @@ func statsLine(s *stack.Stack) string {
 	if total > 0 {
 		drops.WriteString(")")
 	}
-	return fmt.Sprintf("conns %d | pkts in %d out %d | segs in %d out %d | udp in %d out %d unreachables %d | retrans %d (rto %d, tlp %d, rack %d, fast %d, syn %d) | keepalives %d | rst %d | drops %d%s | device errors %d | input batches %d max %d full %d | timers pending %d fired %d stopped %d, late p50 %v p99 %v",
-		st.Connections, st.PacketsIn, st.PacketsOut, st.SegmentsIn, st.SegmentsOut,
+	return fmt.Sprintf("conns %d (time-wait %d) | pkts in %d out %d | segs in %d out %d | udp in %d out %d unreachables %d | retrans %d (rto %d, tlp %d, rack %d, fast %d, syn %d) | keepalives %d | rst %d | drops %d%s | device errors %d | input batches %d max %d full %d | timers pending %d fired %d stopped %d, late p50 %v p99 %v",
+		st.Connections, st.TimeWait, st.PacketsIn, st.PacketsOut, st.SegmentsIn, st.SegmentsOut,
 		st.DatagramsIn, st.DatagramsOut, st.PortUnreachables,
 		t.SegsRetransmitted, t.RTOEvents, t.TLPProbes, t.RACKRetransmits, t.FastRetransmits-t.RACKRetransmits, t.SYNRetransmits,
 		t.KeepaliveProbes, st.ResetsSent+t.ResetsSent, total, drops.String(), st.DeviceErrors,
