@@ -360,25 +360,16 @@ func (f *forwarder) segment(id tcp.ID, seg *tcp.Segment, raw []byte) bool {
 }
 
 // timeWaitSYN takes a SYN that the demultiplexer found a forwarded
-// connection for: if the connection is in TIME-WAIT and the SYN may open a
-// new incarnation (RFC 6191, as a listener's ReuseTimeWait), the old one
-// closes and the SYN is a new flow's. It reports whether it took the SYN.
-func (f *forwarder) timeWaitSYN(c *Conn, id tcp.ID, seg *tcp.Segment, raw []byte) bool {
-	if f.s.isLocal(id.Local.Addr()) || !tcp.ReplaceTimeWait(c.ep, seg) {
+// connection for (an endpoint or a TIME-WAIT record): if it is in
+// TIME-WAIT and the SYN may open a new incarnation (RFC 6191, as a
+// listener's ReuseTimeWait), replace closes the old one and reports true,
+// and the SYN is a new flow's. It reports whether it took the SYN.
+func (f *forwarder) timeWaitSYN(id tcp.ID, seg *tcp.Segment, raw []byte, replace func() bool) bool {
+	if f.s.isLocal(id.Local.Addr()) || !replace() {
 		return false
 	}
 	f.stats.TimeWaitReused++
-	return f.segment(id, seg, raw) // true: a SYN alone, to another address, with a TCP handler (c was a flow)
-}
-
-// timeWaitRecordSYN is timeWaitSYN for a forwarded connection whose
-// TIME-WAIT a record keeps (timewait.go).
-func (f *forwarder) timeWaitRecordSYN(t *tcp.TimeWait, id tcp.ID, seg *tcp.Segment, raw []byte) bool {
-	if f.s.isLocal(id.Local.Addr()) || !t.Replace(seg) {
-		return false
-	}
-	f.stats.TimeWaitReused++
-	return f.segment(id, seg, raw)
+	return f.segment(id, seg, raw) // true: a SYN alone, to another address, with a TCP handler (the old one was a flow)
 }
 
 // sendSYNACK hands the request's latest SYN to the half-open table, which

@@ -150,16 +150,13 @@ func (s *Stack) demuxTCP(src, dst netip.Addr, seg *tcp.Segment, b []byte) {
 	id := tcp.ID{Local: netip.AddrPortFrom(dst, seg.DstPort), Remote: netip.AddrPortFrom(src, seg.SrcPort)}
 	if c := s.conns[id]; c != nil {
 		// RFC 6191: a new SYN on the 4-tuple of a connection in TIME-WAIT
+		// (one the application has not closed: else a record keeps it)
 		// opens a new connection when its timestamp or sequence number is
 		// newer; the listener closes the old one (its EventClosed makes the
 		// Conn forget the tuple) and answers with a SYN-ACK.
-		if l := s.listenerFor(seg.DstPort, dst); l != nil && seg.Flags&tcp.FlagSYN != 0 && l.tl.ReuseTimeWait(c.ep, seg) {
-			if s.grp != nil {
-				s.claimHalfOpen(l, id) // loops.go
-			}
-			return
-		}
-		if s.fwd != nil && seg.Flags&tcp.FlagSYN != 0 && s.fwd.timeWaitSYN(c, id, seg, b) { // forward.go
+		if seg.Flags&tcp.FlagSYN != 0 && s.newIncarnation(id, dst, seg, b, // timewait.go
+			func(l *tcp.Listener) bool { return l.ReuseTimeWait(c.ep, seg) },
+			func() bool { return tcp.ReplaceTimeWait(c.ep, seg) }) {
 			return
 		}
 		s.flushBeforeAck(id, seg) // offload.go

@@ -43,19 +43,29 @@ func (s *Stack) timeWaitSegment(id tcp.ID, dst netip.Addr, seg *tcp.Segment, b [
 	if t == nil {
 		return false
 	}
-	if seg.Flags&tcp.FlagSYN != 0 {
-		if l := s.listenerFor(seg.DstPort, dst); l != nil && l.tl.ReuseTimeWaitRecord(t, seg) {
-			if s.grp != nil {
-				s.claimHalfOpen(l, id) // loops.go
-			}
-			return true
-		}
-		if s.fwd != nil && s.fwd.timeWaitRecordSYN(t, id, seg, b) { // forward.go
-			return true
-		}
+	if seg.Flags&tcp.FlagSYN != 0 && s.newIncarnation(id, dst, seg, b,
+		func(l *tcp.Listener) bool { return l.ReuseTimeWaitRecord(t, seg) },
+		func() bool { return t.Replace(seg) }) {
+		return true
 	}
 	t.HandleSegment(seg)
 	return true
+}
+
+// newIncarnation offers seg, a SYN for the 4-tuple id of a connection in
+// TIME-WAIT (an endpoint's or a record's), as a new incarnation's (RFC
+// 6191): to the listener of its port (reuse: Listener.ReuseTimeWait or
+// ReuseTimeWaitRecord), then to the forwarder (replace: tcp.ReplaceTimeWait
+// or TimeWait.Replace), each of which closes the old connection when it
+// takes the SYN. It reports whether one did.
+func (s *Stack) newIncarnation(id tcp.ID, dst netip.Addr, seg *tcp.Segment, b []byte, reuse func(*tcp.Listener) bool, replace func() bool) bool {
+	if l := s.listenerFor(seg.DstPort, dst); l != nil && reuse(l.tl) {
+		if s.grp != nil {
+			s.claimHalfOpen(l, id) // loops.go
+		}
+		return true
+	}
+	return s.fwd != nil && s.fwd.timeWaitSYN(id, seg, b, replace) // forward.go
 }
 
 // inUse reports whether a connection, or a TIME-WAIT record, has id.

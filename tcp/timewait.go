@@ -232,9 +232,6 @@ func (t *TimeWait) challengeAck() {
 // sendAck sends <SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK> as Endpoint.send would:
 // the window of the frozen space, and the timestamps.
 func (t *TimeWait) sendAck() {
-	if t.closed {
-		return
-	}
 	seg := Segment{SrcPort: t.id.Local.Port(), DstPort: t.id.Remote.Port(), Seq: t.snd, Ack: t.rcv, Flags: FlagACK}
 	seg.Window, t.adv = advertise(t.rcv, t.adv, int(t.space), t.ws, int(t.sws))
 	if t.tsOK {
