@@ -236,6 +236,17 @@ func TestForward(t *testing.T) {
 	tookUDP := time.Since(udpStart)
 	for _, err := range udpErrs {
 		if err != nil {
+			// Where a datagram went: the stack's counters (datagrams in
+			// and out of flows, drops, the writer's queue), the relays',
+			// and the kernel's on both TUN links.
+			t.Logf("stack stats: %+v", fw.s.Stats())
+			t.Logf("relays: %d UDP relayed, %d failed, %d unreachable", fw.st.udpRelayed.Load(), fw.st.udpFailed.Load(), fw.st.udpUnreachable.Load())
+			for _, ns := range []string{cfg.netns, cfg.serverNetns} {
+				out, _ := exec.Command("ip", "-n", ns, "-s", "-s", "link").CombinedOutput()
+				t.Logf("ip -n %s -s -s link:\n%s", ns, out)
+				out, _ = exec.Command("ip", "netns", "exec", ns, "nstat", "-az", "Udp*", "Ip6*Discard*", "Ip6InNoRoutes", "IpInDiscards", "IpOutDiscards").CombinedOutput()
+				t.Logf("nstat in %s:\n%s", ns, out)
+			}
 			t.Fatalf("UDP: %v", err)
 		}
 	}
