@@ -165,6 +165,78 @@ func TestDeadlineZeroValue(t *testing.T) {
 	}
 }
 
+// TestDeadlineTimerReused: a deadline's timer is made once and re-armed by
+// every later set, as net/http's server sets a connection's read deadline
+// several times a request (a future time, none, a past time, none): no
+// allocation per request once the first made the timer; and a set that
+// overtakes a timer about to fire is not passed by that fire, while a
+// re-armed deadline still passes when its own time comes.
+func TestDeadlineTimerReused(t *testing.T) {
+	var d deadline
+	d.set(time.Now().Add(time.Hour)) // the timer, made once
+	d.wait()
+	if allocs := testing.AllocsPerRun(200, func() {
+		d.set(time.Now().Add(10 * time.Second)) // ReadHeaderTimeout
+		d.set(time.Time{})
+		d.set(time.Now().Add(-time.Second)) // the background read's abort
+		d.set(time.Time{})
+	}); allocs > 1 {
+		// The abort closes the channel a wait made; the next wait makes
+		// one again, but none of the sets allocates.
+		t.Errorf("a request's four deadline sets: %.1f allocations, want at most 1", allocs)
+	}
+	d.set(time.Time{})
+	if allocs := testing.AllocsPerRun(200, func() {
+		d.set(time.Now().Add(10 * time.Second))
+		d.set(time.Time{})
+	}); allocs != 0 {
+		t.Errorf("a future deadline set and cleared: %.1f allocations, want none", allocs)
+	}
+
+	// Overtaken fires: each round arms a deadline due at once, then moves
+	// it an hour on before its fire can take the lock; no round may pass.
+	var o deadline
+	for range 200 {
+		o.set(time.Now().Add(time.Microsecond))
+		o.set(time.Now().Add(time.Hour))
+	}
+	w := o.wait()
+	time.Sleep(20 * time.Millisecond) // every overtaken fire has run by now, or runs later to the same effect
+	// A fire that lost the race to a set: the timer's function runs after
+	// the set moved the deadline on (or cleared it).
+	o.fire()
+	var c deadline
+	c.set(time.Now().Add(time.Hour))
+	c.set(time.Time{})
+	c.fire()
+	if c.passed() {
+		t.Fatal("a fire for a deadline since cleared passed it")
+	}
+	// The same, the cleared deadline's time reached: its fire was due
+	// (held here, as the lock would hold it) when the set cleared it.
+	c.set(time.Now().Add(time.Millisecond))
+	c.tm.t.Stop()
+	time.Sleep(2 * time.Millisecond)
+	c.set(time.Time{})
+	c.fire()
+	if c.passed() {
+		t.Fatal("a fire held back while its deadline was cleared passed it")
+	}
+	if o.passed() {
+		t.Fatal("a fire for a deadline since moved an hour on passed it")
+	}
+	select {
+	case <-w:
+		t.Fatal("a fire for a deadline since moved an hour on closed wait's channel")
+	default:
+	}
+	o.set(time.Now().Add(5 * time.Millisecond)) // re-armed, the same timer
+	<-w                                         // closed when the time comes; the test's timeout if never
+	if !o.passed() {
+		t.Fatal("the re-armed deadline came: not passed")
+	}
+}
+
 // TestRecycleBuffers: a closed Conn's buffers serve the next Conns
 // (Conn.recycle, Stack.spares): rx's storage at Close, tx's only once the
 // bytes written in it are acknowledged, not while the endpoint may still
