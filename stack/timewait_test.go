@@ -209,12 +209,19 @@ func TestTimeWaitReuseOwnClient(t *testing.T) {
 
 // TestTSOffsetOneSecret: a stack's connections to one address take one
 // timestamp offset, whatever their ports (Dial does not draw a secret per
-// connection), and so do the loops of a stack with several; the stack's
-// ISN generator is one too.
+// connection, nor SetTCPConfig), and so do the loops of a stack with
+// several; the stack's ISN generator is one too.
 func TestTSOffsetOneSecret(t *testing.T) {
 	p := newManualPairWith(t, tcp.Config{})
 	var tsvals []uint32
-	for _, port := range []uint16{40000, 40001, 40002} {
+	for i, port := range []uint16{40000, 40001, 40002} {
+		if i == 2 {
+			// A configuration set later without an offset function
+			// keeps the stack's (the packetdrill shim's socket options).
+			if err := p.a.SetTCPConfig(tcp.Config{}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if _, err := p.a.StartDial("tcp", port, "198.18.0.2:7"); err != nil {
 			t.Fatal(err)
 		}
@@ -226,6 +233,34 @@ func TestTSOffsetOneSecret(t *testing.T) {
 	}
 	if tsvals[0] != tsvals[1] || tsvals[1] != tsvals[2] {
 		t.Errorf("the SYNs of three ports at one instant: TSvals %v, want one", tsvals)
+	}
+	// The listener's side: its SYN-ACKs, before and after a
+	// Listener.SetTCPConfig without an offset function.
+	ln, err := p.b.Listen("tcp", ":8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tsvals = tsvals[:0]
+	for i, port := range []uint16{41000, 41001} {
+		if i == 1 {
+			if err := ln.(*Listener).SetTCPConfig(tcp.Config{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := p.a.StartDial("tcp", port, "198.18.0.2:8"); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.b.Inject(p.take(p.a)); err != nil {
+			t.Fatal(err)
+		}
+		_, seg, ok := parseTCP(p.take(p.b))
+		if !ok || seg.Flags != tcp.FlagSYN|tcp.FlagACK || !seg.Options.TS {
+			t.Fatalf("port %d: want a SYN-ACK with timestamps", port)
+		}
+		tsvals = append(tsvals, seg.Options.TSVal)
+	}
+	if tsvals[0] != tsvals[1] {
+		t.Errorf("the listener's SYN-ACKs to two ports at one instant: TSvals %v, want one", tsvals)
 	}
 
 	_, b, _ := loopsPair(t)
