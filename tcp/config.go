@@ -329,13 +329,17 @@ type Config struct {
 	// in TIME-WAIT carries a TSval newer than the old connection's last,
 	// which is what lets the peer take it as a new incarnation (RFC 6191
 	// 2; Linux's tcp_timewait_state_process). An offset of its own per
-	// connection (the ISS, TSOffsetISS, the rule before 2026-11-24) is
-	// older half the time: the peer answers the SYN with an ACK, which the
-	// client resets, and the SYN goes again only at its RTO (1 s). A nil
-	// TSOffset draws its secret where the Config takes its defaults: each
-	// Dial, NewListener and Listener.SetEndpointConfig; connections that
-	// are to share the clock share a Config whose TSOffset is set (package
-	// stack sets one per stack).
+	// connection is older half the time: the peer answers the SYN with an
+	// ACK, which the client resets, and the SYN goes again only at its RTO
+	// (1 s). The ISS (TSOffsetISS, the rule before 2026-11-24) grows from
+	// one connection of a 4-tuple to the next only while their ISNs come
+	// from one RFC 6528 generator (not from two Dials with a nil ISN, which
+	// draw one each, nor from a stack's loops, which had one each) and for
+	// less than 2.4 hours (its 4 µs clock passes 2^31). A nil TSOffset draws
+	// its secret where the Config takes its defaults: each Dial, NewListener
+	// and Listener.SetEndpointConfig; connections that are to share the
+	// clock share a Config whose TSOffset is set (package stack sets one per
+	// stack).
 	TSOffset TSOffsetFunc
 }
 
