@@ -40,6 +40,7 @@ type sink interface {
 type source interface {
 	sendTime(now time.Duration) time.Duration
 	isn(id tcp.ID) (seqnum.Value, bool)
+	tsOffset(id tcp.ID) (uint32, bool)
 	flag(k record.Kind, id tcp.ID, port uint16) (bool, bool)
 	// registered tells of a connection made, so that the application's
 	// calls on it find it even after it left the demultiplexer.
@@ -61,7 +62,7 @@ func (s *Stack) recordHeader(wall time.Time) record.Header {
 	return record.Header{
 		Addr: s.cfg.Addr, Addr6: s.cfg.Addr6, MoreAddrs: s.cfg.MoreAddrs, Prefix: s.cfg.Prefix, MTU: s.dev.MTU(), Tick: d(s.wheel.Tick()),
 		TTL: s.cfg.TTL, Backlog: s.cfg.Backlog, Origin: d(s.wheel.Now()), Wall: wall, Payload: s.cfg.RecordPayload,
-		TCP: tcpRecord(s.cfg.TCP),
+		TCP: tcpRecord(s.cfg.TCP), TSOffsets: true,
 	}
 }
 
@@ -76,14 +77,14 @@ func configFromHeader(h *record.Header) Config {
 	}
 }
 
-// wrapISN makes the endpoints' ISNs go through the recorder: recorded when
-// recording, the recorded ones when playing back.
-func (s *Stack) wrapISN() {
-	gen := s.cfg.TCP.ISN
+// wrapISN returns gen (nil: a tcp.NewISN) for the endpoints, its ISNs
+// going through the recorder: recorded when recording, the recorded ones
+// when playing back.
+func (s *Stack) wrapISN(gen tcp.ISNFunc) tcp.ISNFunc {
 	if gen == nil {
 		gen = tcp.NewISN()
 	}
-	s.cfg.TCP.ISN = func(id tcp.ID, now time.Duration) seqnum.Value {
+	return func(id tcp.ID, now time.Duration) seqnum.Value {
 		v, ok := seqnum.Value(0), false
 		if s.play != nil {
 			v, ok = s.play.isn(id)
@@ -93,6 +94,31 @@ func (s *Stack) wrapISN() {
 		}
 		if s.rec != nil {
 			s.rec.Event(&record.Event{Kind: record.ISN, Local: id.Local, Remote: id.Remote, N: int64(uint32(v))})
+		}
+		return v
+	}
+}
+
+// wrapTSOffset returns gen (nil: a tcp.NewTSOffset) for the endpoints, its
+// timestamp offsets going through the recorder, as wrapISN the ISNs. The
+// stack's connections share it: with the default, one secret for the stack
+// (newLoops draws it for all the loops), so that the TSvals of the stack's
+// connections to one address come from one clock (RFC 6191's test of a SYN
+// to a 4-tuple in TIME-WAIT, tcp.Config.TSOffset).
+func (s *Stack) wrapTSOffset(gen tcp.TSOffsetFunc) tcp.TSOffsetFunc {
+	if gen == nil {
+		gen = tcp.NewTSOffset()
+	}
+	return func(id tcp.ID, iss seqnum.Value) uint32 {
+		v, ok := uint32(0), false
+		if s.play != nil {
+			v, ok = s.play.tsOffset(id)
+		}
+		if !ok {
+			v = gen(id, iss)
+		}
+		if s.rec != nil {
+			s.rec.Event(&record.Event{Kind: record.TSOffset, Local: id.Local, Remote: id.Remote, N: int64(v)})
 		}
 		return v
 	}

@@ -38,7 +38,8 @@ func timerScript(t *testing.T, v6 bool) []timedSegment {
 	clock := timer.NewManualClock(0)
 	m, err := NewManual(Config{Device: dev, Addr: addrB, Addr6: addr6B, Clock: clock,
 		TCP: tcp.Config{MSS: 1400, MSS6: 1400, Retries2: 4, SYNRetries: 3,
-			ISN: func(tcp.ID, time.Duration) seqnum.Value { return 1000 }}})
+			ISN:      func(tcp.ID, time.Duration) seqnum.Value { return 1000 },
+			TSOffset: tcp.TSOffsetISS}}) // the same TSvals over both versions
 	if err != nil {
 		t.Fatal(err)
 	}

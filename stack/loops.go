@@ -90,6 +90,17 @@ func newLoops(cfg Config) (*Stack, error) {
 	case cfg.Record != nil:
 		return nil, fmt.Errorf("%w: %d loops: a flight recording (Record) is of one loop", ErrConfig, n)
 	}
+	// One ISN generator and one timestamp-offset secret for every loop:
+	// successive connections between two addresses may be made on
+	// different loops, and their TSvals must come from one clock
+	// (tcp.Config.TSOffset; RFC 6191), their ISNs from one RFC 6528
+	// generator.
+	if cfg.TCP.ISN == nil {
+		cfg.TCP.ISN = tcp.NewISN()
+	}
+	if cfg.TCP.TSOffset == nil {
+		cfg.TCP.TSOffset = tcp.NewTSOffset()
+	}
 	devs := make([]Config, n)
 	for i := range devs {
 		devs[i] = cfg

@@ -54,11 +54,30 @@ func (s *Stack) SetTCPConfig(cfg tcp.Config) error {
 		shards = s.grp.shards // loops.go
 	}
 	for _, s := range shards {
-		if s.do(func() { s.cfg.TCP = cfg }) != nil {
+		if s.do(func() { s.cfg.TCP = s.keepGenerators(cfg) }) != nil {
 			return net.ErrClosed
 		}
 	}
 	return nil
+}
+
+// keepGenerators is cfg with the stack's ISN generator and timestamp
+// offsets where cfg leaves them nil: a configuration set later draws no new
+// secrets (tcp.Config.TSOffset: the stack's connections to one address keep
+// one timestamp clock) and keeps the recorder's wrappers. One that sets them
+// gets them wrapped (wrapISN, wrapTSOffset). On the loop.
+func (s *Stack) keepGenerators(cfg tcp.Config) tcp.Config {
+	if cfg.ISN == nil {
+		cfg.ISN = s.cfg.TCP.ISN
+	} else {
+		cfg.ISN = s.wrapISN(cfg.ISN)
+	}
+	if cfg.TSOffset == nil {
+		cfg.TSOffset = s.cfg.TCP.TSOffset
+	} else {
+		cfg.TSOffset = s.wrapTSOffset(cfg.TSOffset)
+	}
+	return cfg
 }
 
 // SetSendBuffer changes the connection's send buffer (tcp.Endpoint.SetSendBuffer).
@@ -100,7 +119,7 @@ func (l *Listener) SetTCPConfig(cfg tcp.Config) error {
 		cfg.MSS = l.s.cfg.Device.MTU() - ipv4HeaderLen - tcp.HeaderMinSize
 	}
 	var err error
-	if l.s.do(func() { err = l.tl.SetEndpointConfig(cfg) }) != nil {
+	if l.s.do(func() { err = l.tl.SetEndpointConfig(l.s.keepGenerators(cfg)) }) != nil {
 		return net.ErrClosed
 	}
 	return err

@@ -21,12 +21,14 @@ import (
 // again, on a stack of its own built from the recording's header, on a
 // manual loop and clock: it hands the stack the recorded packets at their
 // instants, runs the recorded expiries, batch ends and application calls at
-// theirs, and answers the stack's clock readings, ISNs and accept-queue
-// questions with the recorded ones. What the stack sends (Sent) is then what
-// it sent when recorded, segment for segment and instant for instant,
-// unless the code changed: a Divergence says where the replayed stack asked
-// for something the recording does not have at that point, and package
-// stack/replay compares the packets.
+// theirs, and answers the stack's clock readings, ISNs, timestamp offsets
+// and accept-queue questions with the recorded ones (of a recording without
+// timestamp offsets, record.Header.TSOffsets, each connection's is its ISS,
+// as it was then). What the stack sends (Sent) is then what it sent when
+// recorded, segment for segment and instant for instant, unless the code
+// changed: a Divergence says where the replayed stack asked for something
+// the recording does not have at that point, and package stack/replay
+// compares the packets.
 //
 // A Playback is not safe for concurrent use.
 type Playback struct {
@@ -88,6 +90,13 @@ func NewPlayback(rec *record.Recording, rerecord io.Writer) (*Playback, error) {
 		}
 	}
 	s.rec, s.play = (*tee)(p), (*player)(p)
+	if !h.TSOffsets {
+		// A recording from before the timestamp offsets were recorded
+		// (2026-11-24): each connection's was its ISS, which the replay
+		// knows; none is recorded, so that a re-recording holds the same
+		// events.
+		s.cfg.TCP.TSOffset = tcp.TSOffsetISS
+	}
 	p.buildStreams()
 	return p, nil
 }
@@ -437,6 +446,17 @@ func (p *player) isn(id tcp.ID) (seqnum.Value, bool) {
 		(*Playback)(p).diverge(e, "the replayed stack chose an ISN for %v -> %v, the recorded one for %v -> %v", id.Local, id.Remote, e.Local, e.Remote)
 	}
 	return seqnum.Value(uint32(e.N)), true
+}
+
+func (p *player) tsOffset(id tcp.ID) (uint32, bool) {
+	e := p.take(record.TSOffset)
+	if e == nil {
+		return 0, false
+	}
+	if e.Local != id.Local || e.Remote != id.Remote {
+		(*Playback)(p).diverge(e, "the replayed stack chose a timestamp offset for %v -> %v, the recorded one for %v -> %v", id.Local, id.Remote, e.Local, e.Remote)
+	}
+	return uint32(e.N), true
 }
 
 func (p *player) flag(k record.Kind, _ tcp.ID, _ uint16) (bool, bool) {

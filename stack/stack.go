@@ -454,7 +454,8 @@ func newStack(cfg Config) (*Stack, error) {
 	// wraps: the replay's storage is another (tcp.Config.GSOAcrossWrap).
 	s.cfg.TCP.GSOAcrossWrap = s.cfg.TCP.GSOAcrossWrap || cfg.Record != nil
 	s.setLogger(cfg.Logger)
-	s.wrapISN()
+	s.cfg.TCP.ISN = s.wrapISN(s.cfg.TCP.ISN)
+	s.cfg.TCP.TSOffset = s.wrapTSOffset(s.cfg.TCP.TSOffset)
 	if cfg.Record != nil {
 		rw, err := record.NewWriter(cfg.Record, s.recordHeader(time.Now()))
 		if err != nil {

@@ -1,11 +1,14 @@
 package stack
 
 import (
+	"math/rand/v2"
+	"net/netip"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
+	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
 
 // TestTimeWaitRecord: the side that closes first keeps its TIME-WAIT as a
@@ -134,5 +137,141 @@ func TestTimeWaitHeap(t *testing.T) {
 	t.Logf("heap per connection in TIME-WAIT: %d bytes", per)
 	if per > 1024 {
 		t.Fatalf("heap per connection in TIME-WAIT: %d bytes, want at most 1024", per)
+	}
+}
+
+// TestTimeWaitReuseOwnClient: our stack dials our stack's listener, the
+// server closes first and keeps TIME-WAIT as a record; 5 ms later the
+// client dials the same 4-tuple again. Its connections share one
+// timestamp clock (tcp.Config.TSOffset: one secret per stack, not one per
+// connection), so its SYN is newer than the last segment the record saw
+// and the server takes it as a new incarnation (RFC 6191): the handshake
+// completes at once, no RST, no SYN again; on every one of 50 pairs of
+// stacks, each with secrets of its own. The ISNs are random, so that the
+// offset alone decides: with the ISS as the offset (the rule before
+// 2026-11-24) the stack's own RFC 6528 generator made the offsets of one
+// 4-tuple grow too, but not across generators (each loop of a stack had
+// its own, a tcp.Dial with no ISN function draws one), nor after 2.4 hours
+// (the ISN's 4 µs clock passes 2^31), nor with another ISN function.
+func TestTimeWaitReuseOwnClient(t *testing.T) {
+	const pairs, port = 50, 40000
+	failed := 0
+	for i := range pairs {
+		rng := rand.New(rand.NewPCG(uint64(i), 6191))
+		p := newManualPairWith(t, tcp.Config{ISN: func(tcp.ID, time.Duration) seqnum.Value { return seqnum.Value(rng.Uint32()) }})
+		a, b := p.a, p.b
+		ln, err := b.Listen("tcp", ":7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := ln.(*Listener)
+		dial := func() *Conn {
+			c, err := a.StartDial("tcp", port, "198.18.0.2:7")
+			if err != nil {
+				t.Fatalf("pair %d: %v", i, err)
+			}
+			p.shuttle()
+			return c
+		}
+		client := dial()
+		server, ok := l.TryAccept()
+		if !ok {
+			t.Fatalf("pair %d: nothing to accept", i)
+		}
+		p.send(client, []byte("GET"))
+		if n, err := server.TryRead(make([]byte, 8)); n != 3 || err != nil {
+			t.Fatalf("pair %d: TryRead %d, %v", i, n, err)
+		}
+		server.Close() // first: the server keeps TIME-WAIT
+		p.shuttle()
+		client.Close()
+		p.shuttle()
+		if st := b.Stats(); st.TimeWait != 1 || client.ep.State() != tcp.StateClosed {
+			t.Fatalf("pair %d: server %d records in TIME-WAIT, client %v; want 1, CLOSED", i, st.TimeWait, client.ep.State())
+		}
+		for _, m := range []*Manual{a, b} {
+			if err := m.AdvanceTo(5 * time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resets := a.Stats().TCP.ResetsSent
+		again := dial()
+		if _, ok := l.TryAccept(); !ok || again.ep.State() != tcp.StateEstablished || b.Stats().Listen.TimeWaitReused != 1 || a.Stats().TCP.ResetsSent != resets {
+			failed++
+			t.Logf("pair %d: client %v, accepted %v, TIME-WAITs reused %d, client RSTs %d; want ESTABLISHED, true, 1, 0",
+				i, again.ep.State(), ok, b.Stats().Listen.TimeWaitReused, a.Stats().TCP.ResetsSent-resets)
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d pairs did not reuse the 4-tuple at once", failed, pairs)
+	}
+}
+
+// TestTSOffsetOneSecret: a stack's connections to one address take one
+// timestamp offset, whatever their ports (Dial does not draw a secret per
+// connection, nor SetTCPConfig), and so do the loops of a stack with
+// several; the stack's ISN generator is one too.
+func TestTSOffsetOneSecret(t *testing.T) {
+	p := newManualPairWith(t, tcp.Config{})
+	var tsvals []uint32
+	for i, port := range []uint16{40000, 40001, 40002} {
+		if i == 2 {
+			// A configuration set later without an offset function
+			// keeps the stack's (the packetdrill shim's socket options).
+			if err := p.a.SetTCPConfig(tcp.Config{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := p.a.StartDial("tcp", port, "198.18.0.2:7"); err != nil {
+			t.Fatal(err)
+		}
+		_, seg, ok := parseTCP(p.take(p.a))
+		if !ok || seg.Flags != tcp.FlagSYN || !seg.Options.TS {
+			t.Fatalf("port %d: want a SYN with timestamps", port)
+		}
+		tsvals = append(tsvals, seg.Options.TSVal)
+	}
+	if tsvals[0] != tsvals[1] || tsvals[1] != tsvals[2] {
+		t.Errorf("the SYNs of three ports at one instant: TSvals %v, want one", tsvals)
+	}
+	// The listener's side: its SYN-ACKs, before and after a
+	// Listener.SetTCPConfig without an offset function.
+	ln, err := p.b.Listen("tcp", ":8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tsvals = tsvals[:0]
+	for i, port := range []uint16{41000, 41001} {
+		if i == 1 {
+			if err := ln.(*Listener).SetTCPConfig(tcp.Config{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := p.a.StartDial("tcp", port, "198.18.0.2:8"); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.b.Inject(p.take(p.a)); err != nil {
+			t.Fatal(err)
+		}
+		_, seg, ok := parseTCP(p.take(p.b))
+		if !ok || seg.Flags != tcp.FlagSYN|tcp.FlagACK || !seg.Options.TS {
+			t.Fatalf("port %d: want a SYN-ACK with timestamps", port)
+		}
+		tsvals = append(tsvals, seg.Options.TSVal)
+	}
+	if tsvals[0] != tsvals[1] {
+		t.Errorf("the listener's SYN-ACKs to two ports at one instant: TSvals %v, want one", tsvals)
+	}
+
+	_, b, _ := loopsPair(t)
+	shards := b.grp.shards
+	id := tcp.ID{Local: netip.MustParseAddrPort("198.18.0.2:7"), Remote: netip.MustParseAddrPort("198.18.0.1:40000")}
+	for _, s := range shards[1:] {
+		if x, y := shards[0].cfg.TCP.TSOffset(id, 1), s.cfg.TCP.TSOffset(id, 2); x != y {
+			t.Errorf("loops' timestamp offsets %d and %d, want one", x, y)
+		}
+		if x, y := shards[0].cfg.TCP.ISN(id, time.Second), s.cfg.TCP.ISN(id, time.Second); x != y {
+			t.Errorf("loops' ISNs %d and %d at one instant, want one", x, y)
+		}
 	}
 }

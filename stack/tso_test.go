@@ -23,13 +23,14 @@ type tsoRun struct {
 }
 
 // tsoTransfer sends size bytes from A (on devA) to B (its dstB:80) over
-// offload peers, both with fixed ISNs and A's local port fixed, A's TCP with
+// offload peers, both with fixed ISNs (and the timestamp offsets they
+// make: the same TSvals on every run) and A's local port fixed, A's TCP with
 // gsoMax (0: the stack's default), step by step until B has read them all.
 func tsoTransfer(t *testing.T, devA offloadDev, dstB netip.Addr, gsoMax, size int) tsoRun {
 	t.Helper()
 	isn := func(v seqnum.Value) tcp.ISNFunc { return func(tcp.ID, time.Duration) seqnum.Value { return v } }
-	a := newOffloadPeerOn(t, devA, Config{Addr: addrA, Addr6: addr6A, Clock: timer.NewManualClock(0), TCP: tcp.Config{ISN: isn(0xfff00000), GSOMax: gsoMax, SendBuffer: size}})
-	b := newOffloadPeerOn(t, &frameDev{no6: devA.base().no6}, Config{Addr: addrB, Addr6: addr6B, Clock: timer.NewManualClock(0), TCP: tcp.Config{ISN: isn(7)}})
+	a := newOffloadPeerOn(t, devA, Config{Addr: addrA, Addr6: addr6A, Clock: timer.NewManualClock(0), TCP: tcp.Config{ISN: isn(0xfff00000), TSOffset: tcp.TSOffsetISS, GSOMax: gsoMax, SendBuffer: size}})
+	b := newOffloadPeerOn(t, &frameDev{no6: devA.base().no6}, Config{Addr: addrB, Addr6: addr6B, Clock: timer.NewManualClock(0), TCP: tcp.Config{ISN: isn(7), TSOffset: tcp.TSOffsetISS}})
 	if d, ok := devA.(*vecDev); ok {
 		d.buf = a.gso.buf
 	}

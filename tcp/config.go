@@ -73,6 +73,15 @@ func (f OutputFunc) Send(id ID, seg *Segment) { f(id, seg) }
 // instant now (the wheel's time).
 type ISNFunc func(id ID, now time.Duration) seqnum.Value
 
+// TSOffsetFunc chooses the offset of a connection's timestamp clock (RFC
+// 7323 5.4): its TSval is the wheel's time in milliseconds plus the offset.
+// iss is the connection's ISS (for a SYN cookie's connection, the cookie),
+// which the rule before 2026-11-24 used as the offset (TSOffsetISS). It is
+// asked when the endpoint is made (Dial, a listener's half-open
+// connection), and for a SYN cookie also when the cookie's SYN-ACK is sent:
+// it must give the same offset both times.
+type TSOffsetFunc func(id ID, iss seqnum.Value) uint32
+
 // Defaults of Config.
 //
 // DefaultRecvBuffer is 1 MB (window scale 5; 256 KB until 2026-11-24, as
@@ -312,6 +321,26 @@ type Config struct {
 	// ISN picks the initial sequence number; nil means RFC 6528: a keyed hash of
 	// the 4-tuple plus a 4 µs clock.
 	ISN ISNFunc
+	// TSOffset picks the offset of a connection's timestamp clock (RFC 7323
+	// 5.4); nil means NewTSOffset's: a keyed hash of the local and remote
+	// addresses, ports left out, as Linux's secure_tcp_ts_off. The TSvals
+	// of successive connections between two addresses then come from one
+	// clock and grow, so that a new SYN to a 4-tuple the peer still holds
+	// in TIME-WAIT carries a TSval newer than the old connection's last,
+	// which is what lets the peer take it as a new incarnation (RFC 6191
+	// 2; Linux's tcp_timewait_state_process). An offset of its own per
+	// connection is older half the time: the peer answers the SYN with an
+	// ACK, which the client resets, and the SYN goes again only at its RTO
+	// (1 s). The ISS (TSOffsetISS, the rule before 2026-11-24) grows from
+	// one connection of a 4-tuple to the next only while their ISNs come
+	// from one RFC 6528 generator (not from two Dials with a nil ISN, which
+	// draw one each, nor from a stack's loops, which had one each) and for
+	// less than 2.4 hours (its 4 µs clock passes 2^31). A nil TSOffset draws
+	// its secret where the Config takes its defaults: each Dial, NewListener
+	// and Listener.SetEndpointConfig; connections that are to share the
+	// clock share a Config whose TSOffset is set (package stack sets one per
+	// stack).
+	TSOffset TSOffsetFunc
 }
 
 // withDefaults returns cfg with zero fields replaced by the defaults.
@@ -367,6 +396,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.ISN == nil {
 		cfg.ISN = NewISN()
 	}
+	if cfg.TSOffset == nil {
+		cfg.TSOffset = NewTSOffset()
+	}
 	return cfg
 }
 
@@ -405,15 +437,39 @@ func NewISN() ISNFunc {
 	off := rand.Uint32()
 	return func(id ID, now time.Duration) seqnum.Value {
 		var h maphash.Hash
-		h.SetSeed(seed)
-		b := id.Local.Addr().As16()
-		h.Write(b[:])
-		b = id.Remote.Addr().As16()
-		h.Write(b[:])
+		hashAddrs(&h, seed, id)
 		h.Write([]byte{byte(id.Local.Port() >> 8), byte(id.Local.Port()), byte(id.Remote.Port() >> 8), byte(id.Remote.Port())})
 		return seqnum.Value(uint32(h.Sum64()) + off + uint32(now/(4*time.Microsecond))) // RFC 6528 3
 	}
 }
+
+// NewTSOffset returns the default Config.TSOffset: a keyed hash of the
+// connection's local and remote addresses (not its ports), as Linux's
+// secure_tcp_ts_off (a siphash of saddr and daddr with a secret drawn at
+// boot). Each call draws a new secret.
+func NewTSOffset() TSOffsetFunc {
+	seed := maphash.MakeSeed()
+	return func(id ID, _ seqnum.Value) uint32 {
+		var h maphash.Hash
+		hashAddrs(&h, seed, id)
+		return uint32(h.Sum64())
+	}
+}
+
+// hashAddrs keys h with seed and gives it id's local and remote addresses.
+func hashAddrs(h *maphash.Hash, seed maphash.Seed, id ID) {
+	h.SetSeed(seed)
+	b := id.Local.Addr().As16()
+	h.Write(b[:])
+	b = id.Remote.Addr().As16()
+	h.Write(b[:])
+}
+
+// TSOffsetISS is the offset rule before 2026-11-24: the connection's ISS,
+// an offset of its own per connection (RFC 7323 5.4 allows it, RFC 6191's
+// test fails with it half the time, Config.TSOffset). A replay of a
+// recording from before then uses it.
+func TSOffsetISS(_ ID, iss seqnum.Value) uint32 { return uint32(iss) }
 
 // forID is cfg (with its defaults) for the connection id: over IPv6 its MSS
 // is MSS6.

@@ -39,9 +39,13 @@ type link struct {
 	// set, runs before each step.
 	wire   func(from int, seg *Segment)
 	before func()
-	client *Endpoint
-	server *Endpoint
-	ln     *Listener
+	// toServer, when set, is offered each segment for the server side
+	// first (as a stack's demultiplexer offers a SYN to a listener's
+	// TIME-WAIT reuse), and reports whether it took it.
+	toServer func(seg *Segment) bool
+	client   *Endpoint
+	server   *Endpoint
+	ln       *Listener
 }
 
 type linkOut struct {
@@ -121,6 +125,9 @@ func (l *link) step() bool {
 		l.queue = l.queue[1:]
 		l.w.Advance(l.clk.Set(p.at))
 		if p.from == 0 {
+			if l.toServer != nil && l.toServer(&p.seg) {
+				return true
+			}
 			if l.server != nil {
 				l.server.HandleSegment(&p.seg)
 			} else {
@@ -235,7 +242,8 @@ func runTransferOn(t *testing.T, l *link, payload []byte, cfgf func(*Config), dr
 		}
 		return true
 	}
-	cfg := Config{ISN: func(ID, time.Duration) seqnum.Value { return 0xfffff000 }} // wraps
+	// wraps; the TSvals of two runs the same (TSOffsetISS)
+	cfg := Config{ISN: func(ID, time.Duration) seqnum.Value { return 0xfffff000 }, TSOffset: TSOffsetISS}
 	if cfgf != nil {
 		cfgf(&cfg)
 	}

@@ -51,15 +51,17 @@ type Endpoint struct {
 	// ours until its batch ends (FlushAck).
 	holder  AckHolder
 	ackHeld bool
+	// emitting says that txScratch is in use (below; beside ackHeld, in
+	// its padding).
+	emitting bool
 
 	keepProbes int            // unanswered keepalive probes (timers.go)
 	icmp       icmpState      // what ICMP errors told (icmp.go)
 	challenges challengeLimit // RFC 5961 7 (input.go)
 
-	// txScratch is the segment emit hands to the Output, emitting says it
-	// is in use (snd.go).
+	// txScratch is the segment emit hands to the Output, emitting (above)
+	// says it is in use (snd.go).
 	txScratch Segment
-	emitting  bool
 
 	stats   Counters
 	lastRTO TimerExpiry // Info().LastRTO
@@ -97,7 +99,9 @@ func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *End
 	e.snd = newSender(iss)
 	e.snd.cong, _ = out.(LocalCongestion)
 	e.fr.recover = iss
-	e.tsOffset = uint32(iss) // RFC 7323 5.4: a per-connection random offset
+	if !cfg.DisableTimestamps {
+		e.tsOffset = cfg.TSOffset(id, iss) // RFC 7323 5.4; one clock per address pair (Config.TSOffset)
+	}
 	if cfg.CUBIC {
 		e.cc = newCubic(e.now, func() time.Duration { return e.rtt.srtt })
 	} else {

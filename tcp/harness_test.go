@@ -88,9 +88,11 @@ type harness struct {
 }
 
 // testConfig has no quickack mode: the tests of delayed ACKs see them from
-// the first segment (TestQuickAck tests the mode).
+// the first segment (TestQuickAck tests the mode). Its timestamp clock's
+// offset is the ISS (TSOffsetISS): two runs of a test send the same TSvals,
+// testISS plus the milliseconds (TestTSOffset tests the default).
 func testConfig() Config {
-	return Config{ISN: func(ID, time.Duration) seqnum.Value { return testISS }, QuickAcks: -1, GSOMax: *gsoMaxFlag}
+	return Config{ISN: func(ID, time.Duration) seqnum.Value { return testISS }, TSOffset: TSOffsetISS, QuickAcks: -1, GSOMax: *gsoMaxFlag}
 }
 
 // gsoMaxFlag runs the packet tables built on testConfig with TSO segments

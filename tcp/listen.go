@@ -262,9 +262,10 @@ func (l *Listener) sendCookie(id ID, seg *Segment) {
 		}
 		sa.Options.SACKPermitted = !cfg.DisableSACK && o.SACKPermitted // RFC 2018 2
 		// The options in the TSval's low bits, on the clock the endpoint made
-		// from the cookie will use (its offset is its ISS, newEndpoint).
+		// from the cookie will use (the offset Config.TSOffset gives it,
+		// newEndpoint).
 		sa.Options.TS, sa.Options.TSEcr = true, o.TSVal
-		sa.Options.TSVal = cookieTSVal(tsClock(now, uint32(iss)), ws, sa.Options.SACKPermitted)
+		sa.Options.TSVal = cookieTSVal(tsClock(now, cfg.TSOffset(id, iss)), ws, sa.Options.SACKPermitted)
 	}
 	l.stats.SynCookiesSent++
 	l.out.Send(id, &sa)

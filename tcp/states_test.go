@@ -154,6 +154,9 @@ func TestSynSent(t *testing.T) {
 func listen(t *testing.T, cfg ListenerConfig) *harness {
 	h := newHarness(t)
 	cfg.Endpoint.ISN = testConfig().ISN
+	if cfg.Endpoint.TSOffset == nil {
+		cfg.Endpoint.TSOffset = testConfig().TSOffset
+	}
 	if cfg.Accept == nil {
 		cfg.Accept = func(ep *Endpoint) bool { h.ep = ep; ep.SetNotify(h.notify); return true }
 	}

@@ -1,9 +1,9 @@
 // Package record writes and reads tcpwheel's flight recordings: pcapng files
 // that hold, beside every packet the stack handled and sent, what a replay
 // needs to run the stack again exactly: the loop's timer expiries and input
-// batches, the clock readings segments leave at, the ISNs, the accept queue's
-// state, and the application's calls (listen, dial, write, read, close, ...),
-// each at the instant the loop ran it.
+// batches, the clock readings segments leave at, the ISNs and timestamp
+// offsets, the accept queue's state, and the application's calls (listen,
+// dial, write, read, close, ...), each at the instant the loop ran it.
 //
 // # Format
 //

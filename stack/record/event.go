@@ -82,6 +82,11 @@ const (
 	// UDPBind: the application opened an unconnected UDP socket on Port
 	// bound to one of the stack's addresses, Data (4 or 16 bytes), at T.
 	UDPBind
+	// TSOffset: the offset N of the timestamp clock chosen for the
+	// connection Local, Remote (tcp.Config.TSOffset), each time TCP asked
+	// for one. A recording whose Header has TSOffsets holds them; in an
+	// older one a connection's offset was its ISS.
+	TSOffset
 	numKinds
 )
 
@@ -92,7 +97,7 @@ var kindNames = [numKinds]string{
 	Close: "close", CloseWrite: "closewrite", Abort: "abort",
 	KeepAlive: "keepalive", StackClose: "stack-close", Captured: "captured",
 	UDPOpen: "udp-open", UDPDial: "udp-dial", UDPSend: "udp-send", UDPClose: "udp-close",
-	UDPOpenNet: "udp-open-net", UDPBind: "udp-bind",
+	UDPOpenNet: "udp-open-net", UDPBind: "udp-bind", TSOffset: "tsoffset",
 }
 
 func (k Kind) String() string {
@@ -107,7 +112,7 @@ func (k Kind) String() string {
 // opposed to the actions a replay performs in order.
 func (k Kind) Nondeterministic() bool {
 	switch k {
-	case SendTime, ISN, QueueFull, Accepted:
+	case SendTime, ISN, TSOffset, QueueFull, Accepted:
 		return true
 	}
 	return false
@@ -136,7 +141,7 @@ func (e *Event) String() string {
 	switch e.Kind {
 	case Expire:
 		s += fmt.Sprintf(" (now %v before)", e.T2)
-	case ISN, Accepted:
+	case ISN, TSOffset, Accepted:
 		s += fmt.Sprintf(" %v->%v n=%d", e.Local, e.Remote, e.N)
 	case QueueFull:
 		s += fmt.Sprintf(" port=%d full=%d", e.Port, e.N)
@@ -202,6 +207,7 @@ var layout = [numKinds]uint8{
 	UDPClose:    fT | fPort,
 	UDPOpenNet:  fT | fPort | fN,
 	UDPBind:     fT | fPort | fData,
+	TSOffset:    fConn | fN,
 }
 
 // appendEvent encodes a custom-block event.

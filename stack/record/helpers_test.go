@@ -23,7 +23,7 @@ func header() record.Header {
 	return record.Header{
 		Addr: addrA, Addr6: netip.MustParseAddr("2001:db8::1"), Prefix: netip.MustParsePrefix("198.18.0.0/15"), MTU: 1500,
 		Tick: record.Duration(time.Millisecond), TTL: 64, Backlog: 128,
-		Origin: record.Duration(origin), Wall: wall,
+		Origin: record.Duration(origin), Wall: wall, TSOffsets: true,
 		TCP: record.TCP{MSS: 1460, MSS6: 1440, SendBuffer: 1 << 20, RecvBuffer: 1 << 20,
 			InitialRTO: record.Duration(time.Second), DelayedACK: record.Duration(40 * time.Millisecond)},
 	}
@@ -55,6 +55,7 @@ func allKinds() []record.Event {
 		{Kind: record.UDPDial, T: origin + 11, Local: local, Remote: v6},
 		{Kind: record.UDPSend, T: origin + 12, Local: local, Remote: v6, Data: []byte("datagram")},
 		{Kind: record.UDPClose, T: origin + 13, Port: 54},
+		{Kind: record.TSOffset, Local: local, Remote: v6, N: math.MaxUint32},
 	}
 }
 

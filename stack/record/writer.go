@@ -84,6 +84,11 @@ type Header struct {
 	// only on their count and checksum, which the recorder checked), and
 	// the Enhanced Packet Block gives its whole length.
 	Payload bool `json:"payload,omitempty"`
+	// TSOffsets: the recording has a TSOffset event wherever TCP asked
+	// for a connection's timestamp offset (tcp.Config.TSOffset; recordings
+	// from 2026-11-24 on). Without it a connection's offset was its ISS
+	// (tcp.TSOffsetISS), which a replay uses.
+	TSOffsets bool `json:"ts_offsets,omitempty"`
 }
 
 // RecorderName is Header.Recorder for recordings of this stack.

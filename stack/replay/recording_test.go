@@ -203,10 +203,13 @@ func TestReplayEditedRecording(t *testing.T) {
 		checkFirstDiff(t, rep.Err(), c1, index, 3, "tsval differ", fmt.Sprintf("tsval=+%d ", tsGap+5), fmt.Sprintf("tsval=+%d ", tsGap))
 	})
 
-	t.Run("an ISN", func(t *testing.T) {
+	// plus1000 replays rec with c1's first event of kind k 1000 more,
+	// and returns the report and the index of c1's first packet.
+	plus1000 := func(t *testing.T, k record.Kind) (*Report, int) {
+		t.Helper()
 		var index int
 		r := edited(rec, func(evs []record.Event) []record.Event {
-			evs[nth(evs, record.ISN, c1, 1)].N += 1000
+			evs[nth(evs, k, c1, 1)].N += 1000
 			index = evs[nth(evs, record.Out, c1, 1)].Index
 			return evs
 		})
@@ -214,12 +217,24 @@ func TestReplayEditedRecording(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		return rep, index
+	}
+
+	t.Run("an ISN", func(t *testing.T) {
+		rep, index := plus1000(t, record.ISN)
 		// Relative to the edited ISN, the recorded SYN is 1000 before it.
-		// (The TSvals' offset comes from the ISN too.)
-		checkFirstDiff(t, rep.Err(), c1, index, 1, "seq, tsval differ", "[SYN] seq=4294966296 win=65535 len=0 mss=1460 ws=5 sackOK tsval=+0 tsecr=0", "[SYN] seq=0 win=65535 len=0 mss=1460 ws=5 sackOK tsval=+1000 tsecr=0")
+		// (The TSvals' offset is recorded apart: the same.)
+		checkFirstDiff(t, rep.Err(), c1, index, 1, "seq differ", "[SYN] seq=4294966296 win=65535 len=0 mss=1460 ws=5 sackOK tsval=+0 tsecr=0", "[SYN] seq=0 win=65535 len=0 mss=1460 ws=5 sackOK tsval=+0 tsecr=0")
 		if got := len(rep.Conns[0].Diffs); got < c1.Sent {
 			t.Errorf("%d packets differ, want all %d (or more: the replay may send more)", got, c1.Sent)
 		}
+	})
+
+	t.Run("a timestamp offset", func(t *testing.T) {
+		rep, index := plus1000(t, record.TSOffset)
+		// The replay takes the recorded offset: its TSvals are 1000 ahead
+		// of the recording's from the SYN on.
+		checkFirstDiff(t, rep.Err(), c1, index, 1, "tsval differ", "[SYN] seq=0 win=65535 len=0 mss=1460 ws=5 sackOK tsval=+0 tsecr=0", "[SYN] seq=0 win=65535 len=0 mss=1460 ws=5 sackOK tsval=+1000 tsecr=0")
 	})
 
 	t.Run("an In dropped", func(t *testing.T) {
@@ -429,5 +444,41 @@ func TestPlainPcapngIsACapture(t *testing.T) {
 	}
 	if res.Expected == 0 {
 		t.Error("no packets from the stack")
+	}
+}
+
+// TestReplayRecordingWithoutOffsets: a recording from before the timestamp
+// offsets were recorded (a golden one: no ts_offsets in its header, no
+// TSOffset events) replays exactly, each connection's offset its ISS, and
+// its re-recording stays one of those, event for event.
+func TestReplayRecordingWithoutOffsets(t *testing.T) {
+	rec, err := OpenRecording("../../integration/testdata/time_wait.pcapng")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := func(r *record.Recording) []record.Kind {
+		var k []record.Kind
+		for i := range r.Events {
+			k = append(k, r.Events[i].Kind)
+		}
+		return k
+	}
+	if rec.Header.TSOffsets || slices.Contains(kinds(rec), record.TSOffset) {
+		t.Fatal("the golden recording has timestamp offsets")
+	}
+	var re bytes.Buffer
+	rep, err := Replay(rec, ReplayOptions{Rerecord: &re})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := record.Parse(&re)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Header.TSOffsets || !slices.Equal(kinds(again), kinds(rec)) {
+		t.Fatalf("the re-recording: ts_offsets %v, events %v; want false, %v", again.Header.TSOffsets, kinds(again), kinds(rec))
 	}
 }

@@ -152,12 +152,13 @@ func Run(sess *Session, opt Options) (*Result, error) {
 		t0 = sc.Actions[0].T
 	}
 	off := func(t int64) time.Duration { return time.Duration(t - t0) }
-	base := startInstant(sess, off)
+	base, tsOff := startInstant(sess, off)
 	mc := timer.NewManualClock(base)
 	dev := &device{mtu: mtu, clock: mc, base: base}
 	cfg := sc.TCP.Config()
 	isn := sess.StackISN
 	cfg.ISN = func(tcp.ID, time.Duration) seqnum.Value { return isn }
+	cfg.TSOffset = func(tcp.ID, seqnum.Value) uint32 { return tsOff }
 	s, err := stack.NewManual(stack.Config{
 		Device: dev, Addr: sess.Stack.Addr(), Tick: tick, Clock: mc, TCP: cfg,
 	})
@@ -221,28 +222,36 @@ func Run(sess *Session, opt Options) (*Result, error) {
 }
 
 // startInstant picks the manual clock's reading at the capture's first
-// event. A tcpwheel stack's TSval is its clock in milliseconds plus its ISN,
-// so the stack's first TSval tells its clock at that packet; starting the
-// replay's clock to match (to within half a millisecond) makes the replayed
-// TSvals, and the RTT samples taken from the peer's echoes of them, those of
-// the recording.
-func startInstant(sess *Session, off func(int64) time.Duration) time.Duration {
+// event, and the offset of the stack's timestamp clock. A tcpwheel stack's
+// TSval is its clock in milliseconds plus an offset, so the stack's first
+// TSval tells its clock at that packet once the offset is known. Until
+// 2026-11-24 the offset was the ISN: when that makes a plausible clock (a
+// reading of at most a day, not before the capture's start) the clock
+// starts to match it (to within half a millisecond). Else (a capture of a
+// stack whose offset is a hash of the addresses, tcp.Config.TSOffset) the
+// clock starts at a second, mid-millisecond at the first TSval, and the
+// offset is what makes that TSval. Either way the replayed TSvals, and the
+// RTT samples taken from the peer's echoes of them, are those of the
+// recording.
+func startInstant(sess *Session, off func(int64) time.Duration) (time.Duration, uint32) {
 	const fallback = time.Second
+	isn := uint32(sess.StackISN)
 	for i, p := range sess.Packets {
 		if !sess.FromStack[i] {
 			continue
 		}
 		if !p.Seg.Options.TS || !sess.HasStackISN {
-			return fallback
+			return fallback, isn
 		}
-		ms := time.Duration(p.Seg.Options.TSVal-uint32(sess.StackISN)) * time.Millisecond
-		base := ms + 500*time.Microsecond - off(p.Time.UnixNano())
-		if base < 0 || ms > 24*time.Hour {
-			return fallback
+		at := off(p.Time.UnixNano())
+		ms := time.Duration(p.Seg.Options.TSVal-isn) * time.Millisecond
+		if base := ms + 500*time.Microsecond - at; base >= 0 && ms <= 24*time.Hour {
+			return base, isn
 		}
-		return base
+		ms = (fallback + at).Truncate(time.Millisecond)
+		return ms + 500*time.Microsecond - at, p.Seg.Options.TSVal - uint32(ms/time.Millisecond)
 	}
-	return fallback
+	return fallback, isn
 }
 
 // app is the replayed application: it accepts the connection and performs the

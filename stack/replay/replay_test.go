@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,6 +65,15 @@ func TestReplayMatchesGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runExactly(t, sess, sc)
+	if err := Validate(sess); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runExactly replays sess with sc and fails t unless every packet matched.
+func runExactly(t *testing.T, sess *Session, sc *Script) *Result {
+	t.Helper()
 	res, err := Run(sess, Options{Script: sc})
 	if err != nil {
 		t.Fatal(err)
@@ -73,9 +84,7 @@ func TestReplayMatchesGolden(t *testing.T) {
 	if res.Expected == 0 || len(res.Got) != res.Expected {
 		t.Fatalf("got %d packets, want %d", len(res.Got), res.Expected)
 	}
-	if err := Validate(sess); err != nil {
-		t.Fatal(err)
-	}
+	return res
 }
 
 // A recorded stack packet changed in one field must be reported, naming the
@@ -219,4 +228,93 @@ func FuzzParseCapture(f *testing.F) {
 		_ = DeriveScript(sess)
 		_ = stream(sess)
 	})
+}
+
+// shiftTS adds k to the TSval (stack) or TSecr (peer) of an IPv4/TCP
+// packet's timestamp option, mending the TCP checksum (RFC 1624).
+func shiftTS(t *testing.T, b []byte, stack bool, k uint32) {
+	t.Helper()
+	ihl := int(b[0]&0x0f) * 4
+	tcpH := b[ihl:]
+	opts := tcpH[20 : int(tcpH[12]>>4)*4]
+	for i := 0; i < len(opts); {
+		switch opts[i] {
+		case 0:
+			t.Fatal("no timestamp option")
+		case 1:
+			i++
+			continue
+		}
+		if opts[i] != 8 {
+			i += int(opts[i+1])
+			continue
+		}
+		f := opts[i+2:]
+		if !stack {
+			f = opts[i+6:]
+		}
+		sum := ^uint32(binary.BigEndian.Uint16(tcpH[16:])) & 0xffff
+		for w := 0; w < 4; w += 2 {
+			sum += ^uint32(binary.BigEndian.Uint16(f[w:])) & 0xffff
+		}
+		binary.BigEndian.PutUint32(f, binary.BigEndian.Uint32(f)+k)
+		for w := 0; w < 4; w += 2 {
+			sum += uint32(binary.BigEndian.Uint16(f[w:]))
+		}
+		for sum > 0xffff {
+			sum = sum&0xffff + sum>>16
+		}
+		binary.BigEndian.PutUint16(tcpH[16:], ^uint16(sum))
+		return
+	}
+	t.Fatal("no timestamp option")
+}
+
+// TestReplayTSOffsetNotTheISN: a capture of a stack whose timestamp offset
+// is not its ISN (tcp.Config.TSOffset's default since 2026-11-24: a hash of
+// the addresses) replays exactly too, with the recorded TSvals to the
+// millisecond: the golden captures (offset: the ISN) as they are, and with
+// the stack's TSvals, and the peer's echoes of them, moved by half the
+// clock's range.
+func TestReplayTSOffsetNotTheISN(t *testing.T) {
+	files, err := filepath.Glob("../../integration/testdata/*.pcap")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden captures: %v", err)
+	}
+	for _, f := range files {
+		for _, k := range []uint32{0, 1 << 31} {
+			t.Run(fmt.Sprintf("%s+%d", filepath.Base(f), k), func(t *testing.T) {
+				sess, sc, err := Open(f, netip.Addr{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				pkts := sess.Packets
+				var want []uint32 // the stack's TSvals
+				for i := range pkts {
+					p := &pkts[i]
+					if p.Seg.Options.TS && (sess.FromStack[i] || p.Seg.Flags&tcp.FlagACK != 0) {
+						shiftTS(t, p.Raw, sess.FromStack[i], k)
+					}
+					if sess.FromStack[i] {
+						want = append(want, p.Seg.Options.TSVal+k)
+					}
+				}
+				if pkts, err = ParseCapture(bytes.NewReader(writePcap(101, pkts))); err != nil {
+					t.Fatal(err)
+				}
+				if sess, err = NewSession(pkts, netip.Addr{}); err != nil {
+					t.Fatal(err)
+				}
+				res := runExactly(t, sess, sc)
+				// Each as the recorded one, to within the instants'
+				// tolerance (Options.Tolerance), the first exactly.
+				slack := int32(DefaultTolerance/time.Millisecond) + 1
+				for i, g := range res.Got {
+					if d := int32(g.Seg.Options.TSVal - want[i]); g.Seg.Options.TS && (d > slack || d < -slack || i == 0 && d != 0) {
+						t.Fatalf("the stack's packet %d: TSval %d, want %d", i+1, g.Seg.Options.TSVal, want[i])
+					}
+				}
+			})
+		}
+	}
 }
