@@ -141,21 +141,51 @@ func TestAckPerBatch(t *testing.T) {
 	}
 }
 
-// Out-of-order data is ACKed at once, inside the batch, with its SACK block
-// (RFC 5681 4.2, RFC 2018), and so is in-order data while a hole remains:
-// the ACK held for in-order data before the hole goes out with the first of
-// them, and the batch's end sends nothing more.
-func TestAckOutOfOrderAtOnce(t *testing.T) {
-	p, c, segs, mss := ackBatchSetup(t, 6)
+// Out-of-order data in a batch is ACKed once per run of segments that follow
+// one another, the run's last ACK at the batch's end, with the SACK blocks of
+// all of it (RFC 2018; tcp.Config.OutOfOrderAcksAtOnce unset); an ACK held
+// (for in-order data before the hole) goes at once with the first segment of
+// a run, which opens a block; with
+// OutOfOrderAcksAtOnce each out-of-order segment is ACKed at once (RFC 5681
+// 4.2), the held ACK going with the first. Without SACK they go at once
+// whatever the setting: the peer's fast retransmit counts them. A hole's
+// fill and a duplicate are ACKed at once either way.
+func TestAckOutOfOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cfg    tcp.Config
+		noSACK bool
+	}{
+		{"held to the batch's end", tcp.Config{QuickAcks: -1}, false},
+		{"at once", tcp.Config{QuickAcks: -1, OutOfOrderAcksAtOnce: true}, false},
+		{"without SACK", tcp.Config{QuickAcks: -1, DisableSACK: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testAckOutOfOrder(t, tc.cfg, tc.cfg.OutOfOrderAcksAtOnce || tc.noSACK, tc.noSACK) })
+	}
+}
+
+func testAckOutOfOrder(t *testing.T, cfg tcp.Config, atOnce, noSACK bool) {
+	p, c, segs, mss := ackBatchSetupWith(t, 6, cfg)
 	base := firstSeq(t, segs[0])
 	// 0 and 1 in order (the ACK held), then 3, 4 (a hole at 2), then 5.
 	if err := p.a.Wake(time.Millisecond, segs[0], segs[1], segs[3], segs[4], segs[5]); err != nil {
 		t.Fatal(err)
 	}
+	// Held: the in-order ACK goes with the first out-of-order segment,
+	// which opens a SACK block; the two that follow it wait for the end.
 	want := []string{
 		fmt.Sprintf("ack=%d sack=%d-%d", 2*mss, 3*mss, 4*mss),
-		fmt.Sprintf("ack=%d sack=%d-%d", 2*mss, 3*mss, 5*mss),
 		fmt.Sprintf("ack=%d sack=%d-%d", 2*mss, 3*mss, 6*mss),
+	}
+	if atOnce {
+		want = []string{
+			fmt.Sprintf("ack=%d sack=%d-%d", 2*mss, 3*mss, 4*mss),
+			fmt.Sprintf("ack=%d sack=%d-%d", 2*mss, 3*mss, 5*mss),
+			fmt.Sprintf("ack=%d sack=%d-%d", 2*mss, 3*mss, 6*mss),
+		}
+	}
+	if noSACK {
+		want = []string{fmt.Sprintf("ack=%d", 2*mss), fmt.Sprintf("ack=%d", 2*mss), fmt.Sprintf("ack=%d", 2*mss)}
 	}
 	if got := acksOut(t, p, base); !equalStrings(got, want) {
 		t.Fatalf("ACKs: %q, want %q", got, want)
@@ -183,5 +213,36 @@ func TestAckOutOfOrderAtOnce(t *testing.T) {
 	want = []string{fmt.Sprintf("ack=%d", 8*mss)}
 	if got := acksOut(t, p, base); !equalStrings(got, want) {
 		t.Fatalf("ACKs of two new segments and a duplicate: %q, want %q (the duplicate's ACK carried the held one)", got, want)
+	}
+}
+
+// TestAckOutOfOrderRuns: two runs of out-of-order segments in one batch, each
+// opening a SACK block: the first run's ACK is held; the second run's first
+// segment sends it at once, its own block first (RFC 2018 4); the rest of the
+// second run is ACKed at the batch's end, both blocks in it. Nothing else.
+func TestAckOutOfOrderRuns(t *testing.T) {
+	p, _, segs, mss := ackBatchSetup(t, 8)
+	base := firstSeq(t, segs[0])
+	// 0 in order (one segment: its ACK delayed), 2-3 (a hole at 1), 5-6 (a hole at 4).
+	if err := p.a.Wake(time.Millisecond, segs[0], segs[2], segs[3], segs[5], segs[6]); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		fmt.Sprintf("ack=%d sack=%d-%d sack=%d-%d", mss, 5*mss, 6*mss, 2*mss, 4*mss),
+		fmt.Sprintf("ack=%d sack=%d-%d sack=%d-%d", mss, 5*mss, 7*mss, 2*mss, 4*mss),
+	}
+	if got := acksOut(t, p, base); !equalStrings(got, want) {
+		t.Fatalf("ACKs: %q, want %q", got, want)
+	}
+	// A run of one at the batch's end: its ACK goes at once and the end
+	// sends nothing more (no second ACK of the same blocks).
+	p, _, segs, mss = ackBatchSetup(t, 8)
+	base = firstSeq(t, segs[0])
+	if err := p.a.Wake(time.Millisecond, segs[0], segs[2], segs[3], segs[5]); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{fmt.Sprintf("ack=%d sack=%d-%d sack=%d-%d", mss, 5*mss, 6*mss, 2*mss, 4*mss)}
+	if got := acksOut(t, p, base); !equalStrings(got, want) {
+		t.Fatalf("ACKs, the second run a segment at the batch's end: %q, want %q", got, want)
 	}
 }

@@ -97,6 +97,12 @@ func NewPlayback(rec *record.Recording, rerecord io.Writer) (*Playback, error) {
 		// events.
 		s.cfg.TCP.TSOffset = tcp.TSOffsetISS
 	}
+	if !h.OOOAcksHeld {
+		// A recording from before the ACKs of out-of-order segments
+		// waited for the end of their batch (2026-11-24): they went at
+		// once.
+		s.cfg.TCP.OutOfOrderAcksAtOnce = true
+	}
 	p.buildStreams()
 	return p, nil
 }

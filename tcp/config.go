@@ -304,12 +304,24 @@ type Config struct {
 	DisableTimestamps  bool
 	DisableSACK        bool
 	DisableWindowScale bool
-	// DisableAckCoalescing sends the ACK of every second full-sized segment
-	// at once even when the Output would hold it to the end of its input
-	// batch (AckHolder): for captures whose replay cannot know the batches
+	// DisableAckCoalescing sends the ACK of every second full-sized segment,
+	// and of every out-of-order one, at once even when the Output would hold
+	// it to the end of its input batch (AckHolder): for captures whose replay cannot know the batches
 	// (a plain pcap shows when packets were read, not which were handled
 	// together), and for measuring what coalescing changes.
 	DisableAckCoalescing bool
+	// OutOfOrderAcksAtOnce ACKs each out-of-order segment as it arrives
+	// (RFC 5681 4.2) even when the Output holds ACKs to the end of its
+	// input batch (AckHolder). By default, with SACK on, such ACKs are
+	// held too: one ACK per batch, whose SACK blocks (RFC 2018) report what
+	// all its segments brought, as a Linux receiver's GRO makes one ACK of
+	// a NAPI batch. Without SACK they go at once (the peer's fast
+	// retransmit counts duplicate ACKs). A download from the kernel over
+	// a plain TUN at 1% loss sent 530-630 ACKs per MB, one per segment
+	// above a hole, and the stack and the kernel spent their CPU on them
+	// (tcpwheel compare -no-offload, 2026-11-24). Recordings from before
+	// then replay with it set.
+	OutOfOrderAcksAtOnce bool
 
 	// TraceTimers keeps a log of the endpoint's timer expiries (Info.TimerLog:
 	// each timer's start, deadline and the instant its expiry ran, on the

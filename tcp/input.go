@@ -403,11 +403,14 @@ func (e *Endpoint) processText(seg *Segment) {
 		return
 	}
 	if seq != e.rcv.nxt {
+		follows := seq == e.rcv.lastOOOEnd // extends the last one's SACK block
 		if !e.rcv.insertOOO(seq, data, fin) {
 			e.stats.DropsOOOLimit++
 		}
 		e.stats.OutOfOrderSegs++
-		e.sendAck() // RFC 5681 4.2: out-of-order data is ACKed at once (with SACK blocks)
+		if !e.holdOutOfOrderAck(follows) {
+			e.sendAck() // RFC 5681 4.2: out-of-order data is ACKed at once (with SACK blocks)
+		}
 		return
 	}
 	n, filled, fin := e.rcv.deliver(data, fin)
@@ -473,6 +476,27 @@ func (e *Endpoint) ackReceived(now bool) {
 	if !e.timerPending(timerDelayedACK) {
 		e.startTimer(timerDelayedACK, e.cfg.DelayedACK) // RFC 1122 4.2.3.2: delay the ACK
 	}
+}
+
+// holdOutOfOrderAck reports whether the ACK of an out-of-order segment just
+// queued waits for the end of the input batch (Config.OutOfOrderAcksAtOnce):
+// with SACK and an Output that holds ACKs, while the batch's out-of-order
+// segments follow one another (follows: it starts where the last one
+// ended), as a Linux receiver's GRO merges a run of segments into one and
+// ACKs it once. A segment that does not follow opens another SACK block (or
+// fills a gap between two): if an ACK is held it goes at once, this
+// segment's block first, so that each run's block leads an ACK's list (RFC
+// 2018 4) and none is lost past the three that fit beside the timestamps;
+// the segments that follow it are held again.
+func (e *Endpoint) holdOutOfOrderAck(follows bool) bool {
+	if !e.sackOK || e.cfg.OutOfOrderAcksAtOnce || e.holder == nil {
+		return false
+	}
+	if e.ackHeld && !follows {
+		e.sendAck() // with this segment's block first: nothing left to hold
+		return true
+	}
+	return e.holdAck()
 }
 
 // holdAck reports whether the Output holds our ACK until its batch ends

@@ -33,15 +33,19 @@ type receiver struct {
 	held     int      // bytes taken by Hold, or by sink, and not yet Released: still unread
 	sink     Sink     // takes in-order data as it arrives, if set (SetSink)
 	ooo      []oooSeg // out-of-order segments, by sequence
-	lastOOO  seqnum.Value
-	finRcvd  bool          // FIN consumed: Read returns io.EOF after the data
-	mss      int           // largest segment seen (at most our MSS), for the delayed-ACK rule
-	unacked  int           // in-order bytes received since the last ACK
-	quick    int           // data segments still to ACK at once (Config.QuickAcks)
-	gotData  bool          // data has been received
-	dataAt   time.Duration // when data was last received
-	size     int           // Config.RecvBuffer
-	sws      int           // the smallest step of the right edge: min(RecvBuffer/2, MSS)
+	// lastOOOEnd is where the last out-of-order segment ended (past its
+	// FIN, if it had one): its SACK block leads the list (sackBlocks), and
+	// a segment that starts there extends that block (Endpoint.
+	// holdOutOfOrderAck).
+	lastOOOEnd seqnum.Value
+	finRcvd    bool          // FIN consumed: Read returns io.EOF after the data
+	mss        int           // largest segment seen (at most our MSS), for the delayed-ACK rule
+	unacked    int           // in-order bytes received since the last ACK
+	quick      int           // data segments still to ACK at once (Config.QuickAcks)
+	gotData    bool          // data has been received
+	dataAt     time.Duration // when data was last received
+	size       int           // Config.RecvBuffer
+	sws        int           // the smallest step of the right edge: min(RecvBuffer/2, MSS)
 	// smallEdge is the right edge of the last window smaller than one MSS
 	// that we advertised, while small is set: until data beyond it arrives,
 	// the peer may know no larger window (the update that opened it may have
@@ -353,8 +357,11 @@ func (r *receiver) insertOOO(seq seqnum.Value, data []byte, fin bool) bool {
 	if o, ok := r.sink.(OutOfOrderSink); ok {
 		o.OutOfOrder()
 	}
-	r.lastOOO = seq
 	end := seq.Add(seqnum.Size(len(data)))
+	r.lastOOOEnd = end
+	if fin {
+		r.lastOOOEnd++
+	}
 	i := sort.Search(len(r.ooo), func(i int) bool { return seq.LessThanEq(r.ooo[i].seq) })
 	// Already held entirely by a neighbour?
 	for _, j := range []int{i - 1, i} {
@@ -444,7 +451,7 @@ func (r *receiver) sackBlocks(o *Options) {
 	}
 	first := -1
 	for i := 0; i < nb; i++ {
-		if r.lastOOO.InRange(blocks[i].Start, blocks[i].End) {
+		if (r.lastOOOEnd - 1).InRange(blocks[i].Start, blocks[i].End) {
 			first = i
 			break
 		}

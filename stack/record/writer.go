@@ -89,6 +89,11 @@ type Header struct {
 	// from 2026-11-24 on). Without it a connection's offset was its ISS
 	// (tcp.TSOffsetISS), which a replay uses.
 	TSOffsets bool `json:"ts_offsets,omitempty"`
+	// OOOAcksHeld: the recording's stack held the ACKs of out-of-order
+	// segments to the end of their batch (tcp.Config.OutOfOrderAcksAtOnce
+	// unset; recordings from 2026-11-24 on). Without it they went at once,
+	// which a replay then does.
+	OOOAcksHeld bool `json:"ooo_acks_held,omitempty"`
 }
 
 // RecorderName is Header.Recorder for recordings of this stack.
@@ -133,6 +138,7 @@ type TCP struct {
 	DisableSACK          bool     `json:"disable_sack"`
 	DisableWindowScale   bool     `json:"disable_window_scale"`
 	DisableAckCoalescing bool     `json:"disable_ack_coalescing,omitempty"`
+	OutOfOrderAcksAtOnce bool     `json:"out_of_order_acks_at_once,omitempty"`
 	TraceTimers          bool     `json:"trace_timers,omitempty"`
 	LinuxRTO             bool     `json:"linux_rto,omitempty"`
 	PushPolicy           uint8    `json:"push_policy,omitempty"`
