@@ -141,11 +141,10 @@ func TestAckPerBatch(t *testing.T) {
 	}
 }
 
-// Out-of-order data in a batch is ACKed once per run of segments that follow
-// one another, the run's last ACK at the batch's end, with the SACK blocks of
-// all of it (RFC 2018; tcp.Config.OutOfOrderAcksAtOnce unset); an ACK held
-// (for in-order data before the hole) goes at once with the first segment of
-// a run, which opens a block; with
+// Out-of-order data: the first segment of a run, which opens a SACK block, is
+// ACKed at once (carrying the ACK held for in-order data before the hole); the
+// segments that follow it wait for the batch's end, one ACK with the SACK
+// blocks of all of them (tcp.Config.OutOfOrderAcksAtOnce unset); with
 // OutOfOrderAcksAtOnce each out-of-order segment is ACKed at once (RFC 5681
 // 4.2), the held ACK going with the first. Without SACK they go at once
 // whatever the setting: the peer's fast retransmit counts them. A hole's
@@ -171,8 +170,8 @@ func testAckOutOfOrder(t *testing.T, cfg tcp.Config, atOnce, noSACK bool) {
 	if err := p.a.Wake(time.Millisecond, segs[0], segs[1], segs[3], segs[4], segs[5]); err != nil {
 		t.Fatal(err)
 	}
-	// Held: the in-order ACK goes with the first out-of-order segment,
-	// which opens a SACK block; the two that follow it wait for the end.
+	// Held: the first out-of-order segment opens a SACK block and is ACKed
+	// at once, with the in-order ACK; the two that follow it wait for the end.
 	want := []string{
 		fmt.Sprintf("ack=%d sack=%d-%d", 2*mss, 3*mss, 4*mss),
 		fmt.Sprintf("ack=%d sack=%d-%d", 2*mss, 3*mss, 6*mss),
@@ -216,10 +215,10 @@ func testAckOutOfOrder(t *testing.T, cfg tcp.Config, atOnce, noSACK bool) {
 	}
 }
 
-// TestAckOutOfOrderRuns: two runs of out-of-order segments in one batch, each
-// opening a SACK block: the first run's ACK is held; the second run's first
-// segment sends it at once, its own block first (RFC 2018 4); the rest of the
-// second run is ACKed at the batch's end, both blocks in it. Nothing else.
+// TestAckOutOfOrderRuns: two runs of out-of-order segments in one batch: the
+// first segment of each, which opens a SACK block, is ACKed at once, its block
+// first (RFC 2018 4), carrying what was held; the rest of each run waits, the
+// second run's to the batch's end, both blocks in its ACK. Nothing else.
 func TestAckOutOfOrderRuns(t *testing.T) {
 	p, _, segs, mss := ackBatchSetup(t, 8)
 	base := firstSeq(t, segs[0])
@@ -228,6 +227,7 @@ func TestAckOutOfOrderRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
+		fmt.Sprintf("ack=%d sack=%d-%d", mss, 2*mss, 3*mss),
 		fmt.Sprintf("ack=%d sack=%d-%d sack=%d-%d", mss, 5*mss, 6*mss, 2*mss, 4*mss),
 		fmt.Sprintf("ack=%d sack=%d-%d sack=%d-%d", mss, 5*mss, 7*mss, 2*mss, 4*mss),
 	}
@@ -241,7 +241,10 @@ func TestAckOutOfOrderRuns(t *testing.T) {
 	if err := p.a.Wake(time.Millisecond, segs[0], segs[2], segs[3], segs[5]); err != nil {
 		t.Fatal(err)
 	}
-	want = []string{fmt.Sprintf("ack=%d sack=%d-%d sack=%d-%d", mss, 5*mss, 6*mss, 2*mss, 4*mss)}
+	want = []string{
+		fmt.Sprintf("ack=%d sack=%d-%d", mss, 2*mss, 3*mss),
+		fmt.Sprintf("ack=%d sack=%d-%d sack=%d-%d", mss, 5*mss, 6*mss, 2*mss, 4*mss),
+	}
 	if got := acksOut(t, p, base); !equalStrings(got, want) {
 		t.Fatalf("ACKs, the second run a segment at the batch's end: %q, want %q", got, want)
 	}

@@ -312,11 +312,13 @@ type Config struct {
 	DisableAckCoalescing bool
 	// OutOfOrderAcksAtOnce ACKs each out-of-order segment as it arrives
 	// (RFC 5681 4.2) even when the Output holds ACKs to the end of its
-	// input batch (AckHolder). By default, with SACK on, such ACKs are
-	// held too: one ACK per batch, whose SACK blocks (RFC 2018) report what
-	// all its segments brought, as a Linux receiver's GRO makes one ACK of
-	// a NAPI batch. Without SACK they go at once (the peer's fast
-	// retransmit counts duplicate ACKs). A download from the kernel over
+	// input batch (AckHolder). By default, with SACK on, a segment that
+	// extends the SACK block of the out-of-order segment before it waits
+	// for the batch's end, one ACK for the run, as a Linux receiver's GRO
+	// merges a run of segments and ACKs it once; a segment that opens a
+	// block is ACKed at once, so the peer learns of each hole as before.
+	// Without SACK every one goes at once (the peer's fast retransmit
+	// counts duplicate ACKs). A download from the kernel over
 	// a plain TUN at 1% loss sent 530-630 ACKs per MB, one per segment
 	// above a hole, and the stack and the kernel spent their CPU on them
 	// (tcpwheel compare -no-offload, 2026-11-24). Recordings from before

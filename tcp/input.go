@@ -480,23 +480,15 @@ func (e *Endpoint) ackReceived(now bool) {
 
 // holdOutOfOrderAck reports whether the ACK of an out-of-order segment just
 // queued waits for the end of the input batch (Config.OutOfOrderAcksAtOnce):
-// with SACK and an Output that holds ACKs, while the batch's out-of-order
-// segments follow one another (follows: it starts where the last one
-// ended), as a Linux receiver's GRO merges a run of segments into one and
-// ACKs it once. A segment that does not follow opens another SACK block (or
-// fills a gap between two): if an ACK is held it goes at once, this
-// segment's block first, so that each run's block leads an ACK's list (RFC
-// 2018 4) and none is lost past the three that fit beside the timestamps;
-// the segments that follow it are held again.
+// with SACK and an Output that holds ACKs, when it follows the last
+// out-of-order segment (follows: it starts where that one ended), as a
+// Linux receiver's GRO merges a run of segments into one and ACKs it once.
+// A segment that opens another SACK block (or fills a gap between two) is
+// ACKed at once, as RFC 5681 4.2 asks, its block first (RFC 2018 4),
+// carrying any ACK held: the peer learns of each new hole at once, and only
+// the segments that extend a block it has been told of wait.
 func (e *Endpoint) holdOutOfOrderAck(follows bool) bool {
-	if !e.sackOK || e.cfg.OutOfOrderAcksAtOnce || e.holder == nil {
-		return false
-	}
-	if e.ackHeld && !follows {
-		e.sendAck() // with this segment's block first: nothing left to hold
-		return true
-	}
-	return e.holdAck()
+	return follows && e.sackOK && !e.cfg.OutOfOrderAcksAtOnce && e.holdAck()
 }
 
 // holdAck reports whether the Output holds our ACK until its batch ends
