@@ -39,8 +39,9 @@ type sink interface {
 // source hands a Playback's stack the recorded readings.
 type source interface {
 	sendTime(now time.Duration) time.Duration
-	isn(id tcp.ID) (seqnum.Value, bool)
-	tsOffset(id tcp.ID) (uint32, bool)
+	// choice is the number of kind k (ISN, TSOffset) recorded for the
+	// connection id (Stack.choose).
+	choice(k record.Kind, id tcp.ID) (uint32, bool)
 	flag(k record.Kind, id tcp.ID, port uint16) (bool, bool)
 	// registered tells of a connection made, so that the application's
 	// calls on it find it even after it left the demultiplexer.
@@ -78,30 +79,19 @@ func configFromHeader(h *record.Header) Config {
 }
 
 // wrapISN returns gen (nil: a tcp.NewISN) for the endpoints, its ISNs
-// going through the recorder: recorded when recording, the recorded ones
-// when playing back.
+// going through the recorder (choose).
 func (s *Stack) wrapISN(gen tcp.ISNFunc) tcp.ISNFunc {
 	if gen == nil {
 		gen = tcp.NewISN()
 	}
 	return func(id tcp.ID, now time.Duration) seqnum.Value {
-		v, ok := seqnum.Value(0), false
-		if s.play != nil {
-			v, ok = s.play.isn(id)
-		}
-		if !ok {
-			v = gen(id, now)
-		}
-		if s.rec != nil {
-			s.rec.Event(&record.Event{Kind: record.ISN, Local: id.Local, Remote: id.Remote, N: int64(uint32(v))})
-		}
-		return v
+		return seqnum.Value(s.choose(record.ISN, id, func() uint32 { return uint32(gen(id, now)) }))
 	}
 }
 
 // wrapTSOffset returns gen (nil: a tcp.NewTSOffset) for the endpoints, its
-// timestamp offsets going through the recorder, as wrapISN the ISNs. The
-// stack's connections share it: with the default, one secret for the stack
+// timestamp offsets going through the recorder (choose). The stack's
+// connections share it: with the default, one secret for the stack
 // (newLoops draws it for all the loops), so that the TSvals of the stack's
 // connections to one address come from one clock (RFC 6191's test of a SYN
 // to a 4-tuple in TIME-WAIT, tcp.Config.TSOffset).
@@ -110,18 +100,25 @@ func (s *Stack) wrapTSOffset(gen tcp.TSOffsetFunc) tcp.TSOffsetFunc {
 		gen = tcp.NewTSOffset()
 	}
 	return func(id tcp.ID, iss seqnum.Value) uint32 {
-		v, ok := uint32(0), false
-		if s.play != nil {
-			v, ok = s.play.tsOffset(id)
-		}
-		if !ok {
-			v = gen(id, iss)
-		}
-		if s.rec != nil {
-			s.rec.Event(&record.Event{Kind: record.TSOffset, Local: id.Local, Remote: id.Remote, N: int64(v)})
-		}
-		return v
+		return s.choose(record.TSOffset, id, func() uint32 { return gen(id, iss) })
 	}
+}
+
+// choose is a number chosen for the connection id (k: an ISN, a timestamp
+// offset), through the recorder: the recorded one when playing back, else
+// gen's; recorded when recording.
+func (s *Stack) choose(k record.Kind, id tcp.ID, gen func() uint32) uint32 {
+	v, ok := uint32(0), false
+	if s.play != nil {
+		v, ok = s.play.choice(k, id)
+	}
+	if !ok {
+		v = gen()
+	}
+	if s.rec != nil {
+		s.rec.Event(&record.Event{Kind: k, Local: id.Local, Remote: id.Remote, N: int64(v)})
+	}
+	return v
 }
 
 // flag is a fact of the application's goroutines the loop reads (whether an

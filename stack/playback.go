@@ -443,24 +443,13 @@ func (p *player) sendTime(now time.Duration) time.Duration {
 	return max(p.clock.Now(), now)
 }
 
-func (p *player) isn(id tcp.ID) (seqnum.Value, bool) {
-	e := p.take(record.ISN)
+func (p *player) choice(k record.Kind, id tcp.ID) (uint32, bool) {
+	e := p.take(k)
 	if e == nil {
 		return 0, false
 	}
 	if e.Local != id.Local || e.Remote != id.Remote {
-		(*Playback)(p).diverge(e, "the replayed stack chose an ISN for %v -> %v, the recorded one for %v -> %v", id.Local, id.Remote, e.Local, e.Remote)
-	}
-	return seqnum.Value(uint32(e.N)), true
-}
-
-func (p *player) tsOffset(id tcp.ID) (uint32, bool) {
-	e := p.take(record.TSOffset)
-	if e == nil {
-		return 0, false
-	}
-	if e.Local != id.Local || e.Remote != id.Remote {
-		(*Playback)(p).diverge(e, "the replayed stack chose a timestamp offset for %v -> %v, the recorded one for %v -> %v", id.Local, id.Remote, e.Local, e.Remote)
+		(*Playback)(p).diverge(e, "the replayed stack chose its %v for %v -> %v, the recorded one is for %v -> %v", k, id.Local, id.Remote, e.Local, e.Remote)
 	}
 	return uint32(e.N), true
 }

@@ -205,12 +205,19 @@ func (e *Endpoint) resendSYNACK(seg *Segment) bool {
 // checkPAWS is RFC 7323 5.3 (R1): a segment whose timestamp is older than
 // TS.Recent is a wrapped old duplicate: ACK it and drop it.
 func (e *Endpoint) checkPAWS(seg *Segment) bool {
-	if e.tsOK && seg.Options.TS && seg.Flags&FlagRST == 0 && tsBefore(seg.Options.TSVal, e.tsRecent) {
+	if pawsRejects(seg, e.tsOK, e.tsRecent) {
 		e.stats.DropsPAWS++
 		e.sendAck()
 		return false
 	}
 	return true
+}
+
+// pawsRejects is RFC 7323 5.3's test, with timestamps on (tsOK) and
+// TS.Recent tsRecent: a segment other than a RST whose TSval is older
+// (shared with a TIME-WAIT record).
+func pawsRejects(seg *Segment, tsOK bool, tsRecent uint32) bool {
+	return tsOK && seg.Options.TS && seg.Flags&FlagRST == 0 && tsBefore(seg.Options.TSVal, tsRecent)
 }
 
 // checkSequence is the first check (RFC 9293 3.10.7.4, the four cases of

@@ -84,7 +84,7 @@ type oooSeg struct {
 func (o *oooSeg) dataEnd() seqnum.Value { return o.seq.Add(seqnum.Size(len(o.data))) }
 
 func (o *oooSeg) end() seqnum.Value {
-	e := o.seq.Add(seqnum.Size(len(o.data)))
+	e := o.dataEnd()
 	if o.fin {
 		e++
 	}
@@ -367,8 +367,7 @@ func (r *receiver) insertOOO(seq seqnum.Value, data []byte, fin bool) bool {
 	for _, j := range []int{i - 1, i} {
 		if j >= 0 && j < len(r.ooo) {
 			o := &r.ooo[j]
-			oe := o.seq.Add(seqnum.Size(len(o.data)))
-			if o.seq.LessThanEq(seq) && end.LessThanEq(oe) && (!fin || o.fin) {
+			if o.seq.LessThanEq(seq) && end.LessThanEq(o.dataEnd()) && (!fin || o.fin) {
 				return true
 			}
 		}

@@ -196,12 +196,19 @@ func (s *sender) segAt(seq seqnum.Value) *txSeg {
 	return nil
 }
 
+// windowUpdate is RFC 9293 3.10.7.4's test of whether seg may update the
+// send window: SND.WL1 < SEG.SEQ, or SND.WL1 = SEG.SEQ and SND.WL2 =<
+// SEG.ACK (shared with a TIME-WAIT record).
+func windowUpdate(wl1, wl2 seqnum.Value, seg *Segment) bool {
+	return wl1.LessThan(seg.Seq) || wl1 == seg.Seq && wl2.LessThanEq(seg.Ack)
+}
+
 // updateWindow is RFC 9293 3.10.7.4's send window update: taken from a
 // segment newer than the last one that set it (SND.WL1, SND.WL2), or from any
 // with force (the handshake). It reports whether it was taken, and whether
 // the window changed.
 func (s *sender) updateWindow(seg *Segment, force bool) (taken, changed bool) {
-	if !force && !s.wl1.LessThan(seg.Seq) && (s.wl1 != seg.Seq || !s.wl2.LessThanEq(seg.Ack)) {
+	if !force && !windowUpdate(s.wl1, s.wl2, seg) {
 		return false, false
 	}
 	wnd := uint32(seg.Window) << s.ws

@@ -400,6 +400,16 @@ func TestEstablished(t *testing.T) {
 			t.Fatal("PAWS did not drop the segment")
 		}
 	})
+	t.Run("PAWS lets a RST with an old timestamp through (RFC 7323 5.3 R1)", func(t *testing.T) {
+		h := established(t, testConfig())
+		s := h.seg(FlagRST, nil)
+		s.Options.TSVal = h.ptsVal - 1
+		h.send(s)
+		h.wantState(StateClosed)
+		if h.ep.Info().DropsPAWS != 0 {
+			t.Fatal("PAWS dropped the RST")
+		}
+	})
 	t.Run("Write before the handshake returns 0", func(t *testing.T) {
 		h := newHarness(t)
 		h.dial(testConfig())

@@ -118,7 +118,7 @@ func (t *TimeWait) HandleSegment(seg *Segment) {
 		c.DropsBadFlags++
 		return
 	}
-	if t.tsOK && seg.Options.TS && seg.Flags&FlagRST == 0 && tsBefore(seg.Options.TSVal, t.tsRecent) {
+	if pawsRejects(seg, t.tsOK, t.tsRecent) {
 		c.DropsPAWS++ // RFC 7323 5.3 (checkPAWS)
 		t.sendAck()
 		return
@@ -177,7 +177,7 @@ func (t *TimeWait) HandleSegment(seg *Segment) {
 // takeWindow is sender.updateWindow for the one thing the window still
 // decides in TIME-WAIT: the largest window seen, which bounds old ACKs.
 func (t *TimeWait) takeWindow(seg *Segment) {
-	if !t.wl1.LessThan(seg.Seq) && (t.wl1 != seg.Seq || !t.wl2.LessThanEq(seg.Ack)) {
+	if !windowUpdate(t.wl1, t.wl2, seg) {
 		return
 	}
 	t.wl1, t.wl2 = seg.Seq, seg.Ack
