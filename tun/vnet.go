@@ -162,14 +162,21 @@ func tcpHeaders(pkt []byte) (ihl, thl int, v6, ok bool) {
 // CompleteChecksum fills in the checksum that a frame with
 // VnetFlagNeedsCsum left partial (the pseudo-header's sum), as the kernel's
 // skb_checksum_help does: the one's complement of the sum from CsumStart to
-// the end, the field included. h must have passed Check against pkt. A GSO
+// the end, the field included, and 0xffff for a result of zero (its
+// CSUM_MANGLED_0: the same one's-complement value, and the only one a UDP
+// checksum may take, RFC 768, RFC 8200 8.1: a zero UDP checksum means none,
+// which IPv6 does not allow). h must have passed Check against pkt. A GSO
 // frame's checksum covers its full length; Segment computes each segment's.
 func CompleteChecksum(h VnetHdr, pkt []byte) {
 	if h.Flags&VnetFlagNeedsCsum == 0 {
 		return
 	}
 	at := int(h.CsumStart) + int(h.CsumOffset)
-	binary.BigEndian.PutUint16(pkt[at:], ^checksum.Checksum(pkt[h.CsumStart:], 0))
+	c := ^checksum.Checksum(pkt[h.CsumStart:], 0)
+	if c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(pkt[at:], c)
 }
 
 // PseudoSum4 is the sum of the IPv4 pseudo-header of a TCP segment of

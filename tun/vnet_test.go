@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
 )
 
 // sum16 is the Internet checksum's one's complement sum of b, computed
@@ -202,6 +204,55 @@ func TestCompleteChecksum(t *testing.T) {
 	CompleteChecksum(h, part)
 	if !bytes.Equal(part, full) || !tcpChecksumOK(part) {
 		t.Fatalf("completed:\n% x\nwant\n% x", part, full)
+	}
+}
+
+// TestCompleteChecksumZero: a UDP datagram over IPv6 whose checksum the
+// kernel left partial and whose completed checksum comes to zero gets
+// 0xffff, as Linux's skb_checksum_help writes it (a zero UDP checksum over
+// IPv6 is invalid, RFC 8200 8.1: the stack dropped such a datagram, one in
+// 65,536, as BadUDPChecksum; TestForward lost its echo to it), and verifies.
+func TestCompleteChecksumZero(t *testing.T) {
+	src := [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 1}
+	dst := [16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 1, 15: 0x0b}
+	payload := []byte("....a datagram of the test")
+	udpLen := 8 + len(payload)
+	pkt := make([]byte, 40+udpLen)
+	pkt[0] = 0x60
+	binary.BigEndian.PutUint16(pkt[4:], uint16(udpLen))
+	pkt[6], pkt[7] = 17, 64
+	copy(pkt[8:], src[:])
+	copy(pkt[24:], dst[:])
+	u := pkt[40:]
+	binary.BigEndian.PutUint16(u[0:], 49596)
+	binary.BigEndian.PutUint16(u[2:], 9001)
+	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
+	copy(u[8:], payload)
+	pseudo := checksum.Checksum(src[:], 0)
+	pseudo = checksum.Checksum(dst[:], pseudo)
+	pseudo = checksum.Combine(pseudo, checksum.Combine(uint16(udpLen), 17))
+	h := VnetHdr{Flags: VnetFlagNeedsCsum, CsumStart: 40, CsumOffset: 6}
+	found := false
+	for w := range 1 << 16 { // the payload word that makes the checksum zero
+		binary.BigEndian.PutUint16(u[8:], uint16(w))
+		binary.BigEndian.PutUint16(u[6:], pseudo) // partial: the pseudo-header's sum
+		if ^checksum.Checksum(u, 0) == 0 {
+			found = true
+			break
+		}
+	}
+	if !found {
+		t.Fatal("no payload gives a zero checksum")
+	}
+	if err := h.Check(pkt); err != nil {
+		t.Fatal(err)
+	}
+	CompleteChecksum(h, pkt)
+	if c := binary.BigEndian.Uint16(u[6:]); c != 0xffff {
+		t.Fatalf("completed checksum %#04x, want 0xffff", c)
+	}
+	if v := checksum.Checksum(u, pseudo); v != 0xffff {
+		t.Fatalf("the completed datagram does not verify: sum %#04x", v)
 	}
 }
 
