@@ -63,7 +63,7 @@ func (s *Stack) recordHeader(wall time.Time) record.Header {
 	return record.Header{
 		Addr: s.cfg.Addr, Addr6: s.cfg.Addr6, MoreAddrs: s.cfg.MoreAddrs, Prefix: s.cfg.Prefix, MTU: s.dev.MTU(), Tick: d(s.wheel.Tick()),
 		TTL: s.cfg.TTL, Backlog: s.cfg.Backlog, Origin: d(s.wheel.Now()), Wall: wall, Payload: s.cfg.RecordPayload,
-		TCP: tcpRecord(s.cfg.TCP), TSOffsets: true, OOOAcksHeld: true,
+		TCP: tcpRecord(s.cfg.TCP), TSOffsets: true, OOOAcksHeld: true, HalfCwndChunks: true,
 	}
 }
 

@@ -398,6 +398,31 @@ func TestFlightRecordingReplaysUDP(t *testing.T) {
 	checkRerecord(t, rb.Bytes())
 }
 
+// A recording from before new data went in chunks of half cwnd
+// (2026-11-24) has neither record.Header.HalfCwndChunks nor the setting in
+// its TCP header, and its stack sent TSO segments as large as the windows
+// allowed: its replay does the same. Such a recording is made here with
+// tcp.Config.DisableHalfCwndChunks and TSO segments (GSOMax; a TSO segment
+// is one transmission, one reading of the clock), the header then stripped
+// of both; the replay must send what it sent (without the playback's rule
+// for such recordings it cuts its chunks at half cwnd, reads the clock
+// more often and diverges).
+func TestFlightRecordingChunksBefore(t *testing.T) {
+	a, b, ra, _ := recordedPairWith(t, 0.01, Config{TCP: tcp.Config{GSOMax: 60000, DisableHalfCwndChunks: true}}, false)
+	exchange(t, a, b, 2, 256<<10)
+	rec, err := record.Parse(bytes.NewReader(ra.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Header.HalfCwndChunks || !rec.Header.TCP.DisableHalfCwndChunks || rec.Header.TCP.GSOMax != 60000 {
+		t.Fatalf("the recording's header: half_cwnd_chunks %v, disable_half_cwnd_chunks %v, gso_max %d; want both and 60000",
+			rec.Header.HalfCwndChunks, rec.Header.TCP.DisableHalfCwndChunks, rec.Header.TCP.GSOMax)
+	}
+	checkReplayOf(t, "client, as recorded", rec)
+	rec.Header.HalfCwndChunks, rec.Header.TCP.DisableHalfCwndChunks = false, false
+	checkReplayOf(t, "client, as an old recording", rec)
+}
+
 // A recording from before the ACKs of out-of-order segments waited for the
 // end of their batch (2026-11-24) has neither record.Header.OOOAcksHeld nor
 // the setting in its TCP header, and its stack ACKed each such segment at

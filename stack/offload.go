@@ -286,6 +286,7 @@ func (s *Stack) joinPieces(id *tcp.ID, seg *tcp.Segment, i, k int) int {
 	}
 	s.counters.SegmentsOut += uint64(n)
 	g.joinN(data, seg.PayloadStable && g.vdev != nil, seq, byte(flags), n, len(data)-(n-1)*m)
+	g.open = g.open && !(i+n == k && seg.ChunkEnd) // on the last piece alone (tcp.Segment.GSOPiece)
 	if g.ihl == ipv4HeaderLen {
 		s.ipID += uint16(n) // the IDs the kernel gives these segments' packets (fillIPv4)
 	}
@@ -313,6 +314,7 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 		p > 0 && p <= g.mss && g.n+p <= len(g.buf) && sameSeg(&g.hdr, seg) {
 		s.counters.SegmentsOut++
 		g.join(seg.Payload, seg.PayloadStable && g.vdev != nil, uint32(seg.Seq), byte(seg.Flags))
+		g.open = g.open && !seg.ChunkEnd
 		if ihl == ipv4HeaderLen {
 			s.ipID++ // the ID the kernel gives this segment's packet (fillIPv4)
 		}
@@ -363,6 +365,7 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 			s.ipID++ // the ID the kernel gives this segment's packet (fillIPv4)
 		}
 		g.join(data, view, seq, flags)
+		g.open = g.open && !seg.ChunkEnd
 	} else if g.n > 0 && id == g.id && seq == g.next && payload == 0 && flags&(fin|syn|rst) == fin &&
 		g.last > 0 && g.buf[tun.VnetHdrLen+g.ihl+13]&(fin|syn|rst) == 0 &&
 		len(hdr) == g.hl && s.sameHeader(t, thl) {
@@ -388,7 +391,7 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 		g.first = seq
 		g.segs, g.id, g.ihl, g.hl, g.mss, g.last = 1, id, ihl, len(hdr), payload, payload
 		g.next = seq + uint32(payload)
-		g.open = payload > 0 && flags&(fin|syn|rst) == 0
+		g.open = payload > 0 && flags&(fin|syn|rst) == 0 && !seg.ChunkEnd
 		g.at, g.atOK, g.pend = g.pendAt, g.pend, false
 		g.hdr, g.hdrOK = *seg, s.rec == nil
 		g.hdr.Payload = nil

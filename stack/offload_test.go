@@ -124,9 +124,10 @@ func (p *offloadPeer) deliver(t *testing.T, frames [][]byte) [][]byte {
 }
 
 // TestOffloadFrames: two stacks whose devices take frames. A's first flight
-// of data, sent in one step, goes out as one GSO frame (gso_size the MSS,
-// partial checksum over the whole, the segments' headers the first's); B
-// takes it whole as one segment, without checking the partial checksum,
+// of data, sent in one step, goes out as two GSO frames, one per chunk of
+// half cwnd (tcp.Segment.ChunkEnd) (gso_size the MSS, partial checksum over
+// the whole, the segments' headers the first's); B takes each whole as one
+// segment, without checking the partial checksum,
 // and reads the data intact; the counters count segments, not frames.
 func TestOffloadFrames(t *testing.T) { offloadFrames(t, addrA, addrB, &frameDev{}) }
 
@@ -173,55 +174,66 @@ func offloadFrames(t *testing.T, srcA, dstB netip.Addr, devA offloadDev) {
 	})
 	after := a.Stats()
 	segs := after.SegmentsOut - before.SegmentsOut
-	if len(frames) != 1 || segs < 2 {
-		t.Fatalf("%d segments sent in %d frames: want one frame of them all", segs, len(frames))
+	// The initial window, 10 segments, in chunks of half cwnd (tcp's
+	// Segment.ChunkEnd): two frames of five.
+	if len(frames) != 2 || segs != 10 {
+		t.Fatalf("%d segments sent in %d frames: want 10 in two frames of five (half cwnd each)", segs, len(frames))
 	}
-	f := frames[0]
-	h, err := tun.ParseVnetHdr(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkt := f[tun.VnetHdrLen:]
-	thl := int(pkt[ihl+12]>>4) * 4
-	mss := (len(pkt) - ihl - thl) / int(segs)
-	want := tun.VnetHdr{Flags: tun.VnetFlagNeedsCsum, GSOType: typ, HdrLen: uint16(ihl + thl), GSOSize: uint16(mss), CsumStart: uint16(ihl), CsumOffset: 16}
-	if h != want || (len(pkt)-ihl-thl)%mss != 0 {
-		t.Fatalf("header %+v of a %d-byte frame of %d segments, want %+v", h, len(pkt), segs, want)
-	}
-	if err := h.Check(pkt); err != nil {
-		t.Fatal(err)
-	}
-	// The IP header: the frame's length, and the rest as a plain packet's.
-	ip := make([]byte, ihl)
-	if v6 {
-		binary.BigEndian.PutUint16(ip[4:], uint16(len(pkt)-ihl))
-		ip[0], ip[6], ip[7] = 6<<4, protoTCP, pkt[7]
-		s16, d16 := srcA.As16(), dstB.As16()
-		copy(ip[8:], s16[:])
-		copy(ip[24:], d16[:])
-	} else {
-		copy(ip, pkt[:ihl]) // the ID is the stack's
-		ip[10], ip[11] = 0, 0
-		binary.BigEndian.PutUint16(ip[10:], ^checksum.Checksum(ip, 0))
-		if binary.BigEndian.Uint16(ip[2:]) != uint16(len(pkt)) {
-			t.Fatalf("IPv4 total length %d of a %d-byte frame", binary.BigEndian.Uint16(ip[2:]), len(pkt))
+	var framed uint64
+	largest := 0
+	for i, f := range frames {
+		h, err := tun.ParseVnetHdr(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkt := f[tun.VnetHdrLen:]
+		largest = max(largest, len(pkt))
+		thl := int(pkt[ihl+12]>>4) * 4
+		n := uint64(tun.SegmentCount(h, pkt))
+		if n != segs/2 {
+			t.Fatalf("frame %d segments into %d packets, want %d", i, n, segs/2)
+		}
+		framed += n
+		mss := (len(pkt) - ihl - thl) / int(n)
+		want := tun.VnetHdr{Flags: tun.VnetFlagNeedsCsum, GSOType: typ, HdrLen: uint16(ihl + thl), GSOSize: uint16(mss), CsumStart: uint16(ihl), CsumOffset: 16}
+		if h != want || (len(pkt)-ihl-thl)%mss != 0 {
+			t.Fatalf("frame %d: header %+v of a %d-byte frame of %d segments, want %+v", i, h, len(pkt), n, want)
+		}
+		if err := h.Check(pkt); err != nil {
+			t.Fatal(err)
+		}
+		// The IP header: the frame's length, and the rest as a plain packet's.
+		ip := make([]byte, ihl)
+		if v6 {
+			binary.BigEndian.PutUint16(ip[4:], uint16(len(pkt)-ihl))
+			ip[0], ip[6], ip[7] = 6<<4, protoTCP, pkt[7]
+			s16, d16 := srcA.As16(), dstB.As16()
+			copy(ip[8:], s16[:])
+			copy(ip[24:], d16[:])
+		} else {
+			copy(ip, pkt[:ihl]) // the ID is the stack's
+			ip[10], ip[11] = 0, 0
+			binary.BigEndian.PutUint16(ip[10:], ^checksum.Checksum(ip, 0))
+			if binary.BigEndian.Uint16(ip[2:]) != uint16(len(pkt)) {
+				t.Fatalf("IPv4 total length %d of a %d-byte frame", binary.BigEndian.Uint16(ip[2:]), len(pkt))
+			}
+		}
+		if !bytes.Equal(pkt[:ihl], ip) {
+			t.Fatalf("frame %d: IP header\n%x, want\n%x", i, pkt[:ihl], ip)
+		}
+		ps := tun.PseudoSum4(addrA.As4(), addrB.As4(), len(pkt)-ihl)
+		if v6 {
+			ps = tun.PseudoSum6(addr6A.As16(), addr6B.As16(), len(pkt)-ihl)
+		}
+		if got := binary.BigEndian.Uint16(pkt[ihl+16:]); got != ps {
+			t.Fatalf("frame %d: TCP checksum field %#04x, want the pseudo-header's sum %#04x", i, got, ps)
 		}
 	}
-	if !bytes.Equal(pkt[:ihl], ip) {
-		t.Fatalf("IP header\n%x, want\n%x", pkt[:ihl], ip)
+	if framed != segs {
+		t.Fatalf("the frames segment into %d packets, %d were sent", framed, segs)
 	}
-	ps := tun.PseudoSum4(addrA.As4(), addrB.As4(), len(pkt)-ihl)
-	if v6 {
-		ps = tun.PseudoSum6(addr6A.As16(), addr6B.As16(), len(pkt)-ihl)
-	}
-	if got := binary.BigEndian.Uint16(pkt[ihl+16:]); got != ps {
-		t.Fatalf("TCP checksum field %#04x, want the pseudo-header's sum %#04x", got, ps)
-	}
-	if n := tun.SegmentCount(h, pkt); uint64(n) != segs {
-		t.Fatalf("the frame segments into %d packets, %d were sent", n, segs)
-	}
-	if o := after.Offload; o.GSOFramesOut != 1 || o.GSOSegmentsOut != segs || o.MaxFrameOut != len(pkt) ||
-		(o.GSOFramesOut6 == 1) != v6 || !o.GSO6 {
+	if o := after.Offload; o.GSOFramesOut != 2 || o.GSOSegmentsOut != segs || o.MaxFrameOut != largest ||
+		(o.GSOFramesOut6 == 2) != v6 || !o.GSO6 {
 		t.Fatalf("offload stats %+v", o)
 	}
 	if after.PacketsOut-before.PacketsOut != segs {
@@ -231,10 +243,10 @@ func offloadFrames(t *testing.T, srcA, dstB netip.Addr, devA offloadDev) {
 	bBefore := b.Stats()
 	acks := b.deliver(t, frames)
 	bAfter := b.Stats()
-	if n := bAfter.SegmentsIn - bBefore.SegmentsIn; n != 1 {
-		t.Fatalf("B took the frame as %d segments, want 1", n)
+	if n := bAfter.SegmentsIn - bBefore.SegmentsIn; n != 2 {
+		t.Fatalf("B took the frames as %d segments, want 2", n)
 	}
-	if o := bAfter.Offload; o.FramesIn == 0 || o.LargeFramesIn != 1 || o.MaxFrameIn != len(pkt) {
+	if o := bAfter.Offload; o.FramesIn == 0 || o.LargeFramesIn != 2 || o.MaxFrameIn != largest {
 		t.Fatalf("B's offload stats %+v", o)
 	}
 	if bAfter.Drops != (Drops{}) {

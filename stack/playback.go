@@ -103,6 +103,11 @@ func NewPlayback(rec *record.Recording, rerecord io.Writer) (*Playback, error) {
 		// once.
 		s.cfg.TCP.OutOfOrderAcksAtOnce = true
 	}
+	if !h.HalfCwndChunks {
+		// A recording from before new data went in chunks of half cwnd
+		// (2026-11-24): as large as the windows allowed.
+		s.cfg.TCP.DisableHalfCwndChunks = true
+	}
 	p.buildStreams()
 	return p, nil
 }

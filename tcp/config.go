@@ -293,6 +293,15 @@ type Config struct {
 	// a zero GSOMax (stack.Config.TCP, as FINJoinsData) to a GSO frame's
 	// payload on a device that takes GSO frames, and a recording keeps it.
 	GSOMax int
+	// DisableHalfCwndChunks sends new data in chunks as large as the
+	// windows and GSOMax allow, with no Segment.ChunkEnd, as before
+	// 2026-11-24. By default a chunk (a TSO segment, or the MSS-sized
+	// segments a frame joins) is at most half cwnd, as Linux's
+	// tcp_cwnd_test cuts its skbs, so that a flight leaves as two GSO
+	// frames or more and draws two ACKs or more from a receiver that ACKs
+	// each frame it takes whole (gso.go, "Chunks"). Recordings from
+	// before then replay with it set.
+	DisableHalfCwndChunks bool
 	// GSOAcrossWrap lets a TSO segment span the place where the send
 	// buffer's storage wraps (its payload then a copy) instead of ending
 	// there. Package stack sets it on a recording stack and on a replay:

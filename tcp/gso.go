@@ -55,6 +55,48 @@ func (e *Endpoint) gsoRoom(n int) int {
 	return k
 }
 
+// Chunks: new data goes in chunks of at most half cwnd, as Linux's
+// tcp_write_xmit cuts its skbs at tcp_cwnd_test's half cwnd ("ensure we have
+// at least 2 GSO packets in flight") and at the GSO size: a TSO segment is at
+// most a chunk, and the last segment of each carries Segment.ChunkEnd, where
+// an Output that joins segments into GSO frames ends the frame. A receiver
+// ACKs each frame it takes whole (Linux, its GRO too, ACKs per skb), so a
+// flight of one frame drew one ACK, and when that was lost the sender had
+// nothing until its loss probe (and, that or its ACK lost too, the RTO): with
+// two frames or more a flight draws two ACKs or more.
+
+// chunkMaxDefault is a chunk's most data without a GSOMax (one MSS per
+// segment): Linux's GSO size, sk_gso_max_size less its headers' room
+// (tcp_xmit_size_goal), so that the chunks, and the frames a stack cuts at
+// their ends, are the same with TSO segments and without.
+const chunkMaxDefault = linuxGSOMaxSize - 1 - linuxMaxTCPHdr
+
+// startChunk opens a chunk if none is open: half cwnd (at least one
+// segment), no more than the windows let go (usable) nor than a GSO frame
+// takes; none with Config.DisableHalfCwndChunks.
+func (e *Endpoint) startChunk(usable int) {
+	if e.snd.chunkLeft > 0 || e.cfg.DisableHalfCwndChunks {
+		return
+	}
+	most := chunkMaxDefault
+	if e.cfg.GSOMax >= 2*e.snd.smss {
+		most = e.cfg.GSOMax
+	}
+	c := min(max(e.cc.cwnd()/2, e.snd.smss), usable, most) / e.snd.smss
+	e.snd.chunkLeft = int32(max(c, 1))
+}
+
+// takeChunk counts k segments about to be sent into the open chunk and
+// notes whether they end it (chunkEnd, which the transmission puts on its
+// Segment).
+func (e *Endpoint) takeChunk(k int) {
+	if e.cfg.DisableHalfCwndChunks {
+		return
+	}
+	e.snd.chunkLeft = max(e.snd.chunkLeft-int32(k), 0)
+	e.snd.chunkEnd = e.snd.chunkLeft == 0
+}
+
 // gsoPieces is how many MSS-sized segments s stands for: 1 but for a TSO
 // segment (gso set), whose data is cut at gso bytes from its end (its data
 // was a multiple of gso when sent; a cumulative ACK may have trimmed its

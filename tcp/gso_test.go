@@ -147,6 +147,9 @@ func TestGSOWireIdentical(t *testing.T) {
 func gsoEstablished(t *testing.T, cfg Config) *harness {
 	t.Helper()
 	cfg.GSOMax = gsoMaxTest
+	if cfg.InitialCwnd == 0 {
+		cfg.InitialCwnd = 20 // half cwnd, a chunk: 10 segments (gso.go, "Chunks")
+	}
 	h := establishedRTT(t, cfg, tlpRTT)
 	h.out.whole = true
 	return h
@@ -182,40 +185,109 @@ func wantQueue(t *testing.T, e *Endpoint, rtoAt time.Duration, segs ...[3]int) {
 	}
 }
 
+// chunkEndIs checks Segment.ChunkEnd.
+func chunkEndIs(v bool) check {
+	return func(s *Segment) error {
+		if s.ChunkEnd != v {
+			return fmt.Errorf("ChunkEnd: got %v, want %v", s.ChunkEnd, v)
+		}
+		return nil
+	}
+}
+
 func TestGSOSendsTSOSegments(t *testing.T) {
-	h := gsoEstablished(t, testConfig())
-	h.ep.Write(data(30 * 1448))
-	// Slow start's first window (10 segments) as one segment, cut at the MSS.
-	h.expect(seqIs(segSeq(0)), lenIs(10*1448), flagsAre(FlagACK|FlagPSH), gsoIs(1448), payloadIs(data(10*1448)))
+	h := gsoEstablished(t, testConfig()) // an initial window of 20
+	h.ep.Write(data(60 * 1448))
+	// Slow start's first window (20 segments) as two TSO segments of half
+	// cwnd each (gso.go, "Chunks"), cut at the MSS, each a chunk's end.
+	h.expect(seqIs(segSeq(0)), lenIs(10*1448), flagsAre(FlagACK|FlagPSH), gsoIs(1448), payloadIs(data(10*1448)), chunkEndIs(true))
+	h.expect(seqIs(segSeq(10)), lenIs(10*1448), flagsAre(FlagACK|FlagPSH), gsoIs(1448), payloadIs(data(20 * 1448)[10*1448:]), chunkEndIs(true))
 	h.expectNone()
 	rto := tlpRTT + 200*time.Millisecond
-	wantQueue(t, h.ep, rto, [3]int{int(segSeq(0)), 10 * 1448, 10})
-	if i := h.ep.Info(); i.DataSegsOut != 10 || i.BytesSent != 10*1448 || i.SegsOut != 2+10 || i.Unacked != 10 {
-		t.Fatalf("data segments %d, bytes %d, segments %d, unacked %d; want 10, %d, 12, 10 (the packets)", i.DataSegsOut, i.BytesSent, i.SegsOut, i.Unacked, 10*1448)
+	wantQueue(t, h.ep, rto, [3]int{int(segSeq(0)), 10 * 1448, 10}, [3]int{int(segSeq(10)), 10 * 1448, 10})
+	if i := h.ep.Info(); i.DataSegsOut != 20 || i.BytesSent != 20*1448 || i.SegsOut != 2+20 || i.Unacked != 20 {
+		t.Fatalf("data segments %d, bytes %d, segments %d, unacked %d; want 20, %d, 22, 20 (the packets)", i.DataSegsOut, i.BytesSent, i.SegsOut, i.Unacked, 20*1448)
 	}
 	h.advance(tlpRTT)
-	h.ackUpTo(segSeq(10))
-	h.expect(seqIs(segSeq(10)), lenIs(20*1448), flagsAre(FlagACK|FlagPSH), gsoIs(1448))
+	h.ackUpTo(segSeq(20)) // slow start: cwnd 40, chunks of 20
+	h.expect(seqIs(segSeq(20)), lenIs(20*1448), flagsAre(FlagACK|FlagPSH), gsoIs(1448), chunkEndIs(true))
+	h.expect(seqIs(segSeq(40)), lenIs(20*1448), flagsAre(FlagACK|FlagPSH), gsoIs(1448), chunkEndIs(true))
 	h.expectNone()
 	// The tail: a FIN rides on the last TSO segment, and a part short of
-	// the MSS goes as a segment of its own.
-	h.ep.Write(data(5*1448 + 100)) // waits for the window
+	// the MSS goes as a segment of its own. cwnd 80: a chunk could take
+	// 40 segments, a GSO frame 45 (the chunk's bound of a large cwnd).
+	h.ep.Write(data(5*1448 + 100))
 	h.ep.CloseWrite()
 	h.expectNone()
 	h.advance(tlpRTT)
-	h.ackUpTo(segSeq(30))
-	h.expect(seqIs(segSeq(30)), lenIs(5*1448), flagsAre(FlagACK|FlagPSH), gsoIs(1448))
-	h.expect(seqIs(segSeq(35)), lenIs(100), flagsAre(FlagACK|FlagPSH|FlagFIN), gsoIs(0))
+	h.ackUpTo(segSeq(60))
+	h.expect(seqIs(segSeq(60)), lenIs(5*1448), flagsAre(FlagACK|FlagPSH), gsoIs(1448), chunkEndIs(false))
+	h.expect(seqIs(segSeq(65)), lenIs(100), flagsAre(FlagACK|FlagPSH|FlagFIN), gsoIs(0), chunkEndIs(false))
 	h.expectNone()
-	if h.out.tso != 3 {
-		t.Fatalf("%d TSO segments, want 3", h.out.tso)
+	if h.out.tso != 5 {
+		t.Fatalf("%d TSO segments, want 5", h.out.tso)
+	}
+}
+
+// TestGSOChunks: new data goes in chunks of half cwnd (Linux's
+// tcp_cwnd_test), at most GSOMax, the windows' room, each ending with
+// Segment.ChunkEnd on its last segment: as TSO segments or, without
+// GSOMax, MSS-sized segments; with PushLinux as its TSO chunks; with
+// Config.DisableHalfCwndChunks as one chunk as large as the windows allow,
+// with no ChunkEnd, as before.
+func TestGSOChunks(t *testing.T) {
+	type seg struct {
+		n   int // segments (MSS)
+		end bool
+	}
+	for _, tc := range []struct {
+		name  string
+		cfg   func(*Config)
+		iw    int
+		write int
+		whole bool // TSO segments (GSOMax), kept whole by the capture
+		want  []seg
+	}{
+		{"TSO, initial window 10", func(*Config) {}, 10, 30, true, []seg{{5, true}, {5, true}}},
+		{"TSO, a window of 100: the GSO size bounds a chunk", func(*Config) {}, 100, 100, true, []seg{{45, true}, {45, true}, {10, true}}},
+		{"TSO, 7 segments", func(*Config) {}, 10, 7, true, []seg{{5, true}, {2, false}}},
+		{"TSO, disabled", func(c *Config) { c.DisableHalfCwndChunks = true }, 10, 30, true, []seg{{10, false}}},
+		{"one MSS per segment", func(c *Config) { c.GSOMax = -1 }, 6, 30, false, []seg{{1, false}, {1, false}, {1, true}, {1, false}, {1, false}, {1, true}}},
+		// tcp_tso_autosize's share of the pacing rate (8 ms SRTT): 2 segments.
+		{"PushLinux: its TSO chunks", func(c *Config) { c.PushPolicy = PushLinux }, 10, 30, false, []seg{{1, false}, {1, true}, {1, false}, {1, true}, {1, false}, {1, true}, {1, false}, {1, true}, {1, false}, {1, true}}},
+		{"one MSS per segment, disabled", func(c *Config) { c.GSOMax, c.DisableHalfCwndChunks = -1, true }, 4, 30, false, []seg{{1, false}, {1, false}, {1, false}, {1, false}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.InitialCwnd = tc.iw
+			cfg.SendBuffer = 256 << 10
+			tc.cfg(&cfg)
+			var h *harness
+			if cfg.GSOMax < 0 {
+				h = establishedRTT(t, cfg, tlpRTT)
+			} else {
+				h = gsoEstablished(t, cfg)
+			}
+			h.out.whole = tc.whole
+			h.send(h.seg(FlagACK, nil)) // the peer's window, scaled: more than 100 segments
+			h.ep.Write(data(tc.write * 1448))
+			off := 0
+			for _, w := range tc.want {
+				h.expect(seqIs(segSeq(off)), lenIs(w.n*1448), chunkEndIs(w.end))
+				off += w.n
+			}
+			h.expectNone()
+		})
 	}
 }
 
 func TestGSOFINOnTheLastPiece(t *testing.T) {
-	h := gsoEstablished(t, testConfig())
+	cfg := testConfig()
+	cfg.InitialCwnd = 10
+	h := gsoEstablished(t, cfg)
 	h.ep.Write(data(14 * 1448))
-	h.expect(seqIs(segSeq(0)), lenIs(10*1448), flagsAre(FlagACK|FlagPSH), gsoIs(1448))
+	h.expect(seqIs(segSeq(0)), lenIs(5*1448), flagsAre(FlagACK|FlagPSH), gsoIs(1448))
+	h.expect(seqIs(segSeq(5)), lenIs(5*1448), flagsAre(FlagACK|FlagPSH), gsoIs(1448))
 	h.ep.CloseWrite()
 	h.expectNone()
 	h.advance(tlpRTT)
@@ -304,9 +376,12 @@ func TestGSOSACKResendsOneMSS(t *testing.T) {
 // one MSS at a time (the next SACK would cut a TSO segment again), and
 // with PushLinux always.
 func TestGSONotWhileSACKed(t *testing.T) {
-	h := gsoEstablished(t, testConfig())
+	cfg := testConfig()
+	cfg.InitialCwnd = 10
+	h := gsoEstablished(t, cfg)
 	h.ep.Write(data(30 * 1448))
-	h.expect(seqIs(segSeq(0)), lenIs(10*1448), gsoIs(1448))
+	h.expect(seqIs(segSeq(0)), lenIs(5*1448), gsoIs(1448))
+	h.expect(seqIs(segSeq(5)), lenIs(5*1448), gsoIs(1448))
 	h.advance(tlpRTT)
 	h.sackAck(segBlock(9)) // one segment: no recovery
 	h.ackUpTo(segSeq(4))   // cwnd opens
@@ -371,7 +446,7 @@ func TestGSOTailLossProbe(t *testing.T) {
 func TestGSOPiece(t *testing.T) {
 	p := data(2*1000 + 10)
 	const base = seqnum.Value(0xfffffc00) // the pieces wrap
-	s := Segment{SrcPort: 1, DstPort: 2, Seq: base, Ack: 7, Flags: FlagACK | FlagPSH | FlagFIN, Window: 9, Payload: p, PayloadStable: true, GSOSize: 1000}
+	s := Segment{SrcPort: 1, DstPort: 2, Seq: base, Ack: 7, Flags: FlagACK | FlagPSH | FlagFIN, Window: 9, Payload: p, PayloadStable: true, GSOSize: 1000, ChunkEnd: true}
 	s.Options.TS, s.Options.TSVal = true, 5
 	if n := s.GSOPieces(); n != 3 {
 		t.Fatalf("%d pieces, want 3", n)
@@ -384,8 +459,8 @@ func TestGSOPiece(t *testing.T) {
 	}{{base, 0, 1000, FlagACK | FlagPSH}, {base.Add(1000), 1000, 2000, FlagACK | FlagPSH}, {base.Add(2000), 2000, 2010, FlagACK | FlagPSH | FlagFIN}} {
 		g := s.GSOPiece(i)
 		if g.Seq != want.seq || g.Flags != want.flags || &g.Payload[0] != &p[want.from] || len(g.Payload) != want.to-want.from ||
-			g.GSOSize != 0 || g.Ack != 7 || g.Window != 9 || g.Options != s.Options || !g.PayloadStable {
-			t.Errorf("piece %d: %v gso %d, want seq %d, bytes %d-%d, %v, the rest as the whole", i, &g, g.GSOSize, want.seq, want.from, want.to, want.flags)
+			g.GSOSize != 0 || g.Ack != 7 || g.Window != 9 || g.Options != s.Options || !g.PayloadStable || g.ChunkEnd != (i == 2) {
+			t.Errorf("piece %d: %v gso %d chunk end %v, want seq %d, bytes %d-%d, %v, the chunk's end on the last alone, the rest as the whole", i, &g, g.GSOSize, g.ChunkEnd, want.seq, want.from, want.to, want.flags)
 		}
 	}
 	s.GSOSize = 0

@@ -65,7 +65,7 @@ func (c *capture) add(id ID, seg *Segment) {
 	if err != nil {
 		panic(fmt.Sprintf("parse of encoded %v: %v", &s, err))
 	}
-	p.GSOSize = seg.GSOSize // not on the wire
+	p.GSOSize, p.ChunkEnd = seg.GSOSize, seg.ChunkEnd // not on the wire
 	c.segs = append(c.segs, p)
 	c.ids = append(c.ids, id)
 }

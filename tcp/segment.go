@@ -103,6 +103,11 @@ type Segment struct {
 	// buffer's storage, not a temporary copy of a span that wraps, and
 	// stays as it is past the Output's Send (Output says how long).
 	PayloadStable bool
+	// ChunkEnd (outgoing only): the segment ends a chunk of new data (at
+	// most half cwnd: gso.go, "Chunks"), as Linux ends an skb; an Output
+	// that joins segments into GSO frames joins nothing after it into its
+	// frame. Of a TSO segment's pieces, the last alone has it.
+	ChunkEnd bool // in PayloadStable's padding
 	// GSOSize (outgoing only), when non-zero and Payload is longer, is the
 	// payload of each packet the Output sends the segment as (Config.GSOMax):
 	// the segment's headers and fields on each, the sequence number moved on,
@@ -426,6 +431,7 @@ func (s *Segment) GSOPiece(i int) Segment {
 	p.Seq = s.Seq.Add(seqnum.Size(from))
 	if to < len(s.Payload) {
 		p.Flags &^= FlagFIN
+		p.ChunkEnd = false
 	}
 	return p
 }

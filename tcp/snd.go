@@ -96,9 +96,15 @@ type sender struct {
 	// short connection's queues do not grow on the heap.
 	rtxqFirst, freeFirst [2]*txSeg
 
-	rtoRetries     int          // RTO expirations since the last progress (tcpi_retransmits)
-	synRetries     int          // SYN or SYN-ACK retransmissions
-	synRetransmit  bool         // the SYN or SYN-ACK was resent: RFC 6298 (5.7), RFC 5681 3.1
+	rtoRetries    int  // RTO expirations since the last progress (tcpi_retransmits)
+	synRetries    int  // SYN or SYN-ACK retransmissions
+	synRetransmit bool // the SYN or SYN-ACK was resent: RFC 6298 (5.7), RFC 5681 3.1
+	// chunkEnd says that the segment about to be sent ends a chunk of new
+	// data (gso.go, "Chunks"; Segment.ChunkEnd); chunkLeft is how many
+	// full-sized segments the open chunk still takes, 0 when none is open.
+	// In synRetransmit's padding.
+	chunkEnd       bool
+	chunkLeft      int32
 	persistBackoff int          // zero-window probe doublings (RFC 1122 4.2.2.17)
 	persistProbes  int          // unanswered zero-window probes
 	burst          int          // segments of new data sent by the current output pass
@@ -381,6 +387,7 @@ func (e *Endpoint) transmitAt(s *txSeg, retransmit bool, now time.Duration) {
 	seg := e.outSeg()
 	seg.Seq = s.seq
 	seg.Flags = s.flags | FlagACK
+	seg.ChunkEnd, e.snd.chunkEnd = e.snd.chunkEnd && !retransmit, false
 	if retransmit && !s.push {
 		seg.Flags &^= FlagPSH // sendDataPSH
 	}
@@ -552,6 +559,7 @@ func (e *Endpoint) output() {
 	}
 	sndMax := e.snd.max
 	e.snd.burst = 0
+	e.snd.chunkLeft = 0
 	e.snd.push.left = 0 // PushLinux: each pass starts a TSO chunk, as tcp_write_xmit
 	for e.state != StateClosed && e.outputOne() {
 	}
@@ -601,11 +609,16 @@ func (e *Endpoint) outputOne() bool {
 		}
 		return false
 	}
-	if k := e.gsoRoom(min(avail, usable)); k >= 2 && !e.localCongested() {
+	room := min(avail, usable)
+	if e.startChunk(usable); !e.cfg.DisableHalfCwndChunks {
+		room = min(room, int(e.snd.chunkLeft)*e.snd.smss)
+	}
+	if k := e.gsoRoom(room); k >= 2 && !e.localCongested() {
 		// k full-sized segments as one TSO segment (gso.go), each of
 		// which the loop would have sent: full-sized, SWS and Nagle let
 		// them go; PSH on each (PushEvery outside fast recovery).
 		n := k * e.snd.smss
+		e.takeChunk(k)
 		e.sendGSO(n, usable-n < min(avail-n, e.snd.smss))
 		e.snd.burst += k
 		return true
@@ -635,8 +648,11 @@ func (e *Endpoint) outputOne() bool {
 	// out-of-order data and ACKs every segment at once, PSH or not (as for
 	// limited transmit's segment, sendDataPSH).
 	if e.cfg.PushPolicy == PushLinux {
-		e.sendDataPSH(n, false, e.pushChunkEnd(usable))
+		psh := e.pushChunkEnd(usable)
+		e.snd.chunkEnd = e.snd.push.left == 0 && !e.cfg.DisableHalfCwndChunks
+		e.sendDataPSH(n, false, psh)
 	} else {
+		e.takeChunk(1)
 		burstEnd := usable-n < min(avail-n, e.snd.smss)
 		push := burstEnd && e.snd.burst > 0
 		e.sendDataPSH(n, push, push || !e.fr.active)

@@ -94,6 +94,11 @@ type Header struct {
 	// unset; recordings from 2026-11-24 on). Without it they went at once,
 	// which a replay then does.
 	OOOAcksHeld bool `json:"ooo_acks_held,omitempty"`
+	// HalfCwndChunks: the recording's stack sent new data in chunks of
+	// at most half cwnd (tcp.Config.DisableHalfCwndChunks unset;
+	// recordings from 2026-11-24 on). Without it a chunk was as large as
+	// the windows allowed, which a replay then does.
+	HalfCwndChunks bool `json:"half_cwnd_chunks,omitempty"`
 }
 
 // RecorderName is Header.Recorder for recordings of this stack.
@@ -104,45 +109,46 @@ const RecorderName = "tcpwheel"
 // name. Fields added after the first recordings are omitted when zero, so
 // older recordings read as they were written.
 type TCP struct {
-	MSS                  int      `json:"mss"`
-	MSS6                 int      `json:"mss6,omitempty"`
-	SendBuffer           int      `json:"send_buffer"`
-	SendBufferMax        int      `json:"send_buffer_max,omitempty"`
-	RecvBuffer           int      `json:"recv_buffer"`
-	InitialRTO           Duration `json:"initial_rto"`
-	MinRTO               Duration `json:"min_rto"`
-	MaxRTO               Duration `json:"max_rto"`
-	SYNRetries           int      `json:"syn_retries"`
-	Retries2             int      `json:"retries2"`
-	UserTimeout          Duration `json:"user_timeout"`
-	KeepAlive            bool     `json:"keepalive"`
-	KeepIdle             Duration `json:"keep_idle"`
-	KeepInterval         Duration `json:"keep_interval"`
-	KeepCount            int      `json:"keep_count"`
-	DelayedACK           Duration `json:"delayed_ack"`
-	QuickAcks            int      `json:"quick_acks,omitempty"`
-	TimeWait             Duration `json:"time_wait"`
-	FinWait2             Duration `json:"fin_wait2"`
-	InitialCwnd          int      `json:"initial_cwnd"`
-	CUBIC                bool     `json:"cubic,omitempty"`
-	SlowStartAfterIdle   bool     `json:"slow_start_after_idle,omitempty"`
-	Nagle                bool     `json:"nagle,omitempty"`
-	DisableRACKTLP       bool     `json:"disable_rack_tlp"`
-	DisableRecoveryProbe bool     `json:"disable_recovery_probe"`
-	TLPMaxAckDelay       Duration `json:"tlp_max_ack_delay"`
-	TLPSlack             Duration `json:"tlp_slack"`
-	FINJoinsData         bool     `json:"fin_joins_data,omitempty"`
-	GSOMax               int      `json:"gso_max,omitempty"`
-	GSOAcrossWrap        bool     `json:"gso_across_wrap,omitempty"`
-	DisableTimestamps    bool     `json:"disable_timestamps"`
-	DisableSACK          bool     `json:"disable_sack"`
-	DisableWindowScale   bool     `json:"disable_window_scale"`
-	DisableAckCoalescing bool     `json:"disable_ack_coalescing,omitempty"`
-	OutOfOrderAcksAtOnce bool     `json:"out_of_order_acks_at_once,omitempty"`
-	TraceTimers          bool     `json:"trace_timers,omitempty"`
-	LinuxRTO             bool     `json:"linux_rto,omitempty"`
-	PushPolicy           uint8    `json:"push_policy,omitempty"`
-	TSOMinSegs           int      `json:"tso_min_segs,omitempty"`
+	MSS                   int      `json:"mss"`
+	MSS6                  int      `json:"mss6,omitempty"`
+	SendBuffer            int      `json:"send_buffer"`
+	SendBufferMax         int      `json:"send_buffer_max,omitempty"`
+	RecvBuffer            int      `json:"recv_buffer"`
+	InitialRTO            Duration `json:"initial_rto"`
+	MinRTO                Duration `json:"min_rto"`
+	MaxRTO                Duration `json:"max_rto"`
+	SYNRetries            int      `json:"syn_retries"`
+	Retries2              int      `json:"retries2"`
+	UserTimeout           Duration `json:"user_timeout"`
+	KeepAlive             bool     `json:"keepalive"`
+	KeepIdle              Duration `json:"keep_idle"`
+	KeepInterval          Duration `json:"keep_interval"`
+	KeepCount             int      `json:"keep_count"`
+	DelayedACK            Duration `json:"delayed_ack"`
+	QuickAcks             int      `json:"quick_acks,omitempty"`
+	TimeWait              Duration `json:"time_wait"`
+	FinWait2              Duration `json:"fin_wait2"`
+	InitialCwnd           int      `json:"initial_cwnd"`
+	CUBIC                 bool     `json:"cubic,omitempty"`
+	SlowStartAfterIdle    bool     `json:"slow_start_after_idle,omitempty"`
+	Nagle                 bool     `json:"nagle,omitempty"`
+	DisableRACKTLP        bool     `json:"disable_rack_tlp"`
+	DisableRecoveryProbe  bool     `json:"disable_recovery_probe"`
+	TLPMaxAckDelay        Duration `json:"tlp_max_ack_delay"`
+	TLPSlack              Duration `json:"tlp_slack"`
+	FINJoinsData          bool     `json:"fin_joins_data,omitempty"`
+	GSOMax                int      `json:"gso_max,omitempty"`
+	GSOAcrossWrap         bool     `json:"gso_across_wrap,omitempty"`
+	DisableHalfCwndChunks bool     `json:"disable_half_cwnd_chunks,omitempty"`
+	DisableTimestamps     bool     `json:"disable_timestamps"`
+	DisableSACK           bool     `json:"disable_sack"`
+	DisableWindowScale    bool     `json:"disable_window_scale"`
+	DisableAckCoalescing  bool     `json:"disable_ack_coalescing,omitempty"`
+	OutOfOrderAcksAtOnce  bool     `json:"out_of_order_acks_at_once,omitempty"`
+	TraceTimers           bool     `json:"trace_timers,omitempty"`
+	LinuxRTO              bool     `json:"linux_rto,omitempty"`
+	PushPolicy            uint8    `json:"push_policy,omitempty"`
+	TSOMinSegs            int      `json:"tso_min_segs,omitempty"`
 }
 
 // Duration is a time.Duration written as "200ms" in JSON.
