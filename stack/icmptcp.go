@@ -18,7 +18,8 @@ import (
 // sequence number (tcp/icmp.go). The errors and whether they are hard are
 // Linux's (icmp_err_convert, icmpv6_err_convert). One that quotes no
 // connection of ours (Drops.ICMPNoConnection), a sequence number outside
-// what is in flight (Drops.ICMPBadSeq), or a quote too short or not from
+// what is in flight (Drops.ICMPBadSeq; so is one about a connection in
+// TIME-WAIT, which has nothing in flight), or a quote too short or not from
 // our address (Drops.ICMPBadQuote) is dropped and counted. A hard error
 // about a listener's half-open connection drops it (tcp/icmp.go).
 
@@ -165,6 +166,14 @@ func (s *Stack) quotedConn(local, remote netip.Addr, th, m []byte) (*tcp.Endpoin
 		if ep := l.tl.HalfOpenConn(id); ep != nil {
 			return ep, seq // our SYN-ACK's
 		}
+	}
+	if s.tws[id] != nil {
+		// A connection in TIME-WAIT, held by its record (timewait.go):
+		// nothing of it is in flight, so the error is dropped as its
+		// endpoint would have dropped it (RFC 5927 4.1), and counted
+		// alike; Linux's tcp_v4_err ignores it too.
+		s.counters.Drops.ICMPBadSeq++
+		return nil, 0
 	}
 	if s.grp != nil && s.handOffQuoted(id, m, !local.Is4()) {
 		return nil, 0

@@ -78,7 +78,8 @@ type Drops struct {
 	ICMPIgnored      uint64 // ICMP other than echo requests
 	// ICMP errors quoting a TCP segment (icmptcp.go): one of no
 	// connection of ours, one whose sequence number is not in flight (RFC
-	// 5927 4.1), one whose quote is short or not from our address.
+	// 5927 4.1; one about a connection in TIME-WAIT too), one whose quote
+	// is short or not from our address.
 	ICMPNoConnection, ICMPBadSeq, ICMPBadQuote uint64
 	TooBig                                     uint64 // an outgoing packet larger than the MTU
 	EncodeError                                uint64

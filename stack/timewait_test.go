@@ -1,12 +1,14 @@
 package stack
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 )
@@ -82,6 +84,40 @@ func TestTimeWaitRecord(t *testing.T) {
 // connection, for a minute): the heap a thousand of them hold, once the
 // application has dropped its Conns. A record and its table entry: a few
 // hundred bytes; a Conn and its endpoint were some 3 KB.
+// TestICMPTimeWaitRecord: an ICMP error quoting a segment of a connection
+// whose TIME-WAIT a record holds is dropped as one about nothing in flight
+// (Drops.ICMPBadSeq, as its endpoint would have counted it), not as one
+// about no connection; the record stays.
+func TestICMPTimeWaitRecord(t *testing.T) {
+	p := newManualPairWith(t, tcp.Config{TimeWait: 10 * time.Second})
+	client, server := p.connect()
+	a := p.a.Stack
+	id := client.id
+	client.Close()
+	p.shuttle()
+	server.Close()
+	p.shuttle()
+	if a.tws[id] == nil {
+		t.Fatal("no TIME-WAIT record")
+	}
+	th := make([]byte, 8)
+	binary.BigEndian.PutUint16(th, id.Local.Port())
+	binary.BigEndian.PutUint16(th[2:], id.Remote.Port())
+	binary.BigEndian.PutUint32(th[4:], 12345) // any: nothing is in flight
+	quote := ipv4Packet(id.Local.Addr(), id.Remote.Addr(), protoTCP, th)
+	m := append([]byte{unreach4, 3, 0, 0, 0, 0, 0, 0}, quote...) // port unreachable: a hard error
+	binary.BigEndian.PutUint16(m[2:], ^checksum.Checksum(m, 0))
+	before := a.Stats()
+	inject(t, p.a, ipv4Packet(id.Remote.Addr(), id.Local.Addr(), protoICMP, m))
+	st := a.Stats()
+	if d := st.Drops; d.ICMPBadSeq != before.Drops.ICMPBadSeq+1 || d.ICMPNoConnection != before.Drops.ICMPNoConnection || d.ICMPBadQuote != before.Drops.ICMPBadQuote {
+		t.Fatalf("drops: ICMPBadSeq %d, ICMPNoConnection %d, ICMPBadQuote %d; want one more ICMPBadSeq alone", d.ICMPBadSeq, d.ICMPNoConnection, d.ICMPBadQuote)
+	}
+	if a.tws[id] == nil || st.TimeWait != 1 {
+		t.Fatalf("the record is gone (%d in TIME-WAIT)", st.TimeWait)
+	}
+}
+
 func TestTimeWaitHeap(t *testing.T) {
 	const n = 1000
 	p := newManualPairWith(t, tcp.Config{})
