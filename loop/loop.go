@@ -27,7 +27,9 @@ import (
 // On Linux the goroutine is locked to its thread, whose timer slack is 1 ns, and
 // sleeps in epoll_wait on a timerfd (absolute CLOCK_MONOTONIC deadlines, ns
 // precision) and an eventfd that Post writes to; Watch adds other file
-// descriptors to the same epoll set. Elsewhere it sleeps on a time.Timer.
+// descriptors to the same epoll set. A parked loop (NewParked) has the same
+// epoll set but sleeps in Go's netpoller, on no thread of its own. Elsewhere
+// it sleeps on a time.Timer.
 //
 // The loop converts the wheel clock's deadlines to real time at each sleep, so
 // the wheel's clock should run at the rate of the system's monotonic clock, as
@@ -39,6 +41,7 @@ type Loop struct {
 	w      *timer.Wheel // the loop goroutine's alone; in shared mode, guarded by shared.mu
 	clock  timer.Clock  // w's clock
 	shared *Shared      // nil for a single-owner loop
+	parked bool         // NewParked
 	done   chan struct{}
 
 	// The loop goroutine's alone.
@@ -84,11 +87,31 @@ func New(w *timer.Wheel) (*Loop, error) {
 	if w == nil {
 		return nil, timer.ErrConfig
 	}
-	return newLoop(w, nil)
+	return newLoop(w, nil, false)
 }
 
-func newLoop(w *timer.Wheel, shared *Shared) (*Loop, error) {
-	l := &Loop{w: w, clock: w.Clock(), shared: shared, done: make(chan struct{})}
+// NewParked is New with the loop's goroutine an ordinary one: on Linux it is
+// not locked to a thread of its own (its timer slack is the process's, and
+// SetRealTime is not for it) and it sleeps in Go's netpoller, which watches
+// the loop's epoll descriptor, instead of in epoll_wait: while it sleeps its P
+// runs other goroutines. A locked loop holds its P through its sleep, and a
+// goroutine it readies (a Conn's reader) waits for a P that the runtime's
+// sysmon takes back from the sleeping thread (20 µs to 10 ms on): where the
+// loops are as many as the Ps (GOMAXPROCS), that was every P. Elsewhere every
+// loop is parked this way already. package stack chooses it
+// (stack.Config.LoopThread).
+func NewParked(w *timer.Wheel) (*Loop, error) {
+	if w == nil {
+		return nil, timer.ErrConfig
+	}
+	return newLoop(w, nil, true)
+}
+
+// Parked reports whether the loop was made by NewParked.
+func (l *Loop) Parked() bool { return l.parked }
+
+func newLoop(w *timer.Wheel, shared *Shared, parked bool) (*Loop, error) {
+	l := &Loop{w: w, clock: w.Clock(), shared: shared, parked: parked, done: make(chan struct{})}
 	l.spin.Store(int64(DefaultSpin))
 	l.maxHeld.Store(MaxDeferredTurns)
 	if err := l.p.open(); err != nil {
@@ -238,7 +261,7 @@ func (l *Loop) kickLocked() {
 // next deadline or event, until Close.
 func (l *Loop) run(started chan<- error) {
 	defer close(l.done)
-	err := l.p.setup()
+	err := l.p.setup(l.parked)
 	started <- err
 	if err != nil {
 		l.p.close()

@@ -4,8 +4,11 @@ package loop
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 )
 
 func TestLoopRunsOnOneThread(t *testing.T) {
+	lockedOnly(t)
 	d, w, _ := newTestLoop(t, timer.DefaultTick)
 	tids := make(chan int, 3)
 	var e timer.Entry
@@ -430,6 +434,7 @@ func requireRootOrSkip(t *testing.T) {
 // TestLoopSetRealTime: the loop's thread runs under SCHED_FIFO at the priority
 // asked for, keeps working, and goes back to normal scheduling with 0.
 func TestLoopSetRealTime(t *testing.T) {
+	lockedOnly(t)
 	requireRootOrSkip(t)
 	l, w, _ := newTestLoop(t, timer.DefaultTick)
 	policy := func() (uint32, uint32) {
@@ -564,4 +569,98 @@ func TestLoopDeferredExpiryIsBounded(t *testing.T) {
 			t.Errorf("SetDeferredTurns(%d) = %v, want timer.ErrConfig", n, err)
 		}
 	}
+}
+
+// TestLoopParked: a parked loop (NewParked) has no thread of its own
+// (ThreadID 0, SetRealTime refused but for 0, posted functions not kept to
+// one thread), runs posted functions, timers and a watched descriptor's
+// callback, and while it sleeps its goroutine waits in Go's netpoller ("IO
+// wait" in a goroutine dump), not in a system call on a locked thread as a
+// locked loop's does: its P is free.
+func TestLoopParked(t *testing.T) {
+	for _, parked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("parked=%v", parked), func(t *testing.T) {
+			w, err := timer.New(timer.Config{Clock: timer.NewMonotonicClock()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			newLoop := New
+			if parked {
+				newLoop = NewParked
+			}
+			l, err := newLoop(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if l.Parked() != parked || (l.ThreadID() == 0) != parked {
+				t.Fatalf("Parked %v, ThreadID %d; want parked %v, a thread id unless parked", l.Parked(), l.ThreadID(), parked)
+			}
+			if parked {
+				if err := l.SetRealTime(10); err == nil || !strings.Contains(err.Error(), "parked") {
+					t.Fatalf("SetRealTime(10) on a parked loop: %v, want an error that says why", err)
+				}
+				if err := l.SetRealTime(0); err != nil {
+					t.Fatalf("SetRealTime(0) on a parked loop: %v", err)
+				}
+			}
+			var goid string
+			postWait(t, l, func() { goid = goroutineID() })
+			// A timer and a watched pipe, each answered on the loop.
+			fired := make(chan string, 2)
+			var e timer.Entry
+			e.Init(func() { fired <- "timer" })
+			postWait(t, l, func() { w.Start(&e, 2*time.Millisecond) })
+			if got := recvWithin(t, fired); got != "timer" {
+				t.Fatalf("got %q", got)
+			}
+			p := testPipe(t)
+			if err := l.Watch(p[0], func() bool {
+				buf := make([]byte, 8)
+				n, _ := unix.Read(p[0], buf)
+				fired <- string(buf[:n])
+				return false
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := unix.Write(p[1], []byte("ping")); err != nil {
+				t.Fatal(err)
+			}
+			if got := recvWithin(t, fired); got != "ping" {
+				t.Fatalf("got %q", got)
+			}
+			if err := l.Unwatch(p[0]); err != nil {
+				t.Fatal(err)
+			}
+			// Asleep with nothing pending: where does its goroutine wait?
+			want, not := "[IO wait", "locked to thread"
+			if !parked {
+				want, not = "[syscall", "IO wait"
+			}
+			var state string
+			for range 500 {
+				state = goroutineState(goid)
+				if strings.Contains(state, want) {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if !strings.Contains(state, want) || strings.Contains(state, not) {
+				t.Fatalf("the sleeping loop's goroutine: %q, want %q and not %q", state, want, not)
+			}
+		})
+	}
+}
+
+// goroutineState is the header line of goroutine id's stack in a dump of
+// all goroutines ("goroutine 7 [IO wait]:"), or "".
+func goroutineState(id string) string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, block := range strings.Split(string(buf), "\n\n") {
+		if line, _, _ := strings.Cut(block, "\n"); strings.HasPrefix(line, "goroutine "+id+" ") {
+			return line
+		}
+	}
+	return ""
 }

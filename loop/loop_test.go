@@ -2,6 +2,7 @@ package loop
 
 import (
 	"errors"
+	"flag"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -24,6 +25,19 @@ func newTestLoop(t *testing.T, tick time.Duration) (*Loop, *timer.Wheel, *timer.
 	return d, w, clock
 }
 
+// parkedLoops makes newLoopWith's loops parked ones (NewParked): `make test`
+// runs the package's tests again with -loop.parked.
+var parkedLoops = flag.Bool("loop.parked", false, "run the loop tests on parked loops (NewParked)")
+
+// lockedOnly skips a test of what a locked loop has and a parked one has not
+// (its own thread), in the -loop.parked run; TestLoopParked* test those.
+func lockedOnly(t *testing.T) {
+	t.Helper()
+	if *parkedLoops {
+		t.Skip("a locked loop's own thread: not a parked loop's (-loop.parked)")
+	}
+}
+
 // newLoopWith returns a loop on a new wheel of cfg, closed at the end.
 func newLoopWith(t *testing.T, cfg timer.Config) (*Loop, *timer.Wheel) {
 	t.Helper()
@@ -31,7 +45,11 @@ func newLoopWith(t *testing.T, cfg timer.Config) (*Loop, *timer.Wheel) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(w)
+	newLoop := New
+	if *parkedLoops {
+		newLoop = NewParked
+	}
+	d, err := newLoop(w)
 	if err != nil {
 		t.Fatal(err)
 	}

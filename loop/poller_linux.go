@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/timer"
@@ -21,7 +22,12 @@ import (
 type poller struct {
 	// Immutable between open and close.
 	epfd, tfd, efd int
-	tid            int // the loop's thread; set by setup before New returns
+	tid            int // the loop's thread; set by setup before New returns; 0 when parked
+	// A parked loop (NewParked): the epoll descriptor as a file of Go's
+	// netpoller, in which wait sleeps, and the loop goroutine's id.
+	ef   *os.File
+	erc  syscall.RawConn
+	goid string
 
 	// The loop goroutine's alone.
 	armed   int64 // CLOCK_MONOTONIC ns the timerfd fires at; 0 when disarmed
@@ -59,7 +65,23 @@ func (p *poller) open() error {
 
 // setup runs first on the loop goroutine. The goroutine keeps its thread to the
 // end: the thread's timer slack is changed, and it dies with the goroutine.
-func (p *poller) setup() error {
+// A parked loop's goroutine keeps none: its epoll descriptor goes to Go's
+// netpoller instead (non-blocking: epoll_wait does not look at the flag).
+func (p *poller) setup(parked bool) error {
+	if parked {
+		if err := unix.SetNonblock(p.epfd, true); err != nil {
+			return os.NewSyscallError("fcntl(O_NONBLOCK)", err)
+		}
+		f := os.NewFile(uintptr(p.epfd), "loop-epoll")
+		rc, err := f.SyscallConn()
+		if err != nil {
+			_ = f.Close()
+			p.epfd = -1
+			return fmt.Errorf("loop: the epoll descriptor in Go's netpoller: %w", err)
+		}
+		p.ef, p.erc, p.goid = f, rc, goroutineID()
+		return nil
+	}
 	runtime.LockOSThread()
 	p.tid = unix.Gettid()
 	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0); err != nil {
@@ -69,8 +91,14 @@ func (p *poller) setup() error {
 }
 
 // onLoop reports whether the caller runs on the loop goroutine: no other
-// goroutine can run on the loop's locked thread.
-func (p *poller) onLoop() bool { return unix.Gettid() == p.tid }
+// goroutine can run on the loop's locked thread. A parked loop's goroutine
+// is told by its id.
+func (p *poller) onLoop() bool {
+	if p.goid != "" { // immutable after setup, as tid
+		return goroutineID() == p.goid
+	}
+	return unix.Gettid() == p.tid
+}
 
 // wake makes the loop's current or next epoll_wait return. Any goroutine may call
 // it while the eventfd is open.
@@ -120,7 +148,7 @@ func (p *poller) wait(clock timer.Clock, next time.Duration, ok bool, spin time.
 	case p.armed != 0:
 		p.arm(0) // nothing pending: no stale wake-up
 	}
-	n := p.epoll(timeout)
+	n := p.block(timeout)
 	if n == 1 && p.armed == 0 && abs != 0 && spin > 0 {
 		// Only the timerfd fired: it was the spin's early alarm.
 		p.spinUntil(abs)
@@ -167,6 +195,25 @@ func (p *poller) poll() bool {
 	return len(p.ready) > 0
 }
 
+// block is epoll(timeout), asleep in Go's netpoller for a parked loop: it
+// polls epoll, and when nothing is ready the goroutine parks until the
+// netpoller finds the epoll descriptor readable (an event in its set: the
+// timerfd, the eventfd, a watched descriptor), its P free meanwhile. A
+// timeout in ms (only when the timerfd could not be armed) is epoll's own.
+func (p *poller) block(timeout int) int {
+	if p.erc == nil || timeout >= 0 {
+		return p.epoll(timeout)
+	}
+	n := 0
+	if err := p.erc.Read(func(uintptr) bool {
+		n = p.epoll(0)
+		return n > 0
+	}); err != nil {
+		return p.epoll(timeout) // the file was closed: cannot happen before close
+	}
+	return n
+}
+
 // epoll waits up to timeout ms (-1: no limit) and returns the number of events:
 // readable readers are queued for runReady, the timerfd and eventfd are drained.
 func (p *poller) epoll(timeout int) int {
@@ -203,6 +250,12 @@ func (p *poller) runReady() (more bool) {
 
 func (p *poller) close() error {
 	var errs []error
+	if p.ef != nil && p.epfd >= 0 { // it owns the epoll descriptor: out of the netpoller, closed
+		if err := p.ef.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		p.epfd = -1
+	}
 	for _, fd := range []*int{&p.tfd, &p.efd, &p.epfd} {
 		if *fd >= 0 {
 			if err := unix.Close(*fd); err != nil {
@@ -231,7 +284,9 @@ const (
 // case. Where it is not permitted (EPERM: no CAP_SYS_NICE and too low an
 // RLIMIT_RTPRIO, or a cgroup without real-time budget) it fails with an error
 // that matches unix.EPERM and says so; the thread stays as it was. It may be
-// called from any goroutine; it fails with timer.ErrClosed after Close.
+// called from any goroutine; it fails with timer.ErrClosed after Close. A
+// parked loop (NewParked) has no thread of its own: it fails for any priority
+// but 0.
 func (l *Loop) SetRealTime(prio int) error {
 	if prio != 0 && (prio < MinRealTime || prio > MaxRealTime) {
 		return fmt.Errorf("%w: real-time priority %d outside [%d, %d]", timer.ErrConfig, prio, MinRealTime, MaxRealTime)
@@ -240,6 +295,12 @@ func (l *Loop) SetRealTime(prio int) error {
 	case <-l.done:
 		return timer.ErrClosed
 	default:
+	}
+	if l.parked {
+		if prio == 0 {
+			return nil // under SCHED_OTHER, as every goroutine's thread
+		}
+		return errParkedRealTime
 	}
 	attr := unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
 	if prio == 0 {
@@ -256,8 +317,12 @@ func (l *Loop) SetRealTime(prio int) error {
 	return fmt.Errorf("loop: scheduling policy of the loop's thread: %w", os.NewSyscallError("sched_setattr", err))
 }
 
+// errParkedRealTime is SetRealTime's error for a parked loop.
+var errParkedRealTime = errors.New("loop: SetRealTime is not for a parked loop (NewParked): its goroutine has no thread of its own")
+
 // ThreadID returns the id of the OS thread the loop runs on (Linux's tid), for
-// tools and tests that look at it (its scheduling policy, its CPU time).
+// tools and tests that look at it (its scheduling policy, its CPU time); 0 for
+// a parked loop, which has none of its own.
 func (l *Loop) ThreadID() int { return l.p.tid }
 
 // Watch adds fd to the loop's epoll set: whenever fd is readable, the loop calls

@@ -4,8 +4,6 @@ package loop
 
 import (
 	"errors"
-	"runtime"
-	"strings"
 	"time"
 
 	"github.com/tcpwheel/tcpwheel/timer"
@@ -24,7 +22,9 @@ func (p *poller) open() error {
 	return nil
 }
 
-func (p *poller) setup() error {
+// setup runs first on the loop goroutine. Here every loop is as NewParked
+// makes it on Linux: an ordinary goroutine.
+func (p *poller) setup(bool) error {
 	p.goid = goroutineID()
 	return nil
 }
@@ -32,17 +32,6 @@ func (p *poller) setup() error {
 // onLoop reports whether the caller is the loop goroutine, so that Close from a
 // callback does not wait for itself. It is called only by Close and is not fast.
 func (p *poller) onLoop() bool { return goroutineID() == p.goid }
-
-// goroutineID returns the calling goroutine's id from the first line of its stack
-// trace, "goroutine 42 [running]:".
-func goroutineID() string {
-	var buf [64]byte
-	f := strings.Fields(string(buf[:runtime.Stack(buf[:], false)]))
-	if len(f) < 2 {
-		return ""
-	}
-	return f[1]
-}
 
 func (p *poller) wake() {
 	select {

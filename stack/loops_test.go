@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -477,4 +478,79 @@ func waitFor(d time.Duration, cond func() bool) bool {
 		}
 	}
 	return cond()
+}
+
+// TestLoopThread: Config.LoopThread's choice, as Stats.LoopThread reports
+// it: LoopAuto parks a stack's one loop with one P (GOMAXPROCS) and locks it
+// with more, parks two loops with two Ps; LoopLocked and LoopParked as
+// asked; a connection carries data either way. A value out of range, and
+// RealTime with LoopParked, are ErrConfig.
+func TestLoopThread(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(procs)
+	for _, tc := range []struct {
+		name  string
+		procs int
+		lt    LoopThread
+		want  string
+	}{
+		{"auto, 1 P", 1, LoopAuto, "parked"},
+		{"auto, 2 Ps", 2, LoopAuto, "locked"},
+		{"locked, 1 P", 1, LoopLocked, "locked"},
+		{"parked, 4 Ps", 4, LoopParked, "parked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runtime.GOMAXPROCS(tc.procs)
+			defer runtime.GOMAXPROCS(procs)
+			a, b := pair(t, Config{LoopThread: tc.lt})
+			for _, s := range []*Stack{a, b} {
+				if got := s.Stats().LoopThread; got != tc.want {
+					t.Fatalf("Stats.LoopThread %q, want %q", got, tc.want)
+				}
+			}
+			c, srv := dialPair(t, a, b)
+			defer c.Close()
+			defer srv.Close()
+			msg := bytes.Repeat([]byte("parked or locked "), 4096)
+			go func() { _, _ = c.Write(msg) }()
+			got := make([]byte, len(msg))
+			if _, err := io.ReadFull(srv, got); err != nil || !bytes.Equal(got, msg) {
+				t.Fatalf("read %v, intact %v", err, bytes.Equal(got, msg))
+			}
+		})
+	}
+	t.Run("auto, two loops, 2 Ps", func(t *testing.T) {
+		runtime.GOMAXPROCS(2)
+		defer runtime.GOMAXPROCS(procs)
+		_, b, _ := loopsPair(t)
+		if got := b.Stats().LoopThread; got != "parked" {
+			t.Fatalf("Stats.LoopThread %q, want parked", got)
+		}
+	})
+	for v := LoopAuto; v <= LoopParked; v++ {
+		b, err := v.MarshalText()
+		var back LoopThread
+		if err != nil || back.UnmarshalText(b) != nil || back != v {
+			t.Errorf("%v: text %q (%v), read back as %v", v, b, err, back)
+		}
+	}
+	var bad LoopThread
+	if err := bad.UnmarshalText([]byte("pinned")); err == nil {
+		t.Error(`UnmarshalText("pinned"): no error`)
+	}
+	if _, err := (LoopParked + 1).MarshalText(); err == nil {
+		t.Error("MarshalText of a value out of range: no error")
+	}
+	da, _ := tuntest.Pipe(1500)
+	for name, cfg := range map[string]Config{
+		"out of range":        {Device: da, Addr: addrA, LoopThread: LoopParked + 1},
+		"parked and realtime": {Device: da, Addr: addrA, LoopThread: LoopParked, RealTime: 10},
+	} {
+		if s, err := New(cfg); !errors.Is(err, ErrConfig) {
+			if s != nil {
+				s.Close()
+			}
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
 }

@@ -109,7 +109,10 @@ type Stats struct {
 	// the direct path met a device error) or "manual" (NewManual: the caller
 	// injects them).
 	InputPath string
-	Input     InputStats
+	// LoopThread is how the loops hold their threads (Config.LoopThread):
+	// "locked" or "parked"; "manual" for NewManual.
+	LoopThread string
+	Input      InputStats
 	Counters
 	TCP         tcp.Counters
 	Connections int // in the demultiplexer, TIME-WAIT included
@@ -199,6 +202,13 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 	if s.do(func() {
 		ls = s.loopStats()
 		st.InputPath = s.input
+		st.LoopThread = "manual"
+		if l, ok := s.run.(*loop.Loop); ok {
+			st.LoopThread = LoopLocked.String()
+			if l.Parked() {
+				st.LoopThread = LoopParked.String()
+			}
+		}
 		st.Input = s.inputStats
 		st.Counters = s.counters
 		s.udpOut.addTo(&st.Counters) // udpsend.go

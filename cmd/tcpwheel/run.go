@@ -47,11 +47,12 @@ type runConfig struct {
 	verbose  bool
 	logger   *slog.Logger // with verbose: to standard error (cmdRun)
 	backlog  int
-	txqueue  int    // the TUN's txqueuelen: the kernel's queue of packets for the stack
-	plain    bool   // -no-offload
-	wqueue   int    // stack.Config.WriteQueue: the device writer's slots (0: none)
-	synStash int    // stack.Config.SYNStash: new connections' SYNs set aside (0: none)
-	loops    int    // stack.Config.Loops, on a TUN with as many queues
+	txqueue  int  // the TUN's txqueuelen: the kernel's queue of packets for the stack
+	plain    bool // -no-offload
+	wqueue   int  // stack.Config.WriteQueue: the device writer's slots (0: none)
+	synStash int  // stack.Config.SYNStash: new connections' SYNs set aside (0: none)
+	loops    int  // stack.Config.Loops, on a TUN with as many queues
+	thread   stack.LoopThread
 	cpuprof  string // -cpuprofile: write the process's CPU profile here
 }
 
@@ -89,6 +90,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.IntVar(&cfg.synStash, "syn-stash", 0, "new connections' SYNs the loop may set aside until the TUN is drained, serving established connections first (0: each SYN as it is read)")
 	fs.IntVar(&cfg.wqueue, "write-queue", 0, "packets the stack's loop may queue for a writer goroutine, which writes them to the TUN on its own thread (0: the loop writes them itself)")
 	fs.IntVar(&cfg.loops, "loops", 1, "the stack's event loops, each on a thread and a queue of a multi-queue TUN of its own (not with -pcap)")
+	fs.TextVar(&cfg.thread, "loop-thread", stack.LoopAuto, "how the loops hold their threads (stack.Config.LoopThread): auto (parked when they are as many as GOMAXPROCS or more), locked (each on a thread of its own, sleeping in epoll_wait) or parked (sleeping in Go's netpoller, their P free meanwhile)")
 	fs.IntVar(&cfg.txqueue, "txqueuelen", netns.DefaultTxQueueLen, "the TUN's transmit queue, the packets the kernel holds for the stack while its loop is busy (a burst beyond it is dropped there)")
 	fs.IntVar(&cfg.backlog, "backlog", defaultRunBacklog, "each listener's limit of half-open connections, and of connections waiting for accept")
 	fs.BoolVar(&cfg.plain, "no-offload", false, "open the TUN without offloads (virtio-net headers, TSO and checksum offload): one packet of at most the MTU per read and write")
@@ -152,6 +154,8 @@ func (cfg *runConfig) parse(fs *flag.FlagSet, addr, peer string) error {
 		return fmt.Errorf("-loops %d: want 1 to %d", cfg.loops, stack.MaxLoops)
 	case cfg.loops > 1 && cfg.pcap != "":
 		return fmt.Errorf("-loops %d: not with -pcap (a flight recording is of one loop)", cfg.loops)
+	case cfg.rt && cfg.thread == stack.LoopParked:
+		return fmt.Errorf("-rt: not with -loop-thread parked (a parked loop has no thread of its own)")
 	case cfg.synStash > 0 && cfg.pcap != "":
 		return fmt.Errorf("-syn-stash %d: not with -pcap (a recording replays each packet where it was read)", cfg.synStash)
 	}
@@ -240,7 +244,7 @@ func serve(ctx context.Context, cfg runConfig, stdout io.Writer) (err error) {
 		}
 	}()
 	scfg := stack.Config{Device: bed.Dev, Addr: cfg.addr, Addr6: bed.StackAddr6, Prefix: cfg.peer.Masked(), Tick: cfg.tick, Backlog: cfg.backlog, InputQueue: cfg.txqueue, WriteQueue: cfg.wqueue, SYNStash: cfg.synStash}
-	scfg.Logger = cfg.logger
+	scfg.Logger, scfg.LoopThread = cfg.logger, cfg.thread
 	if cfg.loops > 1 {
 		scfg.Queues, scfg.Loops = bed.Devs[1:], cfg.loops
 	}
@@ -382,7 +386,7 @@ func statsReport(s *stack.Stack) string {
 				i, l.PacketsIn, l.SegmentsIn, l.Connections, l.HandoffsOut, l.HandoffsIn, l.Wakeups)
 		}
 	}
-	fmt.Fprintf(&b, "\ninput batches (%s path) by size:\n", st.InputPath)
+	fmt.Fprintf(&b, "\ninput batches (%s path, %s loop) by size:\n", st.InputPath, st.LoopThread)
 	for i, n := range st.Input.Sizes {
 		fmt.Fprintf(&b, "  %4d-%-4d %d\n", 1<<i, 1<<(i+1)-1, n)
 	}
