@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/compare"
+	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/tun/netns"
 )
 
@@ -49,6 +50,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compare.Config, error) 
 	fs.IntVar(&cfg.BurstQueue, "burst-queue", cfg.BurstQueue, "the TUN's txqueuelen in burst, the kernel's queue of packets for the stack (0: 4 per -burst-conns, at least 10000, netns's default)")
 	fs.IntVar(&cfg.WriteQueue, "write-queue", cfg.WriteQueue, "tcpwheel's device writer: packets its loop may queue for a writer goroutine (stack.Config.WriteQueue; 0: the loop writes them itself)")
 	fs.IntVar(&cfg.SYNStash, "syn-stash", cfg.SYNStash, "tcpwheel's SYN stash: new connections' SYNs its loop may set aside until the TUN is drained, serving established connections first (stack.Config.SYNStash; 0: each SYN as it is read; not tcpwheel-rec)")
+	fs.TextVar(&cfg.LoopThread, "loop-thread", stack.LoopAuto, "tcpwheel's loops: auto (parked when as many as GOMAXPROCS or more), locked or parked (stack.Config.LoopThread; tcpwheel-rt's stay locked)")
 	fs.IntVar(&cfg.Loops, "loops", 1, "tcpwheel's and tcpwheel-rt's event loops, each on a queue of a multi-queue TUN (stack.Config.Loops)")
 	fs.BoolVar(&cfg.NoOffload, "no-offload", false, "tcpwheel's stacks on a plain TUN (tun.Open, or plain queues with -loops), as gVisor's: no virtio-net headers, GSO or GRO")
 	fs.BoolVar(&cfg.InProcess, "in-process", false, "serve http-down, http-up, http-par, wrk and ab in this process, as before 2026-11-24 (their CPU figures then this process's rusage), instead of each stack's server in a child process of its own (its CPU its own)")

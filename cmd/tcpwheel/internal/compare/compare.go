@@ -32,6 +32,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
+	"github.com/tcpwheel/tcpwheel/stack"
 )
 
 // Stack names.
@@ -100,6 +101,9 @@ type Config struct {
 	// with as many queues: 0 or 1 (one loop) to stack.MaxLoops. Not with
 	// tcpwheel-rec, whose recording is of one loop.
 	Loops int
+	// LoopThread (-loop-thread) is the tcpwheel stacks'
+	// stack.Config.LoopThread (tcpwheel-rt's loops stay locked: RealTime).
+	LoopThread stack.LoopThread
 	// NoOffload (-no-offload) puts the tcpwheel stacks on a plain TUN
 	// (tun.Open, or plain queues with Loops), as gVisor's: one packet of at
 	// most the MTU per read and write, no GSO frames.

@@ -68,9 +68,10 @@ func runOne(parent context.Context, cfg Config, c compareCase, stackName string,
 			res.InputPath = e.stack.InputPath()
 			switch t := e.stack.(type) {
 			case *tcpwheelStack:
-				res.Loops = t.s.Stats().Loops
+				ss := t.s.Stats()
+				res.Loops, res.LoopThread = ss.Loops, ss.LoopThread
 			case *childStack:
-				res.Loops, res.ServerPID = t.latest().Loops, t.pid
+				res.Loops, res.LoopThread, res.ServerPID = t.latest().Loops, t.latest().LoopThread, t.pid
 			}
 			if ok && !sc.unwatched {
 				res.collectEvents(e.w.Events())

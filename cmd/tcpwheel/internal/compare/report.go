@@ -33,6 +33,9 @@ type runResult struct {
 	// the device) or "reader" (a goroutine reads and posts); "" while the
 	// stack cannot say. See stackUnderTest.InputPath.
 	InputPath string `json:"input_path,omitempty"`
+	// LoopThread is how a tcpwheel stack's loops held their threads:
+	// "locked" or "parked" (stack.Stats.LoopThread).
+	LoopThread string `json:"loop_thread,omitempty"`
 	// Loops is each loop's share of a tcpwheel stack with several
 	// (-loops): packets read, handoffs.
 	Loops []stack.LoopStats `json:"loops,omitempty"`
@@ -329,6 +332,7 @@ type reportConfig struct {
 	WriteQueue   int       `json:"write_queue,omitempty"`
 	SYNStash     int       `json:"syn_stash,omitempty"`
 	Loops        int       `json:"loops,omitempty"`
+	LoopThread   string    `json:"loop_thread,omitempty"`
 	NoOffload    bool      `json:"no_offload,omitempty"`
 	InProcess    bool      `json:"in_process,omitempty"`
 	HTTPBytes    int64     `json:"http_bytes"`
@@ -349,7 +353,7 @@ func reportConfigOf(cfg Config) reportConfig {
 		BulkBytes: cfg.BulkSize, BulkLoss: cfg.BulkLoss, Conns: cfg.Conns,
 		HoldMS: ms(cfg.Hold), RunTimeoutMS: ms(cfg.RunTimeout),
 		FloodSYNs: cfg.FloodSYNs, FloodRate: cfg.FloodRate, FloodConns: cfg.FloodConns,
-		BurstConns: cfg.BurstConns, BurstQueue: cfg.BurstQueue, WriteQueue: cfg.WriteQueue, SYNStash: cfg.SYNStash, Loops: cfg.Loops, NoOffload: cfg.NoOffload, InProcess: cfg.InProcess,
+		BurstConns: cfg.BurstConns, BurstQueue: cfg.BurstQueue, WriteQueue: cfg.WriteQueue, SYNStash: cfg.SYNStash, Loops: cfg.Loops, LoopThread: cfg.LoopThread.String(), NoOffload: cfg.NoOffload, InProcess: cfg.InProcess,
 		HTTPBytes: cfg.HTTPSize, HTTPStreams: cfg.HTTPStreams, WrkConns: cfg.WrkConns, WrkTimeMS: ms(cfg.WrkTime),
 		ABRequests: cfg.ABRequests, ABConns: cfg.ABConns,
 		Load: cfg.Load, CPUs: runtime.NumCPU(),

@@ -89,11 +89,14 @@ const burstPacketsPerConn = 4
 // listener's backlog, and the TUN's queue (its txqueuelen, which tcpwheel's
 // stacks are told as stack.Config.InputQueue); zero fields leave the
 // defaults.
-type limits struct{ backlog, inputQueue, writeQueue, synStash, loops int }
+type limits struct {
+	backlog, inputQueue, writeQueue, synStash, loops int
+	loopThread                                       stack.LoopThread
+}
 
 // runLimits are the limits of case c.
 func runLimits(cfg Config, c compareCase) limits {
-	return limits{backlog: listenBacklog(cfg, c), inputQueue: burstTxQueueLen(cfg, c), writeQueue: cfg.WriteQueue, synStash: cfg.SYNStash, loops: cfg.Loops}
+	return limits{backlog: listenBacklog(cfg, c), inputQueue: burstTxQueueLen(cfg, c), writeQueue: cfg.WriteQueue, synStash: cfg.SYNStash, loops: cfg.Loops, loopThread: cfg.LoopThread}
 }
 
 // burstTxQueueLen is the TUN's txqueuelen in case c (0: netns's default).

@@ -88,7 +88,8 @@ type serverSpec struct {
 	Dir        string `json:"dir,omitempty"`
 	RecordPath string `json:"record,omitempty"`
 	// The limits (runLimits).
-	Backlog, InputQueue, WriteQueue, SYNStash, Loops int `json:",omitempty"`
+	Backlog, InputQueue, WriteQueue, SYNStash, Loops int              `json:",omitempty"`
+	LoopThread                                       stack.LoopThread `json:",omitempty"`
 	// VnetName is the TUN gvisor-gso's child opens.
 	VnetName string `json:"vnet,omitempty"`
 	// CPUProfile is where the child writes its CPU profile (-cpuprofile).
@@ -99,12 +100,13 @@ type serverSpec struct {
 
 // serverStats is a server child's answer to "stats".
 type serverStats struct {
-	PID       int               `json:"pid"`
-	CPUNS     int64             `json:"cpu_ns"`
-	InputPath string            `json:"input_path"`
-	Loops     []stack.LoopStats `json:"loops,omitempty"`
-	Timers    *timerCounts      `json:"timers,omitempty"`
-	Uploaded  int64             `json:"uploaded"`
+	PID        int               `json:"pid"`
+	CPUNS      int64             `json:"cpu_ns"`
+	InputPath  string            `json:"input_path"`
+	LoopThread string            `json:"loop_thread,omitempty"`
+	Loops      []stack.LoopStats `json:"loops,omitempty"`
+	Timers     *timerCounts      `json:"timers,omitempty"`
+	Uploaded   int64             `json:"uploaded"`
 	// The stack's segment counters (segmentCounter), if it has them.
 	Counts        bool               `json:"counts"`
 	Sent, Retrans uint64             `json:",omitempty"`
@@ -237,7 +239,7 @@ func (sp serverSpec) start() (stackUnderTest, error) {
 		}
 		devs[0] = tap
 	}
-	lim := limits{backlog: sp.Backlog, inputQueue: sp.InputQueue, writeQueue: sp.WriteQueue, synStash: sp.SYNStash, loops: sp.Loops}
+	lim := limits{backlog: sp.Backlog, inputQueue: sp.InputQueue, writeQueue: sp.WriteQueue, synStash: sp.SYNStash, loops: sp.Loops, loopThread: sp.LoopThread}
 	return newStackUnderTest(sp.Stack, devs, sp.Addr, sp.Addr6, sp.Kernel, sp.Dir, sp.RecordPath, lim)
 }
 
@@ -245,7 +247,8 @@ func (sp serverSpec) start() (stackUnderTest, error) {
 func statsOf(st stackUnderTest, ctr *bytesrv.Counters) serverStats {
 	s := serverStats{PID: os.Getpid(), CPUNS: int64(cpuTime()), InputPath: st.InputPath(), Uploaded: ctr.Uploaded.Load()}
 	if t, ok := st.(*tcpwheelStack); ok {
-		s.Loops = t.s.Stats().Loops
+		ss := t.s.Stats()
+		s.Loops, s.LoopThread = ss.Loops, ss.LoopThread
 	}
 	if t, ok := st.Timers(); ok {
 		s.Timers = &t
@@ -358,7 +361,7 @@ func (e *runEnv) startServer(name string, lim limits, offload bool, recordPath, 
 	sp := serverSpec{
 		Stack: name, Port: httpPort, Addr: e.bed.StackAddr, Addr6: e.bed.StackAddr6, Kernel: kernel,
 		MTU: tun.DefaultMTU, Dir: e.cfg.PcapDir, RecordPath: recordPath, PcapPath: pcapPath,
-		Backlog: lim.backlog, InputQueue: lim.inputQueue, WriteQueue: lim.writeQueue, SYNStash: lim.synStash, Loops: lim.loops,
+		Backlog: lim.backlog, InputQueue: lim.inputQueue, WriteQueue: lim.writeQueue, SYNStash: lim.synStash, Loops: lim.loops, LoopThread: lim.loopThread,
 		Hang: e.cfg.serverHang,
 	}
 	cs := &childStack{name: name, host: e.bed.StackAddr}

@@ -72,14 +72,14 @@ func newStackUnderTest(name string, devs []tun.Device, addr, addr6, kernel netip
 	}
 	switch name {
 	case stackTcpwheel, stackTcpwheelRT, stackTcpwheelRec:
-		cfg := stack.Config{Device: dev, Addr: addr, Addr6: addr6, Backlog: backlog, InputQueue: lim.inputQueue, WriteQueue: lim.writeQueue, SYNStash: lim.synStash}
+		cfg := stack.Config{Device: dev, Addr: addr, Addr6: addr6, Backlog: backlog, InputQueue: lim.inputQueue, WriteQueue: lim.writeQueue, SYNStash: lim.synStash, LoopThread: lim.loopThread}
 		if len(devs) > 1 {
 			cfg.Queues, cfg.Loops = devs[1:], len(devs)
 		}
 		t := &tcpwheelStack{kernel: kernel}
 		switch name {
 		case stackTcpwheelRT:
-			cfg.RealTime = rtPriority
+			cfg.RealTime, cfg.LoopThread = rtPriority, stack.LoopLocked
 		}
 		if recordPath != "" {
 			f, err := os.Create(recordPath)
