@@ -11,6 +11,9 @@
 //     it sleeps on a time.Timer. [Loop.Post] runs a function on the loop.
 //     [Loop.SetRealTime] puts its thread under SCHED_FIFO, for precision on a
 //     busy machine, and fails, saying why, where that is not permitted.
+//     [NewParked] makes one whose goroutine keeps no thread and sleeps in Go's
+//     netpoller instead, its P free for other goroutines meanwhile: for when
+//     the loops would otherwise hold every P (GOMAXPROCS).
 //   - [Manual] is the same loop driven by its caller on a timer.ManualClock:
 //     Post runs the function at once, [Manual.AdvanceTo] moves time deadline by
 //     deadline so that timers fire at their own instants. Tests and pcap replays
