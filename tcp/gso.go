@@ -73,17 +73,22 @@ const chunkMaxDefault = linuxGSOMaxSize - 1 - linuxMaxTCPHdr
 
 // startChunk opens a chunk if none is open: half cwnd (at least one
 // segment), no more than the windows let go (usable) nor than a GSO frame
-// takes; none with Config.DisableHalfCwndChunks.
-func (e *Endpoint) startChunk(usable int) {
-	if e.snd.chunkLeft > 0 || e.cfg.DisableHalfCwndChunks {
-		return
+// takes. It returns the bytes the open chunk still takes, the most a TSO
+// segment may carry now; with Config.DisableHalfCwndChunks there is no
+// chunk, and it returns usable.
+func (e *Endpoint) startChunk(usable int) int {
+	if e.cfg.DisableHalfCwndChunks {
+		return usable
 	}
-	most := chunkMaxDefault
-	if e.cfg.GSOMax >= 2*e.snd.smss {
-		most = e.cfg.GSOMax
+	if e.snd.chunkLeft == 0 {
+		most := chunkMaxDefault
+		if e.cfg.GSOMax >= 2*e.snd.smss {
+			most = e.cfg.GSOMax
+		}
+		c := min(max(e.cc.cwnd()/2, e.snd.smss), usable, most) / e.snd.smss
+		e.snd.chunkLeft = int32(max(c, 1))
 	}
-	c := min(max(e.cc.cwnd()/2, e.snd.smss), usable, most) / e.snd.smss
-	e.snd.chunkLeft = int32(max(c, 1))
+	return int(e.snd.chunkLeft) * e.snd.smss
 }
 
 // takeChunk counts k segments about to be sent into the open chunk and

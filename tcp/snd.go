@@ -609,11 +609,7 @@ func (e *Endpoint) outputOne() bool {
 		}
 		return false
 	}
-	room := min(avail, usable)
-	if e.startChunk(usable); !e.cfg.DisableHalfCwndChunks {
-		room = min(room, int(e.snd.chunkLeft)*e.snd.smss)
-	}
-	if k := e.gsoRoom(room); k >= 2 && !e.localCongested() {
+	if k := e.gsoRoom(min(avail, usable, e.startChunk(usable))); k >= 2 && !e.localCongested() {
 		// k full-sized segments as one TSO segment (gso.go), each of
 		// which the loop would have sent: full-sized, SWS and Nagle let
 		// them go; PSH on each (PushEvery outside fast recovery).
