@@ -74,6 +74,11 @@ func (p *poller) setup(parked bool) error {
 		}
 		f := os.NewFile(uintptr(p.epfd), "loop-epoll")
 		rc, err := f.SyscallConn()
+		if err == nil {
+			// A descriptor the netpoller did not take has no deadlines:
+			// the wait would block its thread, as a locked loop's.
+			err = f.SetReadDeadline(time.Time{})
+		}
 		if err != nil {
 			_ = f.Close()
 			p.epfd = -1
@@ -209,7 +214,7 @@ func (p *poller) block(timeout int) int {
 		n = p.epoll(0)
 		return n > 0
 	}); err != nil {
-		return p.epoll(timeout) // the file was closed: cannot happen before close
+		return p.epoll(timeout) // the file was closed (only close does, after the last wait)
 	}
 	return n
 }
