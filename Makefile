@@ -63,10 +63,12 @@ test: deps lint
 	# tcp's packet tables again with TSO segments on (tcp.Config.GSOMax):
 	# they must see the same packets.
 	$(GO) test -count=1 ./tcp/ -args -tcp.gsomax=65435
-	# Parked loops (loop.NewParked): the loop package's tests on them, and
-	# the stack's and the kernel interop tests with one P (GOMAXPROCS=1),
-	# where stack.Config.LoopThread's default parks every loop.
-	$(GO) test -count=1 ./loop/ -args -loop.parked
+	# The loop package's tests on parked and unlocked loops (loop.NewParked,
+	# NewUnlocked; stack.Config.LoopThread's default unlocks the loops with
+	# a P to spare, which the runs above use), and the stack's and the
+	# kernel interop tests with one P (GOMAXPROCS=1), where it parks them.
+	$(GO) test -count=1 ./loop/ -args -loop.thread=parked
+	$(GO) test -count=1 ./loop/ -args -loop.thread=unlocked
 	GOMAXPROCS=1 $(GO) test -count=1 ./stack/... ./integration/
 
 # Benchmarks: the wheel against time.AfterFunc, time.Timer.Reset (timer/) and

@@ -4,7 +4,6 @@ package loop
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"runtime"
 	"slices"
@@ -571,37 +570,44 @@ func TestLoopDeferredExpiryIsBounded(t *testing.T) {
 	}
 }
 
-// TestLoopParked: a parked loop (NewParked) has no thread of its own
-// (ThreadID 0, SetRealTime refused but for 0, posted functions not kept to
-// one thread), runs posted functions, timers and a watched descriptor's
-// callback, and while it sleeps its goroutine waits in Go's netpoller ("IO
-// wait" in a goroutine dump), not in a system call on a locked thread as a
-// locked loop's does: its P is free.
-func TestLoopParked(t *testing.T) {
-	for _, parked := range []bool{false, true} {
-		t.Run(fmt.Sprintf("parked=%v", parked), func(t *testing.T) {
+// TestLoopThreadModes: a parked loop (NewParked) and an unlocked one
+// (NewUnlocked) have no thread of their own (ThreadID 0, SetRealTime refused
+// but for 0), and run posted functions, timers and a watched descriptor's
+// callback. While it sleeps a parked loop's goroutine waits in Go's
+// netpoller ("IO wait" in a goroutine dump), an unlocked one's in a system
+// call, not locked to a thread, and a locked one's in a system call, locked
+// to its thread.
+func TestLoopThreadModes(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		newLoop   func(*timer.Wheel) (*Loop, error)
+		parked    bool
+		locked    bool
+		want, not string
+	}{
+		{"locked", New, false, true, "[syscall, locked to thread]", "IO wait"},
+		{"parked", NewParked, true, false, "[IO wait", "locked to thread"},
+		{"unlocked", NewUnlocked, false, false, "[syscall", "locked to thread"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			w, err := timer.New(timer.Config{Clock: timer.NewMonotonicClock()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			newLoop := New
-			if parked {
-				newLoop = NewParked
-			}
-			l, err := newLoop(w)
+			l, err := tc.newLoop(w)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			if l.Parked() != parked || (l.ThreadID() == 0) != parked {
-				t.Fatalf("Parked %v, ThreadID %d; want parked %v, a thread id unless parked", l.Parked(), l.ThreadID(), parked)
+			if l.Parked() != tc.parked || l.Locked() != tc.locked || (l.ThreadID() != 0) != tc.locked {
+				t.Fatalf("Parked %v, Locked %v, ThreadID %d; want %v, %v, a thread id if locked", l.Parked(), l.Locked(), l.ThreadID(), tc.parked, tc.locked)
 			}
-			if parked {
-				if err := l.SetRealTime(10); err == nil || !strings.Contains(err.Error(), "parked") {
-					t.Fatalf("SetRealTime(10) on a parked loop: %v, want an error that says why", err)
+			if !tc.locked {
+				if err := l.SetRealTime(10); err == nil || !strings.Contains(err.Error(), "no thread of its own") {
+					t.Fatalf("SetRealTime(10): %v, want an error that says why", err)
 				}
 				if err := l.SetRealTime(0); err != nil {
-					t.Fatalf("SetRealTime(0) on a parked loop: %v", err)
+					t.Fatalf("SetRealTime(0): %v", err)
 				}
 			}
 			var goid string
@@ -633,20 +639,16 @@ func TestLoopParked(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Asleep with nothing pending: where does its goroutine wait?
-			want, not := "[IO wait", "locked to thread"
-			if !parked {
-				want, not = "[syscall", "IO wait"
-			}
 			var state string
 			for range 500 {
 				state = goroutineState(goid)
-				if strings.Contains(state, want) {
+				if strings.Contains(state, tc.want) && !strings.Contains(state, tc.not) {
 					break
 				}
 				time.Sleep(time.Millisecond)
 			}
-			if !strings.Contains(state, want) || strings.Contains(state, not) {
-				t.Fatalf("the sleeping loop's goroutine: %q, want %q and not %q", state, want, not)
+			if !strings.Contains(state, tc.want) || strings.Contains(state, tc.not) {
+				t.Fatalf("the sleeping loop's goroutine: %q, want %q and not %q", state, tc.want, tc.not)
 			}
 		})
 	}

@@ -25,16 +25,18 @@ func newTestLoop(t *testing.T, tick time.Duration) (*Loop, *timer.Wheel, *timer.
 	return d, w, clock
 }
 
-// parkedLoops makes newLoopWith's loops parked ones (NewParked): `make test`
-// runs the package's tests again with -loop.parked.
-var parkedLoops = flag.Bool("loop.parked", false, "run the loop tests on parked loops (NewParked)")
+// loopThread makes newLoopWith's loops parked (NewParked) or unlocked
+// (NewUnlocked) ones: `make test` runs the package's tests again with
+// -loop.thread=parked and -loop.thread=unlocked.
+var loopThread = flag.String("loop.thread", "locked", "run the loop tests on locked (New), parked (NewParked) or unlocked (NewUnlocked) loops")
 
-// lockedOnly skips a test of what a locked loop has and a parked one has not
-// (its own thread), in the -loop.parked run; TestLoopParked* test those.
+// lockedOnly skips a test of what a locked loop has and the others have not
+// (its own thread), in the -loop.thread runs; TestLoopThreadModes tests
+// those.
 func lockedOnly(t *testing.T) {
 	t.Helper()
-	if *parkedLoops {
-		t.Skip("a locked loop's own thread: not a parked loop's (-loop.parked)")
+	if *loopThread != "locked" {
+		t.Skipf("a locked loop's own thread: not a%s %s loop's (-loop.thread)", map[bool]string{true: "n"}[*loopThread == "unlocked"], *loopThread)
 	}
 }
 
@@ -45,9 +47,9 @@ func newLoopWith(t *testing.T, cfg timer.Config) (*Loop, *timer.Wheel) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newLoop := New
-	if *parkedLoops {
-		newLoop = NewParked
+	newLoop := map[string]func(*timer.Wheel) (*Loop, error){"locked": New, "parked": NewParked, "unlocked": NewUnlocked}[*loopThread]
+	if newLoop == nil {
+		t.Fatalf("-loop.thread %q: want locked, parked or unlocked", *loopThread)
 	}
 	d, err := newLoop(w)
 	if err != nil {

@@ -67,8 +67,13 @@ func (p *poller) open() error {
 // end: the thread's timer slack is changed, and it dies with the goroutine.
 // A parked loop's goroutine keeps none: its epoll descriptor goes to Go's
 // netpoller instead (non-blocking: epoll_wait does not look at the flag).
-func (p *poller) setup(parked bool) error {
-	if parked {
+// An unlocked loop's keeps none either and sleeps in epoll_wait.
+func (p *poller) setup(mode threadMode) error {
+	if mode == threadUnlocked {
+		p.goid = goroutineID()
+		return nil
+	}
+	if mode == threadParked {
 		if err := unix.SetNonblock(p.epfd, true); err != nil {
 			return os.NewSyscallError("fcntl(O_NONBLOCK)", err)
 		}
@@ -96,14 +101,17 @@ func (p *poller) setup(parked bool) error {
 }
 
 // onLoop reports whether the caller runs on the loop goroutine: no other
-// goroutine can run on the loop's locked thread. A parked loop's goroutine
-// is told by its id.
+// goroutine can run on the loop's locked thread. A parked or unlocked loop's
+// goroutine is told by its id.
 func (p *poller) onLoop() bool {
 	if p.goid != "" { // immutable after setup, as tid
 		return goroutineID() == p.goid
 	}
 	return unix.Gettid() == p.tid
 }
+
+// locked reports whether the loop's goroutine is locked to its thread.
+func (p *poller) locked() bool { return p.tid != 0 }
 
 // wake makes the loop's current or next epoll_wait return. Any goroutine may call
 // it while the eventfd is open.
@@ -290,8 +298,8 @@ const (
 // RLIMIT_RTPRIO, or a cgroup without real-time budget) it fails with an error
 // that matches unix.EPERM and says so; the thread stays as it was. It may be
 // called from any goroutine; it fails with timer.ErrClosed after Close. A
-// parked loop (NewParked) has no thread of its own: it fails for any priority
-// but 0.
+// parked or unlocked loop (NewParked, NewUnlocked) has no thread of its own:
+// it fails for any priority but 0.
 func (l *Loop) SetRealTime(prio int) error {
 	if prio != 0 && (prio < MinRealTime || prio > MaxRealTime) {
 		return fmt.Errorf("%w: real-time priority %d outside [%d, %d]", timer.ErrConfig, prio, MinRealTime, MaxRealTime)
@@ -301,7 +309,7 @@ func (l *Loop) SetRealTime(prio int) error {
 		return timer.ErrClosed
 	default:
 	}
-	if l.parked {
+	if l.mode != threadLocked {
 		if prio == 0 {
 			return nil // under SCHED_OTHER, as every goroutine's thread
 		}
@@ -323,11 +331,11 @@ func (l *Loop) SetRealTime(prio int) error {
 }
 
 // errParkedRealTime is SetRealTime's error for a parked loop.
-var errParkedRealTime = errors.New("loop: SetRealTime is not for a parked loop (NewParked): its goroutine has no thread of its own")
+var errParkedRealTime = errors.New("loop: SetRealTime is not for a parked or unlocked loop (NewParked, NewUnlocked): its goroutine has no thread of its own")
 
 // ThreadID returns the id of the OS thread the loop runs on (Linux's tid), for
 // tools and tests that look at it (its scheduling policy, its CPU time); 0 for
-// a parked loop, which has none of its own.
+// a parked or unlocked loop, which has none of its own.
 func (l *Loop) ThreadID() int { return l.p.tid }
 
 // Watch adds fd to the loop's epoll set: whenever fd is readable, the loop calls

@@ -24,7 +24,7 @@ func (p *poller) open() error {
 
 // setup runs first on the loop goroutine. Here every loop is as NewParked
 // makes it on Linux: an ordinary goroutine.
-func (p *poller) setup(bool) error {
+func (p *poller) setup(threadMode) error {
 	p.goid = goroutineID()
 	return nil
 }
@@ -32,6 +32,10 @@ func (p *poller) setup(bool) error {
 // onLoop reports whether the caller is the loop goroutine, so that Close from a
 // callback does not wait for itself. It is called only by Close and is not fast.
 func (p *poller) onLoop() bool { return goroutineID() == p.goid }
+
+// locked reports whether the loop's goroutine is locked to its thread:
+// never here.
+func (p *poller) locked() bool { return false }
 
 func (p *poller) wake() {
 	select {

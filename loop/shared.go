@@ -45,7 +45,7 @@ func NewShared(cfg timer.Config) (*Shared, error) {
 		return nil, err
 	}
 	s := &Shared{clock: w.Clock(), w: w, sleepUntil: awake}
-	if s.l, err = newLoop(w, s, false); err != nil {
+	if s.l, err = newLoop(w, s, threadLocked); err != nil {
 		return nil, err
 	}
 	return s, nil

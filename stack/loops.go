@@ -101,12 +101,7 @@ func newLoops(cfg Config) (*Stack, error) {
 	if cfg.TCP.TSOffset == nil {
 		cfg.TCP.TSOffset = tcp.NewTSOffset()
 	}
-	if cfg.LoopThread == LoopAuto { // for n loops, not each loop's one
-		cfg.LoopThread = LoopLocked
-		if LoopAuto.parked(n, cfg.RealTime) {
-			cfg.LoopThread = LoopParked
-		}
-	}
+	cfg.LoopThread = cfg.LoopThread.resolve(n, cfg.RealTime) // for n loops, not each loop's one
 	devs := make([]Config, n)
 	for i := range devs {
 		devs[i] = cfg

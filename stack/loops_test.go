@@ -481,10 +481,10 @@ func waitFor(d time.Duration, cond func() bool) bool {
 }
 
 // TestLoopThread: Config.LoopThread's choice, as Stats.LoopThread reports
-// it: LoopAuto parks a stack's one loop with one P (GOMAXPROCS) and locks it
-// with more, parks two loops with two Ps; LoopLocked and LoopParked as
-// asked; a connection carries data either way. A value out of range, and
-// RealTime with LoopParked, are ErrConfig.
+// it: LoopAuto parks a stack's one loop with one P (GOMAXPROCS) and unlocks
+// it with more, parks two loops with two Ps; LoopLocked, LoopParked and
+// LoopUnlocked as asked; a connection carries data either way. A value out
+// of range, and RealTime with LoopParked or LoopUnlocked, are ErrConfig.
 func TestLoopThread(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(procs)
@@ -495,9 +495,10 @@ func TestLoopThread(t *testing.T) {
 		want  string
 	}{
 		{"auto, 1 P", 1, LoopAuto, "parked"},
-		{"auto, 2 Ps", 2, LoopAuto, "locked"},
+		{"auto, 2 Ps", 2, LoopAuto, "unlocked"},
 		{"locked, 1 P", 1, LoopLocked, "locked"},
 		{"parked, 4 Ps", 4, LoopParked, "parked"},
+		{"unlocked, 1 P", 1, LoopUnlocked, "unlocked"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runtime.GOMAXPROCS(tc.procs)
@@ -527,7 +528,7 @@ func TestLoopThread(t *testing.T) {
 			t.Fatalf("Stats.LoopThread %q, want parked", got)
 		}
 	})
-	for v := LoopAuto; v <= LoopParked; v++ {
+	for v := LoopAuto; v <= LoopUnlocked; v++ {
 		b, err := v.MarshalText()
 		var back LoopThread
 		if err != nil || back.UnmarshalText(b) != nil || back != v {
@@ -538,13 +539,14 @@ func TestLoopThread(t *testing.T) {
 	if err := bad.UnmarshalText([]byte("pinned")); err == nil {
 		t.Error(`UnmarshalText("pinned"): no error`)
 	}
-	if _, err := (LoopParked + 1).MarshalText(); err == nil {
+	if _, err := (LoopUnlocked + 1).MarshalText(); err == nil {
 		t.Error("MarshalText of a value out of range: no error")
 	}
 	da, _ := tuntest.Pipe(1500)
 	for name, cfg := range map[string]Config{
-		"out of range":        {Device: da, Addr: addrA, LoopThread: LoopParked + 1},
-		"parked and realtime": {Device: da, Addr: addrA, LoopThread: LoopParked, RealTime: 10},
+		"out of range":          {Device: da, Addr: addrA, LoopThread: LoopUnlocked + 1},
+		"parked and realtime":   {Device: da, Addr: addrA, LoopThread: LoopParked, RealTime: 10},
+		"unlocked and realtime": {Device: da, Addr: addrA, LoopThread: LoopUnlocked, RealTime: 10},
 	} {
 		if s, err := New(cfg); !errors.Is(err, ErrConfig) {
 			if s != nil {

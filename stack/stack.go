@@ -76,7 +76,8 @@ type Config struct {
 	// that they do not have it. NewManual ignores it.
 	RealTime int
 	// LoopThread says how the loops hold their threads: LoopAuto (the
-	// default), LoopLocked or LoopParked. NewManual ignores it.
+	// default), LoopLocked, LoopParked or LoopUnlocked. NewManual ignores
+	// it.
 	LoopThread LoopThread
 	// WriteQueue, if not zero, is the number of packets (or GSO frames)
 	// the loop may queue for a writer goroutine of its own, which writes
@@ -147,34 +148,38 @@ type Config struct {
 	Queues []tun.Device
 }
 
-// LoopThread is Config.LoopThread: whether a loop's goroutine is locked to a
-// thread of its own, sleeping in epoll_wait (loop.New), or parked in Go's
-// netpoller while it sleeps, its P free for other goroutines (loop.NewParked).
+// LoopThread is Config.LoopThread: how a loop's goroutine holds its thread.
+// A locked loop (loop.New) has a thread of its own and sleeps in epoll_wait;
+// an unlocked one (loop.NewUnlocked) sleeps in epoll_wait too but keeps no
+// thread; a parked one (loop.NewParked) sleeps in Go's netpoller, its P free
+// for other goroutines meanwhile.
 type LoopThread uint8
 
 const (
 	// LoopAuto parks the loops when they are as many as the Ps or more
-	// (runtime.GOMAXPROCS when New runs), and locks them otherwise or
-	// with RealTime. A
-	// locked loop holds its P while it sleeps, and a goroutine it readies
-	// (a Conn's reader, a handler) waits until the runtime takes the P back
-	// (sysmon: 20 µs to 10 ms on): with as many loops as Ps, that was every
-	// goroutine. With GOMAXPROCS=1 (a one-CPU container) on the 2-vCPU VM,
-	// parked: wrk 2.0x the requests/s, ab 1.4x the connections/s, a
-	// download 1.4x the MB/s of the locked loop (README, stop 27); with
-	// GOMAXPROCS=2 and one loop, locked: ab 1.16x parked's connections/s at
-	// 0.8x the CPU, wrk the same, but parked moved 1.17x (download) and
-	// 1.23x (upload) the bytes at 0.83x and 0.91x the CPU per GB: LoopParked
-	// is the choice for bulk-heavy use.
+	// (runtime.GOMAXPROCS when New runs), locks them with RealTime, and
+	// unlocks them otherwise. A loop sleeping in epoll_wait holds its P,
+	// and a goroutine it readies (a Conn's reader, a handler) waits until
+	// another P steals it or the runtime takes the P back (sysmon: 20 µs
+	// to 10 ms on): with as many loops as Ps, that was every goroutine.
+	// With GOMAXPROCS=1 on the 2-vCPU VM, parked: wrk 2.0x the requests/s,
+	// ab 1.4x the connections/s, a download 1.7x the MB/s of a locked
+	// loop. With GOMAXPROCS=2 and one loop, unlocked against locked: wrk
+	// 1.07x, uploads 1.1x, downloads 1.05x, ab level; parked against
+	// locked: bulk 1.17-1.23x at less CPU per GB but ab 0.86x (README,
+	// stop 27): LoopParked is the choice for bulk-heavy use.
 	LoopAuto LoopThread = iota
 	// LoopLocked locks every loop to a thread of its own (loop.New): its
 	// timer slack 1 ns, Config.RealTime possible.
 	LoopLocked
 	// LoopParked parks every loop (loop.NewParked). Not with RealTime.
 	LoopParked
+	// LoopUnlocked runs every loop unlocked (loop.NewUnlocked). Not with
+	// RealTime.
+	LoopUnlocked
 )
 
-// String returns "auto", "locked" or "parked".
+// String returns "auto", "locked", "parked" or "unlocked".
 func (t LoopThread) String() string {
 	switch t {
 	case LoopAuto:
@@ -183,34 +188,45 @@ func (t LoopThread) String() string {
 		return "locked"
 	case LoopParked:
 		return "parked"
+	case LoopUnlocked:
+		return "unlocked"
 	}
 	return fmt.Sprintf("LoopThread(%d)", uint8(t))
 }
 
 // MarshalText implements encoding.TextMarshaler: String's name.
 func (t LoopThread) MarshalText() ([]byte, error) {
-	if t > LoopParked {
+	if t > LoopUnlocked {
 		return nil, fmt.Errorf("stack: LoopThread %d out of range", uint8(t))
 	}
 	return []byte(t.String()), nil
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler: "auto", "locked" or
-// "parked" (flag.TextVar's values).
+// UnmarshalText implements encoding.TextUnmarshaler: "auto", "locked",
+// "parked" or "unlocked" (flag.TextVar's values).
 func (t *LoopThread) UnmarshalText(b []byte) error {
-	for v := LoopAuto; v <= LoopParked; v++ {
+	for v := LoopAuto; v <= LoopUnlocked; v++ {
 		if string(b) == v.String() {
 			*t = v
 			return nil
 		}
 	}
-	return fmt.Errorf("loop thread %q: want auto, locked or parked", b)
+	return fmt.Errorf("loop thread %q: want auto, locked, parked or unlocked", b)
 }
 
-// parked reports whether a stack of loops loops parks them: LoopAuto does
-// unless RealTime asks for the threads' policy.
-func (t LoopThread) parked(loops, realTime int) bool {
-	return t == LoopParked || t == LoopAuto && realTime == 0 && runtime.GOMAXPROCS(0) <= loops
+// resolve is what a stack of loops loops runs for t: LoopAuto made
+// LoopParked, LoopLocked (with RealTime: the threads' policy) or
+// LoopUnlocked.
+func (t LoopThread) resolve(loops, realTime int) LoopThread {
+	switch {
+	case t != LoopAuto:
+		return t
+	case realTime != 0:
+		return LoopLocked
+	case runtime.GOMAXPROCS(0) <= loops:
+		return LoopParked
+	}
+	return LoopUnlocked
 }
 
 // ErrConfig is wrapped by New for an invalid Config.
@@ -384,8 +400,11 @@ func newLoop(cfg Config, grp *loopGroup, shard int) (*Stack, error) {
 	}
 	s.grp, s.shard = grp, shard
 	newRun := loop.New
-	if cfg.LoopThread.parked(1, cfg.RealTime) { // newLoops chose for its loops
+	switch cfg.LoopThread.resolve(1, cfg.RealTime) { // newLoops chose for its loops
+	case LoopParked:
 		newRun = loop.NewParked
+	case LoopUnlocked:
+		newRun = loop.NewUnlocked
 	}
 	l, err := newRun(s.wheel)
 	if err != nil {
@@ -442,11 +461,11 @@ func newStack(cfg Config) (*Stack, error) {
 	if cfg.Loops != 0 && cfg.Loops != 1 || len(cfg.Queues) > 0 {
 		return nil, fmt.Errorf("%w: %d loops: only New runs several", ErrConfig, cfg.Loops)
 	}
-	if cfg.LoopThread > LoopParked {
+	if cfg.LoopThread > LoopUnlocked {
 		return nil, fmt.Errorf("%w: LoopThread %v", ErrConfig, cfg.LoopThread)
 	}
-	if cfg.LoopThread == LoopParked && cfg.RealTime != 0 {
-		return nil, fmt.Errorf("%w: RealTime with LoopParked: a parked loop has no thread of its own", ErrConfig)
+	if (cfg.LoopThread == LoopParked || cfg.LoopThread == LoopUnlocked) && cfg.RealTime != 0 {
+		return nil, fmt.Errorf("%w: RealTime with %v: the loop has no thread of its own", ErrConfig, cfg.LoopThread)
 	}
 	if !cfg.Addr.Is4() {
 		return nil, fmt.Errorf("%w: address %v is not IPv4", ErrConfig, cfg.Addr)

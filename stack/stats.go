@@ -110,7 +110,7 @@ type Stats struct {
 	// injects them).
 	InputPath string
 	// LoopThread is how the loops hold their threads (Config.LoopThread):
-	// "locked" or "parked"; "manual" for NewManual.
+	// "locked", "parked" or "unlocked"; "manual" for NewManual.
 	LoopThread string
 	Input      InputStats
 	Counters
@@ -204,9 +204,13 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 		st.InputPath = s.input
 		st.LoopThread = "manual"
 		if l, ok := s.run.(*loop.Loop); ok {
-			st.LoopThread = LoopLocked.String()
-			if l.Parked() {
+			switch {
+			case l.Parked():
 				st.LoopThread = LoopParked.String()
+			case l.Locked():
+				st.LoopThread = LoopLocked.String()
+			default:
+				st.LoopThread = LoopUnlocked.String()
 			}
 		}
 		st.Input = s.inputStats

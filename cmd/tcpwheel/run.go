@@ -90,7 +90,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.IntVar(&cfg.synStash, "syn-stash", 0, "new connections' SYNs the loop may set aside until the TUN is drained, serving established connections first (0: each SYN as it is read)")
 	fs.IntVar(&cfg.wqueue, "write-queue", 0, "packets the stack's loop may queue for a writer goroutine, which writes them to the TUN on its own thread (0: the loop writes them itself)")
 	fs.IntVar(&cfg.loops, "loops", 1, "the stack's event loops, each on a thread and a queue of a multi-queue TUN of its own (not with -pcap)")
-	fs.TextVar(&cfg.thread, "loop-thread", stack.LoopAuto, "how the loops hold their threads (stack.Config.LoopThread): auto (parked when they are as many as GOMAXPROCS or more), locked (each on a thread of its own, sleeping in epoll_wait) or parked (sleeping in Go's netpoller, their P free meanwhile)")
+	fs.TextVar(&cfg.thread, "loop-thread", stack.LoopAuto, "how the loops hold their threads (stack.Config.LoopThread): auto (parked when they are as many as GOMAXPROCS or more, else unlocked; locked with -rt), locked (each on a thread of its own, sleeping in epoll_wait), unlocked (sleeping in epoll_wait on no thread of its own) or parked (sleeping in Go's netpoller, their P free meanwhile)")
 	fs.IntVar(&cfg.txqueue, "txqueuelen", netns.DefaultTxQueueLen, "the TUN's transmit queue, the packets the kernel holds for the stack while its loop is busy (a burst beyond it is dropped there)")
 	fs.IntVar(&cfg.backlog, "backlog", defaultRunBacklog, "each listener's limit of half-open connections, and of connections waiting for accept")
 	fs.BoolVar(&cfg.plain, "no-offload", false, "open the TUN without offloads (virtio-net headers, TSO and checksum offload): one packet of at most the MTU per read and write")
@@ -154,8 +154,8 @@ func (cfg *runConfig) parse(fs *flag.FlagSet, addr, peer string) error {
 		return fmt.Errorf("-loops %d: want 1 to %d", cfg.loops, stack.MaxLoops)
 	case cfg.loops > 1 && cfg.pcap != "":
 		return fmt.Errorf("-loops %d: not with -pcap (a flight recording is of one loop)", cfg.loops)
-	case cfg.rt && cfg.thread == stack.LoopParked:
-		return fmt.Errorf("-rt: not with -loop-thread parked (a parked loop has no thread of its own)")
+	case cfg.rt && (cfg.thread == stack.LoopParked || cfg.thread == stack.LoopUnlocked):
+		return fmt.Errorf("-rt: not with -loop-thread %v (the loop has no thread of its own)", cfg.thread)
 	case cfg.synStash > 0 && cfg.pcap != "":
 		return fmt.Errorf("-syn-stash %d: not with -pcap (a recording replays each packet where it was read)", cfg.synStash)
 	}
