@@ -128,8 +128,9 @@ type Config struct {
 	// recording, and its replay is exact all the same, less the payload
 	// bytes and the checksums over them.
 	RecordPayload bool
-	// Loops is the number of event loops the stack runs, each on a thread
-	// of its own with a timing wheel of its own (loops.go). 0 and 1 mean
+	// Loops is the number of event loops the stack runs, each on a
+	// goroutine of its own (LoopThread) with a timing wheel of its own
+	// (loops.go). 0 and 1 mean
 	// one loop on Device, as before. With more, Device and Queues are the
 	// queues of one multi-queue TUN (tun.OpenQueues), one per loop, the
 	// kernel spreading the flows over them by hash: a connection lives on

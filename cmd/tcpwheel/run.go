@@ -89,7 +89,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
 	fs.BoolVar(&cfg.verbose, "v", false, "log to standard error: connections that end in an error, and every dropped packet with its reason")
 	fs.IntVar(&cfg.synStash, "syn-stash", 0, "new connections' SYNs the loop may set aside until the TUN is drained, serving established connections first (0: each SYN as it is read)")
 	fs.IntVar(&cfg.wqueue, "write-queue", 0, "packets the stack's loop may queue for a writer goroutine, which writes them to the TUN on its own thread (0: the loop writes them itself)")
-	fs.IntVar(&cfg.loops, "loops", 1, "the stack's event loops, each on a thread and a queue of a multi-queue TUN of its own (not with -pcap)")
+	fs.IntVar(&cfg.loops, "loops", 1, "the stack's event loops, each with a queue of a multi-queue TUN of its own (not with -pcap; -loop-thread says how they hold threads)")
 	fs.TextVar(&cfg.thread, "loop-thread", stack.LoopAuto, "how the loops hold their threads (stack.Config.LoopThread): auto (parked when they are as many as GOMAXPROCS or more, else unlocked; locked with -rt), locked (each on a thread of its own, sleeping in epoll_wait), unlocked (sleeping in epoll_wait on no thread of its own) or parked (sleeping in Go's netpoller, their P free meanwhile)")
 	fs.IntVar(&cfg.txqueue, "txqueuelen", netns.DefaultTxQueueLen, "the TUN's transmit queue, the packets the kernel holds for the stack while its loop is busy (a burst beyond it is dropped there)")
 	fs.IntVar(&cfg.backlog, "backlog", defaultRunBacklog, "each listener's limit of half-open connections, and of connections waiting for accept")
