@@ -285,8 +285,7 @@ func (s *Stack) joinPieces(id *tcp.ID, seg *tcp.Segment, i, k int) int {
 		flags &^= tcp.FlagFIN // on the last piece alone (tcp.Segment.GSOPiece)
 	}
 	s.counters.SegmentsOut += uint64(n)
-	g.joinN(data, seg.PayloadStable && g.vdev != nil, seq, byte(flags), n, len(data)-(n-1)*m)
-	g.open = g.open && !(i+n == k && seg.ChunkEnd) // on the last piece alone (tcp.Segment.GSOPiece)
+	g.joinN(data, seg.PayloadStable && g.vdev != nil, seq, byte(flags), i+n == k && seg.ChunkEnd, n, len(data)-(n-1)*m) // the chunk's end on the last piece alone (tcp.Segment.GSOPiece)
 	if g.ihl == ipv4HeaderLen {
 		s.ipID += uint16(n) // the IDs the kernel gives these segments' packets (fillIPv4)
 	}
@@ -313,8 +312,7 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 	if p := len(seg.Payload); g.hdrOK && g.open && g.n > 0 && uint32(seg.Seq) == g.next && sameID(&id, &g.id) &&
 		p > 0 && p <= g.mss && g.n+p <= len(g.buf) && sameSeg(&g.hdr, seg) {
 		s.counters.SegmentsOut++
-		g.join(seg.Payload, seg.PayloadStable && g.vdev != nil, uint32(seg.Seq), byte(seg.Flags))
-		g.open = g.open && !seg.ChunkEnd
+		g.join(seg.Payload, seg.PayloadStable && g.vdev != nil, uint32(seg.Seq), byte(seg.Flags), seg.ChunkEnd)
 		if ihl == ipv4HeaderLen {
 			s.ipID++ // the ID the kernel gives this segment's packet (fillIPv4)
 		}
@@ -364,8 +362,7 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 		if fill && ihl == ipv4HeaderLen {
 			s.ipID++ // the ID the kernel gives this segment's packet (fillIPv4)
 		}
-		g.join(data, view, seq, flags)
-		g.open = g.open && !seg.ChunkEnd
+		g.join(data, view, seq, flags, seg.ChunkEnd)
 	} else if g.n > 0 && id == g.id && seq == g.next && payload == 0 && flags&(fin|syn|rst) == fin &&
 		g.last > 0 && g.buf[tun.VnetHdrLen+g.ihl+13]&(fin|syn|rst) == 0 &&
 		len(hdr) == g.hl && s.sameHeader(t, thl) {
@@ -403,21 +400,23 @@ func (s *Stack) queueSegment(id tcp.ID, seg *tcp.Segment, ihl int) {
 
 // join adds the payload data of the segment at seq, with the TCP flags
 // flags, to the frame it continues (its headers the same but for PSH and
-// FIN, which the frame takes from its last segment).
-func (g *gsoState) join(data []byte, view bool, seq uint32, flags byte) {
-	g.joinN(data, view, seq, flags, 1, len(data))
+// FIN, which the frame takes from its last segment). chunkEnd: the segment
+// ends TCP's chunk (tcp.Segment.ChunkEnd), and nothing more joins the frame.
+func (g *gsoState) join(data []byte, view bool, seq uint32, flags byte, chunkEnd bool) {
+	g.joinN(data, view, seq, flags, chunkEnd, 1, len(data))
 }
 
 // joinN is join of n segments at once, contiguous, their payloads data
-// (the last's last bytes, the others' g.mss each), flags the last's.
-func (g *gsoState) joinN(data []byte, view bool, seq uint32, flags byte, n, last int) {
+// (the last's last bytes, the others' g.mss each), flags and chunkEnd the
+// last's.
+func (g *gsoState) joinN(data []byte, view bool, seq uint32, flags byte, chunkEnd bool, n, last int) {
 	const fin = 0x01
 	g.put(data, view)
 	g.segs += n
 	g.last = last
 	g.next = seq + uint32(len(data))
 	g.buf[tun.VnetHdrLen+g.ihl+13] = flags // PSH and FIN: the last's
-	g.open = last == g.mss && flags&fin == 0
+	g.open = last == g.mss && flags&fin == 0 && !chunkEnd
 	if g.pend && !g.atOK { // a frame started on the frame before's reading
 		g.at, g.atOK = g.pendAt, true
 	}
