@@ -71,7 +71,8 @@ func runOne(parent context.Context, cfg Config, c compareCase, stackName string,
 				ss := t.s.Stats()
 				res.Loops, res.LoopThread = ss.Loops, ss.LoopThread
 			case *childStack:
-				res.Loops, res.LoopThread, res.ServerPID = t.latest().Loops, t.latest().LoopThread, t.pid
+				ss := t.latest() // a round trip to the child
+				res.Loops, res.LoopThread, res.ServerPID = ss.Loops, ss.LoopThread, t.pid
 			}
 			if ok && !sc.unwatched {
 				res.collectEvents(e.w.Events())
