@@ -4,6 +4,12 @@
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
 GOFMT   ?= $(shell $(GO) env GOROOT)/bin/gofmt
+# The toolchain: go.work and cmd/tcpwheel/go.mod name the Go patch release the
+# project builds with (their toolchain line: the first without the standard
+# library vulnerabilities govulncheck finds reachable from our code); auto lets
+# an older local go fetch it through the module proxy, where a go.env that says
+# local would ignore the line.
+export GOTOOLCHAIN ?= auto
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
@@ -19,7 +25,7 @@ STATICCHECK ?= $(TOOLBIN)/staticcheck
 # the root module's packages only, so every target names both.
 PKGS := ./... ./cmd/tcpwheel/...
 
-.PHONY: all build test lint vet fmt fmt-check staticcheck bench fuzz run forward deps run-deps packetdrill packetdrill-shim conformance conformance-reference
+.PHONY: all build test lint vulncheck vet fmt fmt-check staticcheck bench fuzz run forward deps run-deps packetdrill packetdrill-shim conformance conformance-reference
 
 all: build
 
@@ -56,9 +62,14 @@ staticcheck:
 # gofmt check, go vet and staticcheck: each must print nothing.
 lint: fmt-check vet staticcheck
 
+# govulncheck over both modules against a pinned snapshot of the Go
+# vulnerability database (scripts/vulncheck.sh): nothing may be reachable.
+vulncheck:
+	GO=$(GO) scripts/vulncheck.sh
+
 # The README's test command. Integration tests need root and /dev/net/tun; with
 # CI=true they fail instead of skipping when those are missing.
-test: deps lint
+test: deps lint vulncheck
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 	# tcp's packet tables again with TSO segments on (tcp.Config.GSOMax):
 	# they must see the same packets.

@@ -2,6 +2,8 @@ module github.com/tcpwheel/tcpwheel/cmd/tcpwheel
 
 go 1.26.3
 
+toolchain go1.26.11
+
 require (
 	github.com/google/gopacket v1.1.19
 	github.com/tcpwheel/tcpwheel v0.0.0-00010101000000-000000000000
@@ -29,7 +31,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/songgao/water v0.0.0-20200317203138-2b4b6d7c09d8 // indirect
 	golang.org/x/exp v0.0.0-20250711185948-6ae5c78190dc // indirect
-	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/image v0.47.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
