@@ -100,6 +100,13 @@ func TestOffloadEcho(t *testing.T) {
 	if st.DeviceErrors != 0 {
 		t.Errorf("%d device errors", st.DeviceErrors)
 	}
+	// The echo's reader is woken with batches of bulk data, its writer
+	// with room: an unlocked loop (the default with a P to spare) yields
+	// to them before it sleeps (loop.Loop.YieldToWoken).
+	t.Logf("loop %s: %d wakeups, %d yields to a woken reader or writer", st.LoopThread, st.Wheel.Wakeups, st.Wheel.WokenYields)
+	if y := st.Wheel.WokenYields; (y > 0) != (st.LoopThread == "unlocked") {
+		t.Errorf("%s loop: %d yields to a woken reader or writer, want some only if unlocked", st.LoopThread, y)
+	}
 }
 
 // TestOffloadPlain: on a TUN without offloads the stack says so, and why,

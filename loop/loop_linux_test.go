@@ -666,3 +666,76 @@ func goroutineState(id string) string {
 	}
 	return ""
 }
+
+// TestLoopYieldToWoken: with one P, a callback that wakes a goroutine whose
+// work comes straight back (it posts to the loop) and says so
+// (YieldToWoken) has an unlocked loop yield its P before it sleeps: the
+// goroutine runs first, its post finds the loop awake, and no wakeup is
+// needed for it. Without the call, or on a locked or parked loop (which
+// ignore it), the loop sleeps first and the post wakes it.
+func TestLoopYieldToWoken(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const rounds = 40
+	for _, tc := range []struct {
+		name    string
+		newLoop func(*timer.Wheel) (*Loop, error)
+		hint    bool
+		yields  bool // the loop yields for the hint
+	}{
+		{"unlocked", NewUnlocked, true, true},
+		{"unlocked without the call", NewUnlocked, false, false},
+		{"locked", New, true, false},
+		{"parked", NewParked, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := timer.New(timer.Config{Clock: timer.NewMonotonicClock()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := tc.newLoop(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			wake, back := make(chan struct{}), make(chan struct{}, 1)
+			go func() { // the woken goroutine: it posts back at once
+				for range wake {
+					if err := l.Post(func() { back <- struct{}{} }); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+			defer close(wake)
+			postWait(t, l, func() {}) // started
+			before := l.Wakeups()
+			for range rounds {
+				if err := l.Post(func() {
+					wake <- struct{}{} // readies the goroutine on this P
+					if tc.hint {
+						l.YieldToWoken()
+					}
+				}); err != nil {
+					t.Fatal(err)
+				}
+				recvWithin(t, back)
+			}
+			// Each round's first post (this goroutine's) wakes the
+			// sleeping loop; the second (the woken goroutine's) does
+			// unless the loop yielded to it first.
+			wakeups, yields := l.Wakeups()-before, l.WokenYields()
+			t.Logf("%d rounds: %d wakeups, %d yields", rounds, wakeups, yields)
+			if tc.yields {
+				// The runtime takes its global queue first once in 61
+				// schedules: then the loop sleeps first, and is woken.
+				if yields != rounds || wakeups > rounds+rounds/4 {
+					t.Fatalf("%d rounds: %d wakeups, %d yields; want %d yields and at most %d wakeups", rounds, wakeups, yields, rounds, rounds+rounds/4)
+				}
+				return
+			}
+			if yields != 0 || wakeups < rounds+rounds/2 {
+				t.Fatalf("%d rounds: %d wakeups, %d yields; want no yield, and at least %d wakeups", rounds, wakeups, yields, rounds+rounds/2)
+			}
+		})
+	}
+}

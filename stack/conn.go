@@ -98,6 +98,9 @@ type txBuf struct {
 	open   bool  // established: Write may take bytes
 	err    error // why Write fails: the endpoint's error, ErrWriteClosed, ErrClosed
 	posted bool  // a flush is posted and has not yet looked at q
+	// waiting: a Write found no room and waits for it (or did, until a
+	// deadline): the loop's wake of it is a Loop.YieldToWoken (roomy).
+	waiting bool
 	// closeAfter: a graceful Close; it sets posted too, riding on a flush
 	// Write posted or posting the flush itself, which runs the Close's
 	// part on the loop (closeGraceful) after the drain.
@@ -120,8 +123,11 @@ type rxBuf struct {
 	// the endpoint has said that nothing waits for it before
 	// (tcp.Endpoint.ReleaseCanWait, Conn.pace).
 	lazy bool
-	eof  bool  // the peer's FIN follows ring's bytes
-	err  error // the endpoint's error follows ring's bytes
+	// waiting: a Read found nothing and waits (or did, until a deadline):
+	// a bulk batch's wake of it is a Loop.YieldToWoken (Stack.wakeReaders).
+	waiting bool
+	eof     bool  // the peer's FIN follows ring's bytes
+	err     error // the endpoint's error follows ring's bytes
 }
 
 // finAction is a Close or CloseWrite waiting for the bytes in tx.
@@ -346,6 +352,7 @@ func (c *Conn) readSome(p []byte, ch *chan struct{}) (n int, wait bool, err erro
 	eof, rerr := c.rx.eof, c.rx.err
 	if ch != nil && !eof && rerr == nil && len(p) > 0 {
 		*ch = c.waitChan(&c.readable)
+		c.rx.waiting = true
 	}
 	c.mu.Unlock()
 	switch {
@@ -400,6 +407,7 @@ func (c *Conn) writeSome(p []byte, ch *chan struct{}) (int, error) {
 	if !c.tx.open || room <= 0 || len(p) == 0 {
 		if ch != nil && len(p) > 0 {
 			*ch = c.waitChan(&c.writable)
+			c.tx.waiting = true
 		}
 		c.mu.Unlock()
 		return 0, nil
@@ -790,7 +798,26 @@ func (c *Conn) roomy() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	held := c.tx.q.Held()
-	return 2*(c.tx.limit-held) >= held
+	if 2*(c.tx.limit-held) < held {
+		return false
+	}
+	if c.tx.waiting {
+		// The writer comes back with its next bytes at once: let it run
+		// before the loop sleeps (a bulk sender's every wake).
+		c.tx.waiting = false
+		c.s.yieldToWoken()
+	}
+	return true
+}
+
+// readerWaits reports whether a Read found nothing and waits (or did), and
+// forgets it: the wake that follows answers it.
+func (c *Conn) readerWaits() bool {
+	c.mu.Lock()
+	w := c.rx.waiting
+	c.rx.waiting = false
+	c.mu.Unlock()
+	return w
 }
 
 // fill moves what the endpoint has received into rx, held there as unread

@@ -512,11 +512,17 @@ func TestLoopThread(t *testing.T) {
 			c, srv := dialPair(t, a, b)
 			defer c.Close()
 			defer srv.Close()
-			msg := bytes.Repeat([]byte("parked or locked "), 4096)
+			// 8.9 MB: more than the send buffer grows to, so that the
+			// writer waits for room, and an unlocked loop yields to it
+			// when it has some (loop.Loop.YieldToWoken).
+			msg := bytes.Repeat([]byte("parked or locked "), 1<<19)
 			go func() { _, _ = c.Write(msg) }()
 			got := make([]byte, len(msg))
 			if _, err := io.ReadFull(srv, got); err != nil || !bytes.Equal(got, msg) {
 				t.Fatalf("read %v, intact %v", err, bytes.Equal(got, msg))
+			}
+			if y := a.Stats().Wheel.WokenYields; (y > 0) != (tc.want == "unlocked") {
+				t.Fatalf("the writer's loop yielded to it %d times; want some only if unlocked", y)
 			}
 		})
 	}

@@ -963,6 +963,14 @@ func (s *Stack) handOver() {
 	s.accepts = s.accepts[:0]
 }
 
+// yieldToWoken is loop.Loop.YieldToWoken, on the stack's loop (a manual
+// loop has none).
+func (s *Stack) yieldToWoken() {
+	if l, ok := s.run.(*loop.Loop); ok {
+		l.YieldToWoken()
+	}
+}
+
 // wakeReaders runs at the end of the loop's turn, after its writes (the
 // batch's ACKs): it wakes the readers of bulk data whose wake flushAcks
 // held back (Conn.pace), unless input waits on the device already, which
@@ -983,6 +991,12 @@ func (s *Stack) wakeReaders() {
 		s.wakes[i] = nil
 		if c.wakeHeld {
 			c.wakeHeld = false
+			if c.readerWaits() {
+				// A bulk reader's Read takes this batch and comes
+				// back (its release, or the next Read's wait): let it
+				// run before the loop sleeps.
+				s.yieldToWoken()
+			}
 			c.wakeOn(&c.readable)
 		}
 	}

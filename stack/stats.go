@@ -181,6 +181,10 @@ type WheelStats struct {
 	// due timers because the device still held packets after a full batch
 	// (loop.Loop.DeferredExpiries); 0 on a manual loop.
 	DeferredExpiries uint64
+	// WokenYields counts the loop's yields of its P to a goroutine it woke
+	// with bulk work: a writer given room, a reader given a batch
+	// (loop.Loop.YieldToWoken); 0 unless the loop is unlocked (LoopUnlocked).
+	WokenYields      uint64
 	LateP50, LateP99 int64 // nanoseconds: lateness of fired timers, upper bounds
 	LateMax          int64
 }
@@ -253,6 +257,7 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 	if l, ok := s.run.(*loop.Loop); ok { // a manual loop has neither
 		st.Wheel.Wakeups = l.Wakeups()
 		st.Wheel.DeferredExpiries = l.DeferredExpiries()
+		st.Wheel.WokenYields = l.WokenYields()
 		ls.Wakeups = st.Wheel.Wakeups
 	}
 	return st, ls
