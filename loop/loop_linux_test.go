@@ -590,15 +590,7 @@ func TestLoopThreadModes(t *testing.T) {
 		{"unlocked", NewUnlocked, false, false, "[syscall", "locked to thread"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, err := timer.New(timer.Config{Clock: timer.NewMonotonicClock()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := tc.newLoop(w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l, w := startLoop(t, tc.newLoop)
 			if l.Parked() != tc.parked || l.Locked() != tc.locked || (l.ThreadID() != 0) != tc.locked {
 				t.Fatalf("Parked %v, Locked %v, ThreadID %d; want %v, %v, a thread id if locked", l.Parked(), l.Locked(), l.ThreadID(), tc.parked, tc.locked)
 			}
@@ -654,6 +646,22 @@ func TestLoopThreadModes(t *testing.T) {
 	}
 }
 
+// startLoop starts a loop with newLoop (New, NewParked, NewUnlocked) on a
+// wheel of its own, closed at the test's end.
+func startLoop(t *testing.T, newLoop func(*timer.Wheel) (*Loop, error)) (*Loop, *timer.Wheel) {
+	t.Helper()
+	w, err := timer.New(timer.Config{Clock: timer.NewMonotonicClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := newLoop(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, w
+}
+
 // goroutineState is the header line of goroutine id's stack in a dump of
 // all goroutines ("goroutine 7 [IO wait]:"), or "".
 func goroutineState(id string) string {
@@ -688,15 +696,7 @@ func TestLoopYieldToWoken(t *testing.T) {
 		{"parked", NewParked, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, err := timer.New(timer.Config{Clock: timer.NewMonotonicClock()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := tc.newLoop(w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l, _ := startLoop(t, tc.newLoop)
 			wake, back := make(chan struct{}), make(chan struct{}, 1)
 			go func() { // the woken goroutine: it posts back at once
 				for range wake {
