@@ -168,7 +168,9 @@ const (
 	// loop. With GOMAXPROCS=2 and one loop, unlocked against locked: wrk
 	// 1.07x, uploads 1.1x, downloads 1.05x, ab level; parked against
 	// locked: bulk 1.17-1.23x at less CPU per GB but ab 0.86x (README,
-	// stop 27): LoopParked is the choice for bulk-heavy use.
+	// stop 27). Since unlocked loops yield to the goroutines they wake with
+	// bulk work (loop.Loop.YieldToWoken), parked against unlocked: bulk
+	// 0.96-1.0x, wrk 0.92x, ab 0.91x (README, stop 28).
 	LoopAuto LoopThread = iota
 	// LoopLocked locks every loop to a thread of its own (loop.New): its
 	// timer slack 1 ns, Config.RealTime possible.
