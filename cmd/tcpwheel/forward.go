@@ -62,6 +62,7 @@ type forwardConfig struct {
 	duration           time.Duration
 	stats              time.Duration
 	plain              bool
+	thread             stack.LoopThread
 }
 
 func parseForwardFlags(args []string, stderr io.Writer) (forwardConfig, error) {
@@ -82,6 +83,7 @@ func parseForwardFlags(args []string, stderr io.Writer) (forwardConfig, error) {
 	fs.DurationVar(&cfg.duration, "duration", 0, "run this long, then exit (0: until SIGINT or SIGTERM)")
 	fs.DurationVar(&cfg.stats, "stats", 0, "print a one-line counters summary at this interval (0: never)")
 	fs.BoolVar(&cfg.plain, "no-offload", false, "open the clients' TUN without offloads")
+	fs.TextVar(&cfg.thread, "loop-thread", stack.LoopAuto, "how the stack's loop holds its thread (stack.Config.LoopThread): auto, locked, parked or unlocked, as for run")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: tcpwheel forward [flags]
 
@@ -230,7 +232,7 @@ func startForward(cfg forwardConfig) (_ *forwarder, err error) {
 	fw.dial = nsDialer{do: fw.server.Do}
 	fw.enter()
 	go fw.blackHole()
-	if fw.s, err = stack.New(stack.Config{Device: fw.client.Dev, Addr: fwdStackAddr, Addr6: fw.client.StackAddr6, Prefix: fwdClientPeer.Masked(), Backlog: defaultRunBacklog}); err != nil {
+	if fw.s, err = stack.New(stack.Config{Device: fw.client.Dev, Addr: fwdStackAddr, Addr6: fw.client.StackAddr6, Prefix: fwdClientPeer.Masked(), Backlog: defaultRunBacklog, LoopThread: cfg.thread}); err != nil {
 		return nil, err
 	}
 	err = fw.s.Forward(stack.ForwardConfig{

@@ -59,6 +59,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"run", "-loop-thread", "pinned"}, 2, "want auto, locked, parked or unlocked"},
 		{[]string{"run", "-loop-thread", "parked", "-rt"}, 2, "-rt: not with -loop-thread parked"},
 		{[]string{"compare", "-loop-thread", "pinned"}, 2, "want auto, locked, parked or unlocked"},
+		{[]string{"forward", "-loop-thread", "pinned"}, 2, "want auto, locked, parked or unlocked"},
 		// Paths are checked before any namespace is made (no root needed here).
 		{[]string{"run", "-pcap", "/nonexistent-dir/x.pcap"}, 2, "-pcap"},
 		{[]string{"compare", "-json", "/nonexistent-dir/x.json"}, 2, "-json"},
