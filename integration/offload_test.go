@@ -24,21 +24,7 @@ func offloadEcho(t *testing.T, imp impair.Config, n int) (stack.Stats, *testbed.
 // echoOn is offloadEcho on a bed made from cfg.
 func echoOn(t *testing.T, cfg testbed.Config, n int) (stack.Stats, *testbed.Bed) {
 	t.Helper()
-	testbed.RequireRoot(t)
-	bed, err := testbed.New(cfg)
-	if err != nil {
-		t.Fatalf("test bed: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := bed.Close(); err != nil {
-			t.Errorf("closing the test bed: %v", err)
-		}
-	})
-	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: bed.StackAddr})
-	if err != nil {
-		t.Fatalf("stack: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
+	bed, st := stackOnBed(t, cfg)
 	ln, err := st.Listen("tcp", ":7")
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +46,28 @@ func echoOn(t *testing.T, cfg testbed.Config, n int) (stack.Stats, *testbed.Bed)
 		t.Fatalf("echo: %d bytes came back of %d, intact %v", got, n, sum == sha256.Sum256(data))
 	}
 	return st.Stats(), bed
+}
+
+// stackOnBed makes a test bed from cfg and a stack on its device, both
+// closed at the test's end.
+func stackOnBed(t *testing.T, cfg testbed.Config) (*testbed.Bed, *stack.Stack) {
+	t.Helper()
+	testbed.RequireRoot(t)
+	bed, err := testbed.New(cfg)
+	if err != nil {
+		t.Fatalf("test bed: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := bed.Close(); err != nil {
+			t.Errorf("closing the test bed: %v", err)
+		}
+	})
+	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: bed.StackAddr})
+	if err != nil {
+		t.Fatalf("stack: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return bed, st
 }
 
 // TestOffloadEcho: with the kernel as the peer over a TUN with offloads and
@@ -106,6 +114,54 @@ func TestOffloadEcho(t *testing.T) {
 	t.Logf("loop %s: %d wakeups, %d yields to a woken reader or writer", st.LoopThread, st.Wheel.Wakeups, st.Wheel.WokenYields)
 	if y := st.Wheel.WokenYields; (y > 0) != (st.LoopThread == "unlocked") {
 		t.Errorf("%s loop: %d yields to a woken reader or writer, want some only if unlocked", st.LoopThread, y)
+	}
+}
+
+// TestOffloadUploadYields: the kernel sends 32 MB to a server of the stack
+// that only reads (its writer never waits), over a TUN with offloads: the
+// reader, woken with batches of the kernel's GRO'd frames, is the only
+// goroutine the loop can yield to (loop.Loop.YieldToWoken, from
+// Stack.wakeReaders), which an unlocked loop does and a parked one does not.
+func TestOffloadUploadYields(t *testing.T) {
+	bed, st := stackOnBed(t, testbed.Config{Subnet: 7, Offload: true})
+	ln, err := st.Listen("tcp", ":9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 32 << 20
+	got := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- -1
+			return
+		}
+		defer c.Close()
+		m, _ := io.Copy(io.Discard, c)
+		got <- m
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := bed.KernelDial(ctx, 9, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(randomBytes(9, n)); err != nil {
+		t.Fatalf("kernel write: %v", err)
+	}
+	c.Close()
+	select {
+	case m := <-got:
+		if m != n {
+			t.Fatalf("the stack's server read %d bytes of %d", m, n)
+		}
+	case <-ctx.Done():
+		t.Fatal("the stack's server did not read everything in time")
+	}
+	s := st.Stats()
+	t.Logf("loop %s: %d wakeups, %d yields to the woken reader; %d of %d frames in larger than the MTU", s.LoopThread, s.Wheel.Wakeups, s.Wheel.WokenYields, s.Offload.LargeFramesIn, s.Offload.FramesIn)
+	if y := s.Wheel.WokenYields; (y > 0) != (s.LoopThread == "unlocked") {
+		t.Errorf("%s loop: %d yields to the woken reader, want some only if unlocked", s.LoopThread, y)
 	}
 }
 
