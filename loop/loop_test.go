@@ -328,15 +328,17 @@ func TestLoopPostedBatchSeesFreshNow(t *testing.T) {
 
 // TestLoopYieldsEvery: the loop yields its P at the end of the first turn
 // YieldEvery or more after its last yield (on its clock), and not before.
+// The clock moves inside the turns here, never while the loop sleeps: a
+// busy loop (TestLoopQuietSleep has the other kind).
 func TestLoopYieldsEvery(t *testing.T) {
 	clk := timer.NewManualClock(0)
 	d, _ := newLoopWith(t, timer.Config{Clock: clk})
-	// turn runs a turn at clock time at and waits for the turn after it, so
-	// that the first one's end (where the loop yields) is behind us.
+	// turn runs a turn that moves the clock to at and waits for the turn
+	// after it, so that the first one's end (where the loop yields) is
+	// behind us.
 	turn := func(at time.Duration) uint64 {
 		t.Helper()
-		clk.Set(at)
-		postWait(t, d, func() {})
+		postWait(t, d, func() { clk.Set(at) })
 		postWait(t, d, func() {})
 		return d.yields.Load()
 	}
@@ -355,6 +357,75 @@ func TestLoopYieldsEvery(t *testing.T) {
 		if got := turn(c.at); got != c.want {
 			t.Fatalf("at %v: %d yields, want %d", c.at, got, c.want)
 		}
+	}
+}
+
+// TestLoopQuietSleep: a sleep of quietSleep or more (the clock moved while
+// the loop slept) counts as a yield: the turn after it does not yield, and
+// the next yield comes YieldEvery after the wake; a shorter sleep does not
+// count.
+func TestLoopQuietSleep(t *testing.T) {
+	clk := timer.NewManualClock(0)
+	d, _ := newLoopWith(t, timer.Config{Clock: clk})
+	// asleepUntil moves the clock while the loop sleeps, then wakes it
+	// with a turn, and a second one so that the first one's end is behind
+	// us; busyUntil moves the clock inside a turn.
+	asleepUntil := func(at time.Duration) uint64 {
+		t.Helper()
+		waitAsleep(t, d)
+		clk.Set(at)
+		postWait(t, d, func() {})
+		postWait(t, d, func() {})
+		return d.yields.Load()
+	}
+	busyUntil := func(at time.Duration) uint64 {
+		t.Helper()
+		postWait(t, d, func() { clk.Set(at) })
+		postWait(t, d, func() {})
+		return d.yields.Load()
+	}
+	const ms = time.Millisecond
+	for i, c := range []struct {
+		asleep bool
+		at     time.Duration
+		want   uint64
+	}{
+		{true, 10 * ms, 0},                             // quiet: counts as the yield
+		{false, 10*ms + YieldEvery - 1, 0},             // YieldEvery after the wake: not yet
+		{false, 10*ms + YieldEvery, 1},                 // now
+		{true, 10*ms + YieldEvery + quietSleep - 1, 1}, // a short sleep does not count...
+		{false, 10*ms + 2*YieldEvery, 2},               // ...so the clock ran on from the yield
+		{true, 50 * ms, 2},                             // quiet again
+		{false, 50*ms + YieldEvery, 3},
+	} {
+		var got uint64
+		if c.asleep {
+			got = asleepUntil(c.at)
+		} else {
+			got = busyUntil(c.at)
+		}
+		if got != c.want {
+			t.Fatalf("step %d (asleep %v until %v): %d yields, want %d", i, c.asleep, c.at, got, c.want)
+		}
+	}
+}
+
+// waitAsleep waits until d's goroutine is about to block in its poller, or
+// blocks there (Loop.sleeping).
+func waitAsleep(t *testing.T, d *Loop) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		d.mu.Lock()
+		asleep := d.sleeping
+		d.mu.Unlock()
+		if asleep {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop did not go to sleep within %v", waitTimeout)
+		}
+		time.Sleep(20 * time.Microsecond)
 	}
 }
 
