@@ -88,9 +88,6 @@ var _ Runner = (*Loop)(nil)
 // New starts a loop goroutine for w and hands w over to it. It fails if the
 // platform's timer and wake-up objects cannot be made.
 func New(w *timer.Wheel) (*Loop, error) {
-	if w == nil {
-		return nil, timer.ErrConfig
-	}
 	return newLoop(w, nil, threadLocked)
 }
 
@@ -105,9 +102,6 @@ func New(w *timer.Wheel) (*Loop, error) {
 // loop is parked this way already. package stack chooses it
 // (stack.Config.LoopThread).
 func NewParked(w *timer.Wheel) (*Loop, error) {
-	if w == nil {
-		return nil, timer.ErrConfig
-	}
 	return newLoop(w, nil, threadParked)
 }
 
@@ -120,9 +114,6 @@ func NewParked(w *timer.Wheel) (*Loop, error) {
 // it served wrk 1.07x and uploads 1.1x a locked loop's rate, ab level
 // (README, stop 27). Elsewhere every loop is as NewParked makes it.
 func NewUnlocked(w *timer.Wheel) (*Loop, error) {
-	if w == nil {
-		return nil, timer.ErrConfig
-	}
 	return newLoop(w, nil, threadUnlocked)
 }
 
@@ -144,6 +135,9 @@ func (l *Loop) Parked() bool { return l.mode == threadParked }
 func (l *Loop) Locked() bool { return l.mode == threadLocked && l.p.locked() }
 
 func newLoop(w *timer.Wheel, shared *Shared, mode threadMode) (*Loop, error) {
+	if w == nil {
+		return nil, timer.ErrConfig
+	}
 	l := &Loop{w: w, clock: w.Clock(), shared: shared, mode: mode, done: make(chan struct{})}
 	l.spin.Store(int64(DefaultSpin))
 	l.maxHeld.Store(MaxDeferredTurns)
@@ -573,10 +567,10 @@ func (l *Loop) nextDeadline() (time.Duration, bool) {
 // due already or work arrived meanwhile.
 func (l *Loop) sleep() {
 	next, ok := l.nextDeadline()
-	if ok && next <= l.clock.Now() {
+	before := l.clock.Now() // before sleeping is set: a Post that finds it set moved the clock after
+	if ok && next <= before {
 		return // something is due already: the next turn polls the fds first
 	}
-	before := l.clock.Now() // before sleeping is set: a Post that finds it set moved the clock after
 	l.mu.Lock()
 	if l.kicked {
 		l.mu.Unlock()

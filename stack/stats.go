@@ -206,17 +206,6 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 	if s.do(func() {
 		ls = s.loopStats()
 		st.InputPath = s.input
-		st.LoopThread = "manual"
-		if l, ok := s.run.(*loop.Loop); ok {
-			switch {
-			case l.Parked():
-				st.LoopThread = LoopParked.String()
-			case l.Locked():
-				st.LoopThread = LoopLocked.String()
-			default:
-				st.LoopThread = LoopUnlocked.String()
-			}
-		}
 		st.Input = s.inputStats
 		st.Counters = s.counters
 		s.udpOut.addTo(&st.Counters) // udpsend.go
@@ -254,7 +243,16 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 	}) != nil {
 		return st, ls
 	}
-	if l, ok := s.run.(*loop.Loop); ok { // a manual loop has neither
+	st.LoopThread = "manual"
+	if l, ok := s.run.(*loop.Loop); ok { // a manual loop has none of these
+		switch {
+		case l.Parked():
+			st.LoopThread = LoopParked.String()
+		case l.Locked():
+			st.LoopThread = LoopLocked.String()
+		default:
+			st.LoopThread = LoopUnlocked.String()
+		}
 		st.Wheel.Wakeups = l.Wakeups()
 		st.Wheel.DeferredExpiries = l.DeferredExpiries()
 		st.Wheel.WokenYields = l.WokenYields()

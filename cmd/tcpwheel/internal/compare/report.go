@@ -34,7 +34,7 @@ type runResult struct {
 	// stack cannot say. See stackUnderTest.InputPath.
 	InputPath string `json:"input_path,omitempty"`
 	// LoopThread is how a tcpwheel stack's loops held their threads:
-	// "locked" or "parked" (stack.Stats.LoopThread).
+	// "locked", "parked" or "unlocked" (stack.Stats.LoopThread).
 	LoopThread string `json:"loop_thread,omitempty"`
 	// Loops is each loop's share of a tcpwheel stack with several
 	// (-loops): packets read, handoffs.
