@@ -165,47 +165,93 @@ func TestDeadlineZeroValue(t *testing.T) {
 	}
 }
 
-// TestDeadlineTimerReused: a deadline's timer is made once and re-armed by
-// every later set, as net/http's server sets a connection's read deadline
-// several times a request (a future time, none, a past time, none): no
-// allocation per request once the first made the timer; and a set that
-// overtakes a timer about to fire is not passed by that fire, while a
-// re-armed deadline still passes when its own time comes.
+// TestDeadlineTimerReused: a deadline's timer runs only for calls that wait
+// on it. net/http's server sets a connection's read deadline several times a
+// request (a future time, none, a past time, none) with nobody waiting under
+// it: no timer and no allocation; a deadline set and reached meanwhile is
+// passed all the same. A call that waits arms the timer, made once and
+// re-armed after; a set that overtakes a timer about to fire is not passed by
+// that fire, which re-arms for the new time while the call waits, and a
+// re-armed deadline passes when its own time comes.
 func TestDeadlineTimerReused(t *testing.T) {
 	var d deadline
-	d.set(time.Now().Add(time.Hour)) // the timer, made once
-	d.wait()
 	if allocs := testing.AllocsPerRun(200, func() {
 		d.set(time.Now().Add(10 * time.Second)) // ReadHeaderTimeout
+		if d.passed() {
+			t.Fatal("a deadline 10 s on: passed")
+		}
 		d.set(time.Time{})
 		d.set(time.Now().Add(-time.Second)) // the background read's abort
+		if !d.passed() {
+			t.Fatal("a past deadline: not passed")
+		}
 		d.set(time.Time{})
-	}); allocs > 1 {
-		// The abort closes the channel a wait made; the next wait makes
-		// one again, but none of the sets allocates.
-		t.Errorf("a request's four deadline sets: %.1f allocations, want at most 1", allocs)
+	}); allocs != 0 {
+		t.Errorf("a request's four deadline sets, nobody waiting: %.1f allocations, want none", allocs)
 	}
-	d.set(time.Time{})
+	if d.tm == nil || d.tm.t != nil {
+		t.Fatal("a deadline's time not kept, or a timer made with nobody waiting")
+	}
+	var r deadline
+	r.set(time.Now().Add(5 * time.Millisecond))
+	time.Sleep(6 * time.Millisecond)
+	if r.tm.t != nil || !r.passed() {
+		t.Fatalf("a deadline reached while nobody waited: timer %v, passed %v; want none, true", r.tm.t, r.passed())
+	}
+
+	// A call waits: the timer is made once, and the sets while it waits
+	// re-arm it.
+	w := d.wait()
+	if d.tm.t != nil {
+		t.Fatal("a wait with no deadline set made a timer")
+	}
+	d.set(time.Now().Add(time.Hour))
+	tm := d.tm.t
+	if tm == nil || d.tm.armed.IsZero() {
+		t.Fatal("a deadline set while a call waits: no timer armed")
+	}
 	if allocs := testing.AllocsPerRun(200, func() {
 		d.set(time.Now().Add(10 * time.Second))
 		d.set(time.Time{})
-	}); allocs != 0 {
-		t.Errorf("a future deadline set and cleared: %.1f allocations, want none", allocs)
+		d.set(time.Now().Add(time.Hour))
+	}); allocs != 0 || d.tm.t != tm {
+		t.Errorf("deadlines set while a call waits: %.1f allocations, timer remade %v; want none, false", allocs, d.tm.t != tm)
 	}
+	d.set(time.Now().Add(-time.Second))
+	select {
+	case <-w:
+	default:
+		t.Fatal("a past deadline set while a call waits: its channel not closed")
+	}
+	d.done()
 
 	// Overtaken fires: each round arms a deadline due at once, then moves
 	// it an hour on before its fire can take the lock; no round may pass.
 	var o deadline
+	o.wait() // a call waits while the sets go on
 	for range 200 {
 		o.set(time.Now().Add(time.Microsecond))
 		o.set(time.Now().Add(time.Hour))
 	}
-	w := o.wait()
+	o.done()
+	// The channel now: a round's microsecond may pass before its second
+	// set, which closes the first wait's channel (the deadline passed), and
+	// the set an hour on then starts a new one.
+	w = o.wait()
 	time.Sleep(20 * time.Millisecond) // every overtaken fire has run by now, or runs later to the same effect
 	// A fire that lost the race to a set: the timer's function runs after
-	// the set moved the deadline on (or cleared it).
+	// the set moved the deadline on; the call still waits, so it re-arms.
 	o.fire()
+	if o.passed() || o.tm.armed.IsZero() {
+		t.Fatalf("a fire for a deadline since moved an hour on: passed %v, re-armed %v; want false, true", o.passed(), !o.tm.armed.IsZero())
+	}
+	select {
+	case <-w:
+		t.Fatal("a fire for a deadline since moved an hour on closed wait's channel")
+	default:
+	}
 	var c deadline
+	c.wait()
 	c.set(time.Now().Add(time.Hour))
 	c.set(time.Time{})
 	c.fire()
@@ -222,18 +268,26 @@ func TestDeadlineTimerReused(t *testing.T) {
 	if c.passed() {
 		t.Fatal("a fire held back while its deadline was cleared passed it")
 	}
-	if o.passed() {
-		t.Fatal("a fire for a deadline since moved an hour on passed it")
-	}
-	select {
-	case <-w:
-		t.Fatal("a fire for a deadline since moved an hour on closed wait's channel")
-	default:
+	// A fire for a deadline moved on after its call stopped waiting
+	// leaves the timer unarmed; the next wait arms it again.
+	c.set(time.Now().Add(time.Hour))
+	c.done()
+	c.fire()
+	if c.passed() || !c.tm.armed.IsZero() {
+		t.Fatalf("a fire with nobody waiting: passed %v, armed %v; want false, false", c.passed(), !c.tm.armed.IsZero())
 	}
 	o.set(time.Now().Add(5 * time.Millisecond)) // re-armed, the same timer
 	<-w                                         // closed when the time comes; the test's timeout if never
 	if !o.passed() {
 		t.Fatal("the re-armed deadline came: not passed")
+	}
+	o.done()
+	var e deadline
+	e.set(time.Now().Add(5 * time.Millisecond))
+	<-e.wait() // the wait arms the timer for a deadline set before it; the test's timeout if never
+	e.done()
+	if !e.passed() {
+		t.Fatal("a deadline set before the wait came: not passed")
 	}
 }
 

@@ -449,6 +449,7 @@ func (c *Conn) block(ch chan struct{}, dl *deadline) {
 	case <-dl.wait():
 	case <-c.s.done:
 	}
+	dl.done()
 }
 
 func (c *Conn) isClosed() bool { return c.closing.Load() }

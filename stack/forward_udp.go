@@ -175,17 +175,19 @@ func (fl *UDPFlow) Read(p []byte) (int, error) {
 		if err != nil {
 			return 0, fl.opErr("read", err)
 		}
+		stopped := false
 		select {
 		case <-fl.readable:
 		case <-fl.rd.wait():
 		case <-fl.closedByUs:
 		case <-fl.f.s.done:
 			fl.mu.Lock()
-			empty := len(fl.q) == 0
+			stopped = len(fl.q) == 0
 			fl.mu.Unlock()
-			if empty {
-				return 0, fl.opErr("read", net.ErrClosed)
-			}
+		}
+		fl.rd.done()
+		if stopped {
+			return 0, fl.opErr("read", net.ErrClosed)
 		}
 	}
 }

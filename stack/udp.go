@@ -385,14 +385,17 @@ func (u *UDPConn) ReadFromUDPAddrPort(p []byte) (int, netip.AddrPort, error) {
 		if ok {
 			return n, from, nil
 		}
+		stopped := false
 		select {
 		case <-u.readable:
 		case <-u.rd.wait():
 		case <-u.closed:
 		case <-u.s.done:
-			if u.queued() == 0 {
-				return 0, netip.AddrPort{}, u.opErr("read", nil, net.ErrClosed)
-			}
+			stopped = u.queued() == 0
+		}
+		u.rd.done()
+		if stopped {
+			return 0, netip.AddrPort{}, u.opErr("read", nil, net.ErrClosed)
 		}
 	}
 }
