@@ -541,6 +541,11 @@ func TestLoopThread(t *testing.T) {
 			t.Errorf("%v: text %q (%v), read back as %v", v, b, err, back)
 		}
 	}
+	for v, want := range map[LoopThread]bool{LoopAuto: true, LoopLocked: true, LoopParked: false, LoopUnlocked: false} {
+		if v.OwnThread() != want {
+			t.Errorf("%v.OwnThread() = %v, want %v", v, !want, want)
+		}
+	}
 	var bad LoopThread
 	if err := bad.UnmarshalText([]byte("pinned")); err == nil {
 		t.Error(`UnmarshalText("pinned"): no error`)

@@ -217,6 +217,11 @@ func (t *LoopThread) UnmarshalText(b []byte) error {
 	return fmt.Errorf("loop thread %q: want auto, locked, parked or unlocked", b)
 }
 
+// OwnThread reports whether loops of t can hold a thread of their own, as
+// Config.RealTime needs: LoopAuto (which locks them with RealTime) and
+// LoopLocked; parked and unlocked loops have none.
+func (t LoopThread) OwnThread() bool { return t == LoopAuto || t == LoopLocked }
+
 // resolve is what a stack of loops loops runs for t: LoopAuto made
 // LoopParked, LoopLocked (with RealTime: the threads' policy) or
 // LoopUnlocked.
@@ -467,7 +472,7 @@ func newStack(cfg Config) (*Stack, error) {
 	if cfg.LoopThread > LoopUnlocked {
 		return nil, fmt.Errorf("%w: LoopThread %v", ErrConfig, cfg.LoopThread)
 	}
-	if (cfg.LoopThread == LoopParked || cfg.LoopThread == LoopUnlocked) && cfg.RealTime != 0 {
+	if cfg.RealTime != 0 && !cfg.LoopThread.OwnThread() {
 		return nil, fmt.Errorf("%w: RealTime with %v: the loop has no thread of its own", ErrConfig, cfg.LoopThread)
 	}
 	if !cfg.Addr.Is4() {

@@ -154,7 +154,7 @@ func (cfg *runConfig) parse(fs *flag.FlagSet, addr, peer string) error {
 		return fmt.Errorf("-loops %d: want 1 to %d", cfg.loops, stack.MaxLoops)
 	case cfg.loops > 1 && cfg.pcap != "":
 		return fmt.Errorf("-loops %d: not with -pcap (a flight recording is of one loop)", cfg.loops)
-	case cfg.rt && (cfg.thread == stack.LoopParked || cfg.thread == stack.LoopUnlocked):
+	case cfg.rt && !cfg.thread.OwnThread():
 		return fmt.Errorf("-rt: not with -loop-thread %v (the loop has no thread of its own)", cfg.thread)
 	case cfg.synStash > 0 && cfg.pcap != "":
 		return fmt.Errorf("-syn-stash %d: not with -pcap (a recording replays each packet where it was read)", cfg.synStash)
