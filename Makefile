@@ -102,6 +102,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzInput$$' -fuzztime $(FUZZTIME) ./stack/
 	$(GO) test -run '^$$' -fuzz '^FuzzTransportOf$$' -fuzztime $(FUZZTIME) ./stack/
 	$(GO) test -run '^$$' -fuzz '^FuzzReassembly$$' -fuzztime $(FUZZTIME) ./stack/
+	$(GO) test -run '^$$' -fuzz '^FuzzDeadline$$' -fuzztime $(FUZZTIME) ./stack/
 	# FuzzForward's handlers run on goroutines of their own, which makes its
 	# coverage a little flaky: minimising an input then took the whole time.
 	$(GO) test -run '^$$' -fuzz '^FuzzForward$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./stack/
