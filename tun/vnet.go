@@ -446,6 +446,10 @@ func run(b []byte, h VnetHdr, pkt []byte, i, j, segs int) (int, bool) {
 	if size > len(b) {
 		return 0, false
 	}
+	// hdr_len was the frame's, which may count more than the headers (the
+	// kernel's hint: the linear part of its buffer) and more than this run's
+	// bytes, which Check refuses: the run's is its headers.
+	h.HdrLen = uint16(hl)
 	h.Put(b)
 	p := b[VnetHdrLen:size]
 	copy(p, pkt[:hl])
