@@ -72,13 +72,19 @@ func (d *deadline) set(t time.Time) {
 		d.tm = tm
 	}
 	tm.at = t
-	if d.waiters == 0 {
-		return // passed finds it reached; the next wait arms the timer
-	}
-	if time.Now().Before(t) {
-		d.arm()
-	} else {
+	if d.waiters > 0 {
+		d.settle()
+	} // else passed finds it reached; the next wait arms the timer
+}
+
+// settle, for a call waiting, passes a deadline whose time has come or arms
+// the timer for one still ahead. Under mu.
+func (d *deadline) settle() {
+	switch set, reached := d.reached(); {
+	case reached:
 		d.expire()
+	case set:
+		d.arm()
 	}
 }
 
@@ -159,12 +165,7 @@ func (d *deadline) wait() <-chan struct{} {
 	if d.ch == nil {
 		d.ch = make(chan struct{})
 	}
-	switch set, reached := d.reached(); {
-	case reached:
-		d.expire()
-	case set:
-		d.arm()
-	}
+	d.settle()
 	return d.ch
 }
 
