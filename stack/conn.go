@@ -49,12 +49,14 @@ type Conn struct {
 	settled            chan struct{} // closed once the handshake is over, either way
 	settledDone        bool          // loop only
 	// closing is set by Close, before it takes mu to wake the waiters:
-	// a call that finds it under mu does not wait (waitChan).
+	// a call that finds it under mu does not wait (waitChan). Only the
+	// first Close sets it (CompareAndSwap); a second returns an error.
 	closing atomic.Bool
 
-	mu sync.Mutex
-	tx txBuf // guarded by mu
-	rx rxBuf // guarded by mu
+	mu  sync.Mutex
+	wmu sync.Mutex // one writeSome at a time (its copy without mu)
+	tx  txBuf      // guarded by mu
+	rx  rxBuf      // guarded by mu
 	// relStep is the reads that add up to a post of Release: the endpoint's
 	// UpdateStep (at most half the receive buffer, an int32), or 1 on a
 	// manual loop, where a post is a call.
@@ -70,7 +72,6 @@ type Conn struct {
 	// under mu.
 	flushFn, releaseFn func()
 
-	closeOnce sync.Once
 	// rxSpare is rx's storage, which Close released, until the loop takes
 	// it for the stack's spares (recycle). Guarded by mu.
 	rxSpare []byte
@@ -105,6 +106,9 @@ type txBuf struct {
 	// Write posted or posting the flush itself, which runs the Close's
 	// part on the loop (closeGraceful) after the drain.
 	closeAfter bool
+	// copying: a Write copies into room of q that it reserved, without mu
+	// (ring.Shared.Reserve): the storage must not go to the spares.
+	copying bool
 }
 
 // rxBuf holds what the loop took from the endpoint (held there as unread)
@@ -390,12 +394,26 @@ func (c *Conn) Write(p []byte) (int, error) {
 	}
 }
 
+// copyUnlocked is the smallest copy writeSome makes without mu: the loop
+// takes mu at every flush and every ACK, and a loop that found it held for
+// a large copy waited for the copy, and then for a P (Go's runtime had it
+// run next on the writer's P, which a spinning thread steals only after a
+// sleep: 50 µs and more with Linux's default timer slack). Smaller copies
+// go under mu, in one lock.
+const copyUnlocked = 8 << 10
+
+// testHookAfterFill, when set, runs after a Write's copy without mu and
+// before the copy is counted (tests: what the loop may do meanwhile).
+var testHookAfterFill func(*Conn)
+
 // writeSome takes as much of p as the send buffer has room for, without
 // waiting, and has the loop flush it unless a flush is due already. When
 // it takes nothing of a p that is not empty, and ch is not nil, *ch is the
 // channel to wait on (writable, made under mu with the look at tx:
 // waitChan).
 func (c *Conn) writeSome(p []byte, ch *chan struct{}) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	c.mu.Lock()
 	if err := c.tx.err; err != nil {
 		c.mu.Unlock()
@@ -415,7 +433,12 @@ func (c *Conn) writeSome(p []byte, ch *chan struct{}) (int, error) {
 		return 0, nil
 	}
 	n := min(room, len(p))
-	c.tx.q.Write(p[:n])
+	if n < copyUnlocked {
+		c.tx.q.Write(p[:n])
+	} else if err := c.copyUnlocked(p[:n]); err != nil {
+		c.mu.Unlock()
+		return 0, err
+	}
 	post := !c.tx.posted
 	c.tx.posted = true
 	c.mu.Unlock()
@@ -424,6 +447,36 @@ func (c *Conn) writeSome(p []byte, ch *chan struct{}) (int, error) {
 		c.s.post(c.flushFn)
 	}
 	return n, nil
+}
+
+// copyUnlocked copies p into tx.q without mu: into room reserved under mu
+// (ring.Shared.Reserve), counted as written (Commit) only if nothing
+// happened meanwhile that the bytes may not follow: a Close (the FIN may
+// be out already) or a Drop of what Write took (a reset, an abort). Then
+// it returns the error Write returns, and the bytes are not sent. Called
+// with mu held, which it releases for the copy and holds again on return;
+// c.wmu held, so that no other writeSome reserves room meanwhile.
+func (c *Conn) copyUnlocked(p []byte) error {
+	span := c.tx.q.Reserve(len(p))
+	c.tx.copying = true // recycle leaves the storage alone
+	c.mu.Unlock()
+	span.Fill(p)
+	if testHookAfterFill != nil {
+		testHookAfterFill(c)
+	}
+	c.mu.Lock()
+	c.tx.copying = false
+	if c.isClosed() {
+		return c.opErr("write", net.ErrClosed)
+	}
+	if !c.tx.q.Commit(span) {
+		err := c.tx.err
+		if err == nil {
+			err = tcp.ErrClosed
+		}
+		return c.opErr("write", mapErr(err))
+	}
+	return nil
 }
 
 // usable reports why op cannot go on: the connection is closed, or dl passed.
@@ -458,56 +511,51 @@ func (c *Conn) isClosed() bool { return c.closing.Load() }
 // releases the connection (RFC 9293 3.10.4). Unread received data makes it a RST,
 // as on Linux. A second Close returns an error wrapping net.ErrClosed.
 func (c *Conn) Close() error {
-	first := false
-	c.closeOnce.Do(func() {
-		first = true
-		c.closing.Store(true)
-		c.mu.Lock()
-		unread := c.rx.len() > 0        // taken from the endpoint but never returned
-		c.rxSpare = c.rx.ring.Release() // for the loop's recycle
-		c.rx.reset(c.s.frames)
-		readable, writable := c.readable, c.writable
-		c.mu.Unlock()
-		// Calls waiting (waitChan made their channels under mu, before
-		// this look, or they find closing set there) return.
-		if readable != nil {
-			wake(readable)
-		}
-		if writable != nil {
-			wake(writable)
-		}
-		// The loop's part is posted, not waited for: it cannot fail (the
-		// endpoint's Close reports only a second Close, which closeOnce
-		// rules out), and posts run in order, so the FIN still follows
-		// every byte written. A graceful Close while Write's flush is
-		// still posted rides on it (closeAfter): the FIN then leaves in
-		// the same turn as the last data, and joins its frame
-		// (queueSegment) as data+FIN in one packet.
-		//
-		// A graceful Close that does not ride posts Write's flush with
-		// closeAfter set: the same closeGraceful, without a method value
-		// made for it (an allocation per connection).
-		rides := false
-		if !unread {
-			c.mu.Lock()
-			rides = c.tx.posted
-			c.tx.closeAfter, c.tx.posted = true, true
-			c.mu.Unlock()
-		}
-		if !rides {
-			c.s.connPosts.closes.Add(1)
-			if unread {
-				c.s.post(c.closeReset)
-			} else {
-				c.s.post(c.flushFn)
-			}
-		}
-		c.rd.set(time.Time{})
-		c.wd.set(time.Time{})
-	})
-	if !first {
+	if !c.closing.CompareAndSwap(false, true) {
 		return c.opErr("close", net.ErrClosed) // made only here: five allocations
 	}
+	c.mu.Lock()
+	unread := c.rx.len() > 0        // taken from the endpoint but never returned
+	c.rxSpare = c.rx.ring.Release() // for the loop's recycle
+	c.rx.reset(c.s.frames)
+	readable, writable := c.readable, c.writable
+	c.mu.Unlock()
+	// Calls waiting (waitChan made their channels under mu, before
+	// this look, or they find closing set there) return.
+	if readable != nil {
+		wake(readable)
+	}
+	if writable != nil {
+		wake(writable)
+	}
+	// The loop's part is posted, not waited for: it cannot fail (the
+	// endpoint's Close reports only a second Close, which the swap of
+	// closing rules out), and posts run in order, so the FIN still follows
+	// every byte written. A graceful Close while Write's flush is
+	// still posted rides on it (closeAfter): the FIN then leaves in
+	// the same turn as the last data, and joins its frame
+	// (queueSegment) as data+FIN in one packet.
+	//
+	// A graceful Close that does not ride posts Write's flush with
+	// closeAfter set: the same closeGraceful, without a method value
+	// made for it (an allocation per connection).
+	rides := false
+	if !unread {
+		c.mu.Lock()
+		rides = c.tx.posted
+		c.tx.closeAfter, c.tx.posted = true, true
+		c.mu.Unlock()
+	}
+	if !rides {
+		c.s.connPosts.closes.Add(1)
+		if unread {
+			c.s.post(c.closeReset)
+		} else {
+			c.s.post(c.flushFn)
+		}
+	}
+	c.rd.set(time.Time{})
+	c.wd.set(time.Time{})
 	return nil
 }
 
@@ -546,7 +594,7 @@ func (c *Conn) recycle() {
 	rx := c.rxSpare
 	c.rxSpare = nil
 	var tx []byte
-	done := c.tx.q.Held() == 0
+	done := c.tx.q.Held() == 0 && !c.tx.copying
 	if done {
 		tx = c.tx.q.Release() // nil if it never had storage
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	mrand "math/rand/v2"
+	"net"
 	"syscall"
 	"testing"
 
@@ -189,5 +190,104 @@ func readsAll(t *testing.T, r io.Reader, data []byte, done <-chan error) {
 	}
 	if !bytes.Equal(got, data) {
 		t.Fatalf("received %d bytes, not the %d written", len(got), len(data))
+	}
+}
+
+// setAfterFill sets testHookAfterFill for the test.
+func setAfterFill(t *testing.T, f func(*Conn)) {
+	t.Cleanup(func() { testHookAfterFill = nil })
+	testHookAfterFill = f
+}
+
+// TestWriteCopiesWithoutLock: a Write of copyUnlocked bytes or more copies
+// them into tx without mu (the loop, which takes mu at each flush and ACK,
+// does not wait for the copy), a smaller one under it; the bytes arrive, in
+// order, both ways.
+func TestWriteCopiesWithoutLock(t *testing.T) {
+	p := newManualPair(t)
+	c, s := p.connect()
+	copies, locked := 0, 0
+	setAfterFill(t, func(w *Conn) {
+		copies++
+		if !w.mu.TryLock() {
+			locked++
+			return
+		}
+		w.mu.Unlock()
+	})
+	small, large := make([]byte, copyUnlocked-1), make([]byte, 3*copyUnlocked+5)
+	rand.Read(small)
+	rand.Read(large)
+	p.send(c, small)
+	if copies != 0 {
+		t.Fatalf("a Write of %d bytes copied without mu", len(small))
+	}
+	p.send(c, large)
+	if copies != 1 || locked != 0 {
+		t.Fatalf("a Write of %d bytes: %d copies without mu, %d of them with mu held; want 1, 0", len(large), copies, locked)
+	}
+	got := p.readAll(s, make([]byte, 64<<10), nil)
+	if want := append(append([]byte(nil), small...), large...); !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, not the %d written", len(got), len(want))
+	}
+}
+
+// TestWriteCopyRacesClose: a Close while a Write copies without mu (the
+// loop may have sent the FIN by the time the copy is done): the Write
+// returns net.ErrClosed and its bytes are not sent; the peer reads what
+// was written before, then EOF; tx keeps none of the bytes, and its storage
+// does not go to the stack's spares (recycle) during the copy.
+func TestWriteCopyRacesClose(t *testing.T) {
+	p := newManualPair(t)
+	c, s := p.connect()
+	first := p.sendRandom(c, 2000)
+	setAfterFill(t, func(w *Conn) {
+		if err := w.Close(); err != nil {
+			t.Errorf("Close during the copy: %v", err)
+		}
+		p.shuttle() // the loop's part of the Close, and the FIN
+		if w.recycled {
+			t.Error("tx's storage went to the stack's spares while a Write copied into it")
+		}
+	})
+	if n, err := c.TryWrite(make([]byte, copyUnlocked)); n != 0 || !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Write whose copy raced Close: %d, %v; want 0, net.ErrClosed", n, err)
+	}
+	p.shuttle()
+	got, err := io.ReadAll(readerOf(s))
+	if err != nil || !bytes.Equal(got, first) {
+		t.Fatalf("the peer read %d bytes before EOF (%v), want the %d written before the Close", len(got), err, len(first))
+	}
+	c.mu.Lock()
+	held, copying := c.tx.q.Held(), c.tx.copying
+	c.mu.Unlock()
+	if held != 0 || copying {
+		t.Fatalf("after the Write: tx holds %d bytes, copying %v; want 0, false", held, copying)
+	}
+}
+
+// TestWriteCopyRacesReset: a reset from the peer while a Write copies
+// without mu drops what Write took (ring.Shared.Drop): the copy is not
+// counted, and the Write returns the reset.
+func TestWriteCopyRacesReset(t *testing.T) {
+	p := newManualPair(t)
+	c, s := p.connect()
+	setAfterFill(t, func(*Conn) {
+		if err := s.Abort(); err != nil {
+			t.Errorf("the peer's Abort: %v", err)
+		}
+		p.shuttle() // its RST reaches c's endpoint
+	})
+	if n, err := c.TryWrite(make([]byte, 2*copyUnlocked)); n != 0 || !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("Write whose copy raced a reset: %d, %v; want 0, ECONNRESET", n, err)
+	}
+	c.mu.Lock()
+	held, pending := c.tx.q.Held(), c.tx.q.Pending()
+	c.mu.Unlock()
+	if held != 0 || pending != 0 {
+		t.Fatalf("after the reset tx holds %d (%d pending), want none", held, pending)
+	}
+	if i := c.Info(); i.BytesWritten != 0 {
+		t.Fatalf("the endpoint took %d bytes, want none", i.BytesWritten)
 	}
 }

@@ -31,6 +31,7 @@ type Shared struct {
 	cwr     uint32 // wr as of the last Sync: cb holds the bytes up to it
 	head    uint32 // bytes consumed, in all
 	taken   uint32 // bytes taken (Take), in all: head <= taken <= cwr <= wr
+	drops   uint32 // Drop's calls: a Span reserved before one is not committed
 	cb      []byte // the storage as of the last Sync
 	scratch []byte // At's copy of a span that wraps
 }
@@ -48,7 +49,56 @@ func (r *Shared) Write(p []byte) {
 	if len(p) == 0 {
 		return
 	}
-	if need := r.Held() + len(p); need > len(r.b) {
+	r.grow(len(p))
+	r.wr += uint32(fill(r.b, r.wr, p))
+}
+
+// A Span is room Reserve set aside for the producer to copy into without
+// the lock, until Commit counts it as written.
+type Span struct {
+	b    []byte
+	at   uint32
+	gen  uint32
+	size int
+}
+
+// Reserve sets aside room for the next k bytes after what was written,
+// growing the storage if it must, for the producer to Fill without the
+// lock: the room is past the bytes held, so the consumer, which reads only
+// bytes written, never reaches it. Producer, lock held; one Span at a time.
+func (r *Shared) Reserve(k int) Span {
+	r.grow(k)
+	return Span{b: r.b, at: r.wr, gen: r.drops, size: k}
+}
+
+// Fill copies p (len(p) == the span's size) into the span. Producer,
+// without the lock.
+func (s Span) Fill(p []byte) { fill(s.b, s.at, p[:s.size]) }
+
+// Commit counts the span's bytes as written, unless a Drop came after
+// Reserve: then they are discarded and Commit reports false. Producer, lock
+// held.
+func (r *Shared) Commit(s Span) bool {
+	if s.gen != r.drops || s.at != r.wr {
+		return false
+	}
+	r.wr += uint32(s.size)
+	return true
+}
+
+// fill copies p into b at stream position at (wrapping), and returns len(p).
+func fill(b []byte, at uint32, p []byte) int {
+	n := 0
+	for len(p) > 0 {
+		k := copy(b[int(at)&(len(b)-1):], p)
+		p, at, n = p[k:], at+uint32(k), n+k
+	}
+	return n
+}
+
+// grow makes the storage hold Held()+k bytes.
+func (r *Shared) grow(k int) {
+	if need := r.Held() + k; need > len(r.b) {
 		c := max(len(r.b), minCap)
 		for c < need {
 			c *= 2
@@ -62,10 +112,6 @@ func (r *Shared) Write(p []byte) {
 			t += uint32(copy(nb[int(t)&(c-1):], from))
 		}
 		r.b = nb
-	}
-	for len(p) > 0 {
-		k := copy(r.b[int(r.wr)&(len(r.b)-1):], p)
-		p, r.wr = p[k:], r.wr+uint32(k)
 	}
 }
 
@@ -113,6 +159,7 @@ func (r *Shared) Pending() int { return int(r.wr - r.taken) }
 // Drop discards what the consumer has not taken (the producer's bytes that
 // will never be sent), and gives back what it consumed. Consumer, lock held.
 func (r *Shared) Drop() {
+	r.drops++
 	r.wr = r.taken
 	r.Sync()
 }

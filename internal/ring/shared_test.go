@@ -20,7 +20,9 @@ func pattern(t, n int) []byte {
 // consumes and drops, on one goroutine, against a model: every At returns
 // the stream's bytes, Held and Pending are exact, and views an At returned
 // keep their bytes until those are consumed and a Sync has passed, through
-// the producer's writes and the storage's growth. The ring's counts start
+// the producer's writes (Write, or Reserve, Fill and Commit with the
+// consumer's calls between) and the storage's growth; a span reserved
+// before a Drop is not committed. The ring's counts start
 // near 2^32, so that they wrap around (modulo 2^32) early on.
 func TestSharedModel(t *testing.T) {
 	const origin = 1<<32 - 3000
@@ -36,8 +38,19 @@ func TestSharedModel(t *testing.T) {
 		got []byte
 	}
 	var views []view // views into storage, checked until freed passes them
+	// The consumer syncs, and takes some of what is pending.
+	syncTake := func(i int) {
+		if got := r.Sync(); got != wr-taken {
+			t.Fatalf("step %d: Sync: %d pending, want %d", i, got, wr-taken)
+		}
+		freed = head
+		k := rng.IntN(wr - taken + 1)
+		r.Take(k)
+		taken += k
+	}
+	reserved := 0
 	for i := range 50000 {
-		switch rng.IntN(6) {
+		switch rng.IntN(7) {
 		case 0, 1: // the producer writes, within a limit of 64 KB held
 			n := min(rng.IntN(3000), 64<<10-(wr-freed))
 			before := r.b
@@ -46,14 +59,8 @@ func TestSharedModel(t *testing.T) {
 				grew++
 			}
 			wr += n
-		case 2: // the consumer syncs, and takes some of what is pending
-			if got := r.Sync(); got != wr-taken {
-				t.Fatalf("step %d: Sync: %d pending, want %d", i, got, wr-taken)
-			}
-			freed = head
-			k := rng.IntN(wr - taken + 1)
-			r.Take(k)
-			taken += k
+		case 2:
+			syncTake(i)
 		case 3: // the consumer reads a span of what it holds
 			if taken == head {
 				continue
@@ -85,6 +92,34 @@ func TestSharedModel(t *testing.T) {
 				r.Drop()
 				wr, freed = taken, head
 			}
+		case 6: // the producer reserves room, the consumer syncs, reads or
+			// drops meanwhile, and the producer fills the room and commits
+			n := min(rng.IntN(3000), 64<<10-(wr-freed))
+			before := r.b
+			span := r.Reserve(n)
+			if len(r.b) != len(before) {
+				grew++
+			}
+			if r.Held() != wr-freed || r.Pending() != wr-taken {
+				t.Fatalf("step %d: reserved room counts before its Commit: Held %d, Pending %d; want %d, %d", i, r.Held(), r.Pending(), wr-freed, wr-taken)
+			}
+			dropped := false
+			switch rng.IntN(4) {
+			case 0:
+				syncTake(i)
+			case 1:
+				r.Drop()
+				wr, freed = taken, head
+				dropped = true
+			}
+			span.Fill(pattern(wr, n))
+			if ok := r.Commit(span); ok == dropped {
+				t.Fatalf("step %d: Commit %v after a Drop %v", i, ok, dropped)
+			}
+			if !dropped {
+				wr += n
+				reserved++
+			}
 		}
 		if r.Held() != wr-freed || r.Len() != taken-head || r.Pending() != wr-taken {
 			t.Fatalf("step %d: Held %d, Len %d, Pending %d; want %d, %d, %d", i, r.Held(), r.Len(), r.Pending(), wr-freed, taken-head, wr-taken)
@@ -102,8 +137,8 @@ func TestSharedModel(t *testing.T) {
 		}
 		views = kept
 	}
-	if grew < 3 || wrapped == 0 {
-		t.Fatalf("the storage grew %d times and At copied a wrapped span %d times: the test did not reach them", grew, wrapped)
+	if grew < 3 || wrapped == 0 || reserved == 0 {
+		t.Fatalf("the storage grew %d times, At copied a wrapped span %d times, %d spans were committed: the test did not reach them", grew, wrapped, reserved)
 	}
 }
 
@@ -162,7 +197,17 @@ func TestSharedConcurrent(t *testing.T) {
 			mu.Lock()
 			n := min(1+rng.IntN(20000), limit-r.Held(), total-wr)
 			if n > 0 {
-				r.Write(pattern(wr, n))
+				if rng.IntN(2) == 0 {
+					r.Write(pattern(wr, n))
+				} else { // the copy without the lock, as a large Write's
+					span := r.Reserve(n)
+					mu.Unlock()
+					span.Fill(pattern(wr, n))
+					mu.Lock()
+					if !r.Commit(span) {
+						t.Error("Commit refused a span with no Drop since its Reserve")
+					}
+				}
 				wr += n
 			}
 			mu.Unlock()
