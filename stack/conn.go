@@ -394,13 +394,13 @@ func (c *Conn) Write(p []byte) (int, error) {
 	}
 }
 
-// copyUnlocked is the smallest copy writeSome makes without mu: the loop
+// minCopyUnlocked is the smallest copy writeSome makes without mu: the loop
 // takes mu at every flush and every ACK, and a loop that found it held for
 // a large copy waited for the copy, and then for a P (Go's runtime had it
 // run next on the writer's P, which a spinning thread steals only after a
 // sleep: 50 µs and more with Linux's default timer slack). Smaller copies
 // go under mu, in one lock.
-const copyUnlocked = 8 << 10
+const minCopyUnlocked = 8 << 10
 
 // testHookAfterFill, when set, runs after a Write's copy without mu and
 // before the copy is counted (tests: what the loop may do meanwhile).
@@ -433,7 +433,7 @@ func (c *Conn) writeSome(p []byte, ch *chan struct{}) (int, error) {
 		return 0, nil
 	}
 	n := min(room, len(p))
-	if n < copyUnlocked {
+	if n < minCopyUnlocked {
 		c.tx.q.Write(p[:n])
 	} else if err := c.copyUnlocked(p[:n]); err != nil {
 		c.mu.Unlock()

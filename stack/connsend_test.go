@@ -199,7 +199,7 @@ func setAfterFill(t *testing.T, f func(*Conn)) {
 	testHookAfterFill = f
 }
 
-// TestWriteCopiesWithoutLock: a Write of copyUnlocked bytes or more copies
+// TestWriteCopiesWithoutLock: a Write of minCopyUnlocked bytes or more copies
 // them into tx without mu (the loop, which takes mu at each flush and ACK,
 // does not wait for the copy), a smaller one under it; the bytes arrive, in
 // order, both ways.
@@ -215,7 +215,7 @@ func TestWriteCopiesWithoutLock(t *testing.T) {
 		}
 		w.mu.Unlock()
 	})
-	small, large := make([]byte, copyUnlocked-1), make([]byte, 3*copyUnlocked+5)
+	small, large := make([]byte, minCopyUnlocked-1), make([]byte, 3*minCopyUnlocked+5)
 	rand.Read(small)
 	rand.Read(large)
 	p.send(c, small)
@@ -250,7 +250,7 @@ func TestWriteCopyRacesClose(t *testing.T) {
 			t.Error("tx's storage went to the stack's spares while a Write copied into it")
 		}
 	})
-	if n, err := c.TryWrite(make([]byte, copyUnlocked)); n != 0 || !errors.Is(err, net.ErrClosed) {
+	if n, err := c.TryWrite(make([]byte, minCopyUnlocked)); n != 0 || !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Write whose copy raced Close: %d, %v; want 0, net.ErrClosed", n, err)
 	}
 	p.shuttle()
@@ -278,7 +278,7 @@ func TestWriteCopyRacesReset(t *testing.T) {
 		}
 		p.shuttle() // its RST reaches c's endpoint
 	})
-	if n, err := c.TryWrite(make([]byte, 2*copyUnlocked)); n != 0 || !errors.Is(err, syscall.ECONNRESET) {
+	if n, err := c.TryWrite(make([]byte, 2*minCopyUnlocked)); n != 0 || !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("Write whose copy raced a reset: %d, %v; want 0, ECONNRESET", n, err)
 	}
 	c.mu.Lock()
