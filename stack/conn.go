@@ -451,8 +451,9 @@ func (c *Conn) writeSome(p []byte, ch *chan struct{}) (int, error) {
 
 // copyUnlocked copies p into tx.q without mu: into room reserved under mu
 // (ring.Shared.Reserve), counted as written (Commit) only if nothing
-// happened meanwhile that the bytes may not follow: a Close (the FIN may
-// be out already) or a Drop of what Write took (a reset, an abort). Then
+// happened meanwhile that the bytes may not follow: a Close or a CloseWrite
+// (the FIN may be out already), the endpoint's error, or a Drop of what
+// Write took (a reset, an abort). Then
 // it returns the error Write returns, and the bytes are not sent. Called
 // with mu held, which it releases for the copy and holds again on return;
 // c.wmu held, so that no other writeSome reserves room meanwhile.
@@ -468,6 +469,9 @@ func (c *Conn) copyUnlocked(p []byte) error {
 	c.tx.copying = false
 	if c.isClosed() {
 		return c.opErr("write", net.ErrClosed)
+	}
+	if err := c.tx.err; err != nil { // a CloseWrite, or the endpoint's error
+		return c.opErr("write", mapErr(err))
 	}
 	if !c.tx.q.Commit(span) {
 		err := c.tx.err

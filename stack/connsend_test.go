@@ -266,6 +266,33 @@ func TestWriteCopyRacesClose(t *testing.T) {
 	}
 }
 
+// TestWriteCopyRacesCloseWrite: a CloseWrite while a Write copies without
+// mu (its FIN follows the bytes Write had counted before): the Write
+// returns EPIPE, as a Write after the CloseWrite does, and its bytes are not
+// sent; the peer reads what came before, then EOF.
+func TestWriteCopyRacesCloseWrite(t *testing.T) {
+	p := newManualPair(t)
+	c, s := p.connect()
+	first := p.sendRandom(c, 3000)
+	setAfterFill(t, func(w *Conn) {
+		if err := w.CloseWrite(); err != nil {
+			t.Errorf("CloseWrite during the copy: %v", err)
+		}
+		p.shuttle()
+	})
+	if n, err := c.TryWrite(make([]byte, minCopyUnlocked)); n != 0 || !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("Write whose copy raced CloseWrite: %d, %v; want 0, EPIPE", n, err)
+	}
+	p.shuttle()
+	got, err := io.ReadAll(readerOf(s))
+	if err != nil || !bytes.Equal(got, first) {
+		t.Fatalf("the peer read %d bytes before EOF (%v), want the %d written before the CloseWrite", len(got), err, len(first))
+	}
+	if i := c.Info(); i.BytesWritten != uint64(len(first)) {
+		t.Fatalf("the endpoint took %d bytes, want the %d before the CloseWrite", i.BytesWritten, len(first))
+	}
+}
+
 // TestWriteCopyRacesReset: a reset from the peer while a Write copies
 // without mu drops what Write took (ring.Shared.Drop): the copy is not
 // counted, and the Write returns the reset.
