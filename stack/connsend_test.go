@@ -232,32 +232,47 @@ func TestWriteCopiesWithoutLock(t *testing.T) {
 	}
 }
 
+// copyRace writes minCopyUnlocked bytes on a connection whose Write, after
+// its copy without mu and before the copy is counted, runs act (a Close, a
+// CloseWrite) and carries what the loop sends; it checks that the Write
+// returns want, and that the peer reads the bytes sent before, then EOF.
+// during, if not nil, runs in the hook after act.
+func copyRace(t *testing.T, act func(*Conn) error, want error, during func(*Conn)) (c *Conn, first []byte) {
+	t.Helper()
+	p := newManualPair(t)
+	c, s := p.connect()
+	first = p.sendRandom(c, 2000)
+	setAfterFill(t, func(w *Conn) {
+		if err := act(w); err != nil {
+			t.Errorf("during the copy: %v", err)
+		}
+		p.shuttle() // the loop's part, and the FIN
+		if during != nil {
+			during(w)
+		}
+	})
+	if n, err := c.TryWrite(make([]byte, minCopyUnlocked)); n != 0 || !errors.Is(err, want) {
+		t.Fatalf("Write whose copy raced it: %d, %v; want 0, %v", n, err, want)
+	}
+	p.shuttle()
+	got, err := io.ReadAll(readerOf(s))
+	if err != nil || !bytes.Equal(got, first) {
+		t.Fatalf("the peer read %d bytes before EOF (%v), want the %d written before", len(got), err, len(first))
+	}
+	return c, first
+}
+
 // TestWriteCopyRacesClose: a Close while a Write copies without mu (the
 // loop may have sent the FIN by the time the copy is done): the Write
 // returns net.ErrClosed and its bytes are not sent; the peer reads what
 // was written before, then EOF; tx keeps none of the bytes, and its storage
 // does not go to the stack's spares (recycle) during the copy.
 func TestWriteCopyRacesClose(t *testing.T) {
-	p := newManualPair(t)
-	c, s := p.connect()
-	first := p.sendRandom(c, 2000)
-	setAfterFill(t, func(w *Conn) {
-		if err := w.Close(); err != nil {
-			t.Errorf("Close during the copy: %v", err)
-		}
-		p.shuttle() // the loop's part of the Close, and the FIN
+	c, _ := copyRace(t, (*Conn).Close, net.ErrClosed, func(w *Conn) {
 		if w.recycled {
 			t.Error("tx's storage went to the stack's spares while a Write copied into it")
 		}
 	})
-	if n, err := c.TryWrite(make([]byte, minCopyUnlocked)); n != 0 || !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("Write whose copy raced Close: %d, %v; want 0, net.ErrClosed", n, err)
-	}
-	p.shuttle()
-	got, err := io.ReadAll(readerOf(s))
-	if err != nil || !bytes.Equal(got, first) {
-		t.Fatalf("the peer read %d bytes before EOF (%v), want the %d written before the Close", len(got), err, len(first))
-	}
 	c.mu.Lock()
 	held, copying := c.tx.q.Held(), c.tx.copying
 	c.mu.Unlock()
@@ -271,23 +286,7 @@ func TestWriteCopyRacesClose(t *testing.T) {
 // returns EPIPE, as a Write after the CloseWrite does, and its bytes are not
 // sent; the peer reads what came before, then EOF.
 func TestWriteCopyRacesCloseWrite(t *testing.T) {
-	p := newManualPair(t)
-	c, s := p.connect()
-	first := p.sendRandom(c, 3000)
-	setAfterFill(t, func(w *Conn) {
-		if err := w.CloseWrite(); err != nil {
-			t.Errorf("CloseWrite during the copy: %v", err)
-		}
-		p.shuttle()
-	})
-	if n, err := c.TryWrite(make([]byte, minCopyUnlocked)); n != 0 || !errors.Is(err, syscall.EPIPE) {
-		t.Fatalf("Write whose copy raced CloseWrite: %d, %v; want 0, EPIPE", n, err)
-	}
-	p.shuttle()
-	got, err := io.ReadAll(readerOf(s))
-	if err != nil || !bytes.Equal(got, first) {
-		t.Fatalf("the peer read %d bytes before EOF (%v), want the %d written before the CloseWrite", len(got), err, len(first))
-	}
+	c, first := copyRace(t, (*Conn).CloseWrite, syscall.EPIPE, nil)
 	if i := c.Info(); i.BytesWritten != uint64(len(first)) {
 		t.Fatalf("the endpoint took %d bytes, want the %d before the CloseWrite", i.BytesWritten, len(first))
 	}
