@@ -92,6 +92,7 @@ bench:
 # Longer fuzzing sessions, FUZZTIME each: the wheel against its reference
 # model, the virtio-net header parser and the segmentation of offload frames,
 # the stack's input path (IPv4, TCP, UDP, ICMP) with arbitrary packets,
+# a Conn's Writes against Closes, CloseWrites and resets (FuzzConnWrite),
 # run's DNS responder with arbitrary queries, the flight recordings' reader
 # on corrupt files, their replay on recordings edited event by event, and the
 # checksum, IPv4 header and sequence-number packages that stand in for gVisor's.
@@ -103,6 +104,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzTransportOf$$' -fuzztime $(FUZZTIME) ./stack/
 	$(GO) test -run '^$$' -fuzz '^FuzzReassembly$$' -fuzztime $(FUZZTIME) ./stack/
 	$(GO) test -run '^$$' -fuzz '^FuzzDeadline$$' -fuzztime $(FUZZTIME) ./stack/
+	$(GO) test -run '^$$' -fuzz '^FuzzConnWrite$$' -fuzztime $(FUZZTIME) ./stack/
 	# FuzzForward's handlers run on goroutines of their own, which makes its
 	# coverage a little flaky: minimising an input then took the whole time.
 	$(GO) test -run '^$$' -fuzz '^FuzzForward$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./stack/
