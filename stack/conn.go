@@ -453,10 +453,10 @@ func (c *Conn) writeSome(p []byte, ch *chan struct{}) (int, error) {
 // (ring.Shared.Reserve), counted as written (Commit) only if nothing
 // happened meanwhile that the bytes may not follow: a Close or a CloseWrite
 // (the FIN may be out already), the endpoint's error, or a Drop of what
-// Write took (a reset, an abort). Then
-// it returns the error Write returns, and the bytes are not sent. Called
-// with mu held, which it releases for the copy and holds again on return;
-// c.wmu held, so that no other writeSome reserves room meanwhile.
+// Write took (a reset, an abort). Then it returns the error Write returns,
+// and the bytes are not sent. Called with mu held, which it releases for
+// the copy and holds again on return; c.wmu held, so that no other
+// writeSome reserves room meanwhile.
 func (c *Conn) copyUnlocked(p []byte) error {
 	span := c.tx.q.Reserve(len(p))
 	c.tx.copying = true // recycle leaves the storage alone
@@ -473,12 +473,8 @@ func (c *Conn) copyUnlocked(p []byte) error {
 	if err := c.tx.err; err != nil { // a CloseWrite, or the endpoint's error
 		return c.opErr("write", mapErr(err))
 	}
-	if !c.tx.q.Commit(span) {
-		err := c.tx.err
-		if err == nil {
-			err = tcp.ErrClosed
-		}
-		return c.opErr("write", mapErr(err))
+	if !c.tx.q.Commit(span) { // a Drop with no error set (yet)
+		return c.opErr("write", mapErr(tcp.ErrClosed))
 	}
 	return nil
 }
