@@ -445,12 +445,12 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if slices.ContainsFunc(cases, func(c compareCase) bool { return c.name == "http-up" }) {
 		// One upload file for every run, so that each stack's curl reads
 		// the same bytes from the same page cache.
-		name, err := makeUploadFile(cfg.HTTPSize)
+		up, err := makeUploadFile(cfg.HTTPSize)
 		if err != nil {
 			return fmt.Errorf("compare: %w", err)
 		}
-		defer os.Remove(name)
-		cfg.uploadFile = name
+		defer up.Close()
+		cfg.uploadFile = up.Name()
 	}
 	rep := &report{Config: reportConfigOf(cfg), Started: time.Now().UTC()}
 	total := 0

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tcpwheel/tcpwheel/internal/bytesrv"
 )
 
@@ -209,11 +211,12 @@ func scenarioHTTPUp(e *runEnv) error {
 	n := e.cfg.HTTPSize
 	name := e.cfg.uploadFile
 	if name == "" { // a run outside Run (tests)
-		var err error
-		if name, err = makeUploadFile(n); err != nil {
+		up, err := makeUploadFile(n)
+		if err != nil {
 			return err
 		}
-		defer os.Remove(name)
+		defer up.Close()
+		name = up.Name()
 	}
 	return e.curlTransfer(n, "size_upload", func(url string) []string {
 		return []string{"-H", "Expect:", "-T", name, url + "/upload"}
@@ -230,22 +233,41 @@ func scenarioHTTPUp(e *runEnv) error {
 }
 
 // uploadDataMax is the largest upload file makeUploadFile fills with data;
-// a larger one is sparse (its holes read as zeros, at a cost to curl), so
-// that a huge -http-size does not fill the disk.
-const uploadDataMax = 8 << 30
+// a larger one is sparse (its holes read as zeros), so that a huge
+// -http-size does not take as much memory.
+const uploadDataMax = 1 << 30
+
+// uploadFile is what http-up's curl reads: a file in memory (memfd), named
+// by its descriptor's path in /proc, which curl opens.
+type uploadFile struct{ f *os.File }
+
+// Name is the path curl opens: /proc/PID/fd/FD of this process, valid
+// until Close.
+func (u uploadFile) Name() string {
+	return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), u.f.Fd())
+}
+
+// Close frees the file's memory.
+func (u uploadFile) Close() error { return u.f.Close() }
 
 // makeUploadFile writes n bytes of data (a 1 MiB pseudo-random block,
-// repeated) to a new temporary file, flushed to the disk so that no
-// writeback runs during a transfer, and returns its name. curl reads it from
-// the page cache as a real upload of a file just written would. (Until
-// 2026-11-24 it was a sparse file of n bytes: each run's curl then zeroed
-// 200 MB of new page cache pages as it read the holes, 43% of its CPU, and
-// curl, at one full core, was what bounded the upload's rate.)
-func makeUploadFile(n int64) (string, error) {
-	f, err := os.CreateTemp("", "tcpwheel-upload-*")
+// repeated) to a new file in memory (memfd_create), which curl reads as it
+// would read a file just written from the page cache. In memory, not on the
+// disk: until 2026-11-25 it was a file in the temporary directory, and on
+// the VM the project measures on, whose balloon driver hands page cache
+// back to the host at 2-3 MB/s, a file unread for a few minutes was out of
+// the cache again; the run that read it first (tcpwheel's first http-up in
+// a full invocation, 3.5 minutes after Run made the file) took 3.4x as
+// long, with curl at a full core reading the disk and refaulting the pages.
+// A memfd's pages (shmem) stay. (Until 2026-11-24 the file was sparse: each
+// run's curl then zeroed 200 MB of new page cache as it read the holes, 43%
+// of its CPU, and curl, at one full core, bounded the upload's rate.)
+func makeUploadFile(n int64) (uploadFile, error) {
+	fd, err := unix.MemfdCreate("tcpwheel-upload", unix.MFD_CLOEXEC)
 	if err != nil {
-		return "", err
+		return uploadFile{}, fmt.Errorf("the upload file: memfd_create: %w", err)
 	}
+	f := os.NewFile(uintptr(fd), "tcpwheel-upload")
 	if n > uploadDataMax {
 		err = f.Truncate(n)
 		n = 0
@@ -255,17 +277,11 @@ func makeUploadFile(n int64) (string, error) {
 	for left := n; left > 0 && err == nil; left -= int64(len(block)) {
 		_, err = f.Write(block[:min(left, int64(len(block)))])
 	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("the upload file: %w", err)
+		f.Close()
+		return uploadFile{}, fmt.Errorf("the upload file: %w", err)
 	}
-	return f.Name(), nil
+	return uploadFile{f}, nil
 }
 
 // curlTransfer starts the HTTP server, runs curl with args(url) and checks

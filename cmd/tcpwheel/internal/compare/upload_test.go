@@ -7,28 +7,18 @@ import (
 	"testing"
 )
 
-// TestMakeUploadFile: the upload file holds n bytes of data on the disk (no
-// holes, not zeros), the same bytes on every call, and is sparse only above
-// uploadDataMax.
+// TestMakeUploadFile: the upload file holds n bytes of data in memory (no
+// holes, not zeros), read through its name as curl reads it, the same bytes
+// on every call; it is sparse only above uploadDataMax; Close frees it.
 func TestMakeUploadFile(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir())
 	const n = 3<<20 + 12345 // a part of a block at the end
-	onDisk := func(name string) (size, blocks int64) {
+	stat := func(name string) (size, blocks int64) {
 		t.Helper()
 		var st syscall.Stat_t
 		if err := syscall.Stat(name, &st); err != nil {
 			t.Fatal(err)
 		}
 		return st.Size, st.Blocks * 512
-	}
-	read := func(name string) ([]byte, int64) {
-		t.Helper()
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, blocks := onDisk(name)
-		return b, blocks
 	}
 	a, err := makeUploadFile(n)
 	if err != nil {
@@ -38,10 +28,19 @@ func TestMakeUploadFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	da, blocks := read(a)
-	db, _ := read(b)
-	if len(da) != n || blocks < n {
-		t.Fatalf("%d bytes, %d on the disk, want %d and all of them", len(da), blocks, n)
+	if a.Name() == b.Name() {
+		t.Fatalf("two upload files named %s", a.Name())
+	}
+	da, err := os.ReadFile(a.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := os.ReadFile(b.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, blocks := stat(a.Name()); len(da) != n || blocks < n {
+		t.Fatalf("%d bytes, %d in memory, want %d and all of them", len(da), blocks, n)
 	}
 	if !bytes.Equal(da, db) {
 		t.Fatal("two upload files differ")
@@ -57,10 +56,16 @@ func TestMakeUploadFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if size, blocks := onDisk(big); size != uploadDataMax+1 || blocks > 1<<20 {
-		t.Fatalf("above uploadDataMax: %d bytes, %d on the disk, want %d, sparse", size, blocks, uploadDataMax+1)
+	if size, blocks := stat(big.Name()); size != uploadDataMax+1 || blocks > 1<<20 {
+		t.Fatalf("above uploadDataMax: %d bytes, %d in memory, want %d, sparse", size, blocks, uploadDataMax+1)
 	}
-	for _, name := range []string{a, b, big} {
-		os.Remove(name)
+	for _, u := range []uploadFile{a, b, big} {
+		name := u.Name()
+		if err := u.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(name); err == nil {
+			t.Fatalf("%s still open after Close", name)
+		}
 	}
 }
