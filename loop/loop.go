@@ -66,6 +66,11 @@ type Loop struct {
 	// yieldWoken: a callback of this turn woke a goroutine whose work
 	// comes straight back to the loop (YieldToWoken).
 	yieldWoken bool
+	// quietAt is the clock's time at the end of the loop's last sleep of
+	// quietSleep or more (quiet: there was one); an unlocked loop sleeps in
+	// Go's netpoller for quietSleep after it (see quietSleep).
+	quietAt time.Duration
+	quiet   bool
 
 	mu       sync.Mutex
 	queue    []func() // guarded by mu: posted functions the loop has not taken yet
@@ -80,6 +85,7 @@ type Loop struct {
 	deferred atomic.Uint64 // turns whose expiry waited for the rest of the input (held)
 	yields   atomic.Uint64 // maybeYield's runtime.Gosched calls
 	woken    atomic.Uint64 // yieldToWoken's runtime.Gosched calls
+	parks    atomic.Uint64 // sleeps in Go's netpoller (NetpollSleeps)
 	closeErr error         // written by the loop before it closes done
 }
 
@@ -112,7 +118,9 @@ func NewParked(w *timer.Wheel) (*Loop, error) {
 // meanwhile, whichever thread has a P runs it, where a locked loop's thread
 // waited for a P to be handed to it. With a P to spare, on the 2-vCPU VM,
 // it served wrk 1.07x and uploads 1.1x a locked loop's rate, ab level
-// (README, stop 27). Elsewhere every loop is as NewParked makes it.
+// (README, stop 27). While it is quiet it sleeps in Go's netpoller, as a
+// parked loop does (see quietSleep). Elsewhere every loop is as NewParked
+// makes it.
 func NewUnlocked(w *timer.Wheel) (*Loop, error) {
 	return newLoop(w, nil, threadUnlocked)
 }
@@ -494,6 +502,25 @@ const yieldRoom = 500 * time.Microsecond
 // it, an idle `tcpwheel run` makes 6 context switches in 10 s instead of
 // 61-63; compare's keepalive and backoff scenarios take 0.84x and 0.70x
 // the CPU; wrk, ab and downloads move as before (README, stop 28).
+//
+// For quietSleep after such a sleep an unlocked loop (NewUnlocked) sleeps in
+// Go's netpoller, as a parked one does. Its sleep in epoll_wait is a system
+// call that keeps its P (in the runtime's _Psyscall) until Go's sysmon takes
+// the P back, after 10 ms when nothing else waits for it; and while a P is
+// not idle, sysmon does not sleep but polls: every 20 µs for its first 50
+// rounds (70 µs each on the project's VM, its timer slack), then twice as
+// long each round up to 10 ms. So each of a quiet loop's sleeps (between a
+// keepalive's probes, an echo every 50 ms, a retransmission's backoff) cost
+// about 60 wake-ups of sysmon's thread: in compare's keepalive scenario
+// sysmon took a third of the process's CPU samples. A sleep in the netpoller
+// leaves the P idle at once, and with every P idle sysmon sleeps until woken.
+// The quiet spell covers the short sleeps of a wake's exchange (a request's
+// answer, then the ACK of it) as well as the long sleep that follows. A busy
+// loop's sleeps (none of them quietSleep long) stay in epoll_wait, whose wake
+// is the loop's own thread's, where the netpoller's goes through another
+// thread and the run queue (parked loops served wrk 0.92x and ab 0.91x an
+// unlocked loop's: README, stop 28); and its epoll descriptor is out of the
+// netpoller then (poller.netpoll), which would wake at its every event.
 const quietSleep = time.Millisecond
 
 // maybeYield yields the loop goroutine's P (runtime.Gosched) if YieldEvery
@@ -545,6 +572,13 @@ func (l *Loop) YieldToWoken() {
 // WokenYields counts the loop's yields for YieldToWoken.
 func (l *Loop) WokenYields() uint64 { return l.woken.Load() }
 
+// NetpollSleeps counts the loop's sleeps in Go's netpoller: each of a
+// parked loop's (NewParked), and each of an unlocked loop's (NewUnlocked)
+// that begins within quietSleep of the end of a quiet one (see quietSleep).
+// Elsewhere than on Linux every loop sleeps on a time.Timer, and it counts
+// the same sleeps.
+func (l *Loop) NetpollSleeps() uint64 { return l.parks.Load() }
+
 // yieldToWoken is the yield YieldToWoken asked for; it counts as the
 // periodic one too (maybeYield), which it puts off by YieldEvery.
 func (l *Loop) yieldToWoken() {
@@ -576,13 +610,18 @@ func (l *Loop) sleep() {
 		l.mu.Unlock()
 		return
 	}
+	park := l.mode == threadParked || l.mode == threadUnlocked && l.quiet && before-l.quietAt < quietSleep
+	if park {
+		l.parks.Add(1) // before sleeping is set: a test that sees it set reads the count
+	}
 	l.sleeping = true
 	l.mu.Unlock()
-	if l.p.wait(l.clock, next, ok, time.Duration(l.spin.Load())) {
+	if l.p.wait(l.clock, next, ok, time.Duration(l.spin.Load()), park) {
 		l.wakeups.Add(1)
 	}
 	if now := l.clock.Now(); now-before >= quietSleep {
 		l.yielded, l.putOff = now, false // a quiet loop: see quietSleep
+		l.quietAt, l.quiet = now, true
 	}
 	l.mu.Lock()
 	l.sleeping = false

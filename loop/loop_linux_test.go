@@ -139,7 +139,7 @@ func monoNow(t *testing.T) int64 {
 // last until the far deadline, and recvWithin fails the test instead of hanging.
 func waitAsync(p *poller, clock timer.Clock, next time.Duration, spin time.Duration) <-chan bool {
 	c := make(chan bool, 1)
-	go func() { c <- p.wait(clock, next, true, spin) }()
+	go func() { c <- p.wait(clock, next, true, spin, false) }()
 	return c
 }
 
@@ -587,7 +587,9 @@ func TestLoopThreadModes(t *testing.T) {
 	}{
 		{"locked", New, false, true, "[syscall, locked to thread]", "IO wait"},
 		{"parked", NewParked, true, false, "[IO wait", "locked to thread"},
-		{"unlocked", NewUnlocked, false, false, "[syscall", "locked to thread"},
+		// Idle, an unlocked loop sleeps in the netpoller too (quietSleep;
+		// busy, in epoll_wait: TestLoopQuietSleepParks).
+		{"unlocked", NewUnlocked, false, false, "[IO wait", "locked to thread"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, w := startLoop(t, tc.newLoop)
@@ -630,7 +632,10 @@ func TestLoopThreadModes(t *testing.T) {
 			if err := l.Unwatch(p[0]); err != nil {
 				t.Fatal(err)
 			}
-			// Asleep with nothing pending: where does its goroutine wait?
+			// Asleep with nothing pending, after a sleep of quietSleep or
+			// more: where does its goroutine wait?
+			time.Sleep(2 * quietSleep)
+			postWait(t, l, func() {})
 			var state string
 			for range 500 {
 				state = goroutineState(goid)

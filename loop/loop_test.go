@@ -372,9 +372,7 @@ func TestLoopQuietSleep(t *testing.T) {
 	// us; busyUntil moves the clock inside a turn.
 	asleepUntil := func(at time.Duration) uint64 {
 		t.Helper()
-		waitAsleep(t, d)
-		clk.Set(at)
-		postWait(t, d, func() {})
+		wakeAfter(t, d, clk, at-clk.Now())
 		postWait(t, d, func() {})
 		return d.yields.Load()
 	}
@@ -408,6 +406,54 @@ func TestLoopQuietSleep(t *testing.T) {
 			t.Fatalf("step %d (asleep %v until %v): %d yields, want %d", i, c.asleep, c.at, got, c.want)
 		}
 	}
+}
+
+// TestLoopQuietSleepParks: an unlocked loop sleeps in Go's netpoller for
+// quietSleep (on its clock) after a sleep of quietSleep or more, and in
+// epoll_wait otherwise; a parked loop always sleeps in the netpoller, a locked
+// one never (NetpollSleeps).
+func TestLoopQuietSleepParks(t *testing.T) {
+	clk := timer.NewManualClock(0)
+	d, _ := newLoopWith(t, timer.Config{Clock: clk})
+	// next wakes the loop from the sleep it is in, after moving the clock
+	// by asleep, and returns how many of its sleeps were in the netpoller
+	// once it sleeps again.
+	next := func(asleep time.Duration) uint64 {
+		t.Helper()
+		wakeAfter(t, d, clk, asleep)
+		waitAsleep(t, d)
+		return d.NetpollSleeps()
+	}
+	for i, c := range []struct {
+		asleep time.Duration
+		parks  bool // whether the sleep after it is in the netpoller (unlocked)
+	}{
+		{0, false},              // busy: epoll_wait
+		{quietSleep, true},      // quiet: the netpoller...
+		{quietSleep - 1, true},  // ...for quietSleep after it
+		{0, true},               //
+		{1, false},              // quietSleep after: epoll_wait again
+		{0, false},              //
+		{time.Second, true},     // quiet again
+		{10 * quietSleep, true}, // and again
+		{quietSleep - 1, true},  //
+		{1, false},              //
+	} {
+		want := map[string]bool{"locked": false, "parked": true, "unlocked": c.parks}[*loopThread]
+		before := d.NetpollSleeps()
+		if got := next(c.asleep) - before; got != map[bool]uint64{false: 0, true: 1}[want] {
+			t.Fatalf("step %d: after a sleep of %v, %d sleeps in the netpoller, want %v (-loop.thread %s)", i, c.asleep, got, want, *loopThread)
+		}
+	}
+}
+
+// wakeAfter waits until d sleeps, moves clk by asleep and wakes d with a
+// turn.
+func wakeAfter(t *testing.T, d *Loop, clk *timer.ManualClock, asleep time.Duration) {
+	t.Helper()
+	waitAsleep(t, d)
+	clk.Set(clk.Now() + asleep)
+	postWait(t, d, func() {})
 }
 
 // waitAsleep waits until d's goroutine is about to block in its poller, or

@@ -24,10 +24,14 @@ type poller struct {
 	epfd, tfd, efd int
 	tid            int // the loop's thread; set by setup before New returns; 0 when parked
 	// A parked loop (NewParked): the epoll descriptor as a file of Go's
-	// netpoller, in which wait sleeps, and the loop goroutine's id.
-	ef   *os.File
-	erc  syscall.RawConn
-	goid string
+	// netpoller, in which wait sleeps, and the loop goroutine's id. An
+	// unlocked loop (NewUnlocked) has a duplicate of the descriptor there
+	// (dup) while it is quiet (see wait's park), none while it is busy.
+	ef       *os.File
+	erc      syscall.RawConn
+	dup      bool
+	unlocked bool // NewUnlocked's: in the netpoller only while quiet
+	goid     string
 
 	// The loop goroutine's alone.
 	armed   int64 // CLOCK_MONOTONIC ns the timerfd fires at; 0 when disarmed
@@ -67,27 +71,21 @@ func (p *poller) open() error {
 // end: the thread's timer slack is changed, and it dies with the goroutine.
 // A parked loop's goroutine keeps none: its epoll descriptor goes to Go's
 // netpoller instead (non-blocking: epoll_wait does not look at the flag).
-// An unlocked loop's keeps none either and sleeps in epoll_wait.
+// An unlocked loop's keeps none either and sleeps in epoll_wait, or in the
+// netpoller when it is quiet (netpoll).
 func (p *poller) setup(mode threadMode) error {
 	if mode == threadUnlocked {
-		p.goid = goroutineID()
+		p.goid, p.unlocked = goroutineID(), true
 		return nil
 	}
 	if mode == threadParked {
 		if err := unix.SetNonblock(p.epfd, true); err != nil {
 			return os.NewSyscallError("fcntl(O_NONBLOCK)", err)
 		}
-		f := os.NewFile(uintptr(p.epfd), "loop-epoll")
-		rc, err := f.SyscallConn()
-		if err == nil {
-			// A descriptor the netpoller did not take has no deadlines:
-			// the wait would block its thread, as a locked loop's.
-			err = f.SetReadDeadline(time.Time{})
-		}
+		f, rc, err := netpollFile(p.epfd)
 		if err != nil {
-			_ = f.Close()
 			p.epfd = -1
-			return fmt.Errorf("loop: the epoll descriptor in Go's netpoller: %w", err)
+			return err
 		}
 		p.ef, p.erc, p.goid = f, rc, goroutineID()
 		return nil
@@ -98,6 +96,53 @@ func (p *poller) setup(mode threadMode) error {
 		return os.NewSyscallError("prctl(PR_SET_TIMERSLACK)", err)
 	}
 	return nil
+}
+
+// netpollFile makes fd, a non-blocking epoll descriptor, a file of Go's
+// netpoller, which owns it from now on (and closes it on an error).
+func netpollFile(fd int) (*os.File, syscall.RawConn, error) {
+	f := os.NewFile(uintptr(fd), "loop-epoll")
+	rc, err := f.SyscallConn()
+	if err == nil {
+		// A descriptor the netpoller did not take has no deadlines:
+		// the wait would block its thread, as a locked loop's.
+		err = f.SetReadDeadline(time.Time{})
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("loop: the epoll descriptor in Go's netpoller: %w", err)
+	}
+	return f, rc, nil
+}
+
+// netpoll puts a duplicate of an unlocked loop's epoll descriptor in Go's
+// netpoller (on), so that block may sleep there, or takes it out (off): a
+// descriptor in the netpoller wakes the netpoller's thread at each of its
+// events, for nothing while the loop sleeps in epoll_wait. Both descriptors
+// are one epoll instance, non-blocking (epoll_wait does not look at the
+// flag). If the netpoller does not take it, block sleeps in epoll_wait.
+func (p *poller) netpoll(on bool) {
+	if !on {
+		if p.dup && p.ef != nil {
+			_ = p.ef.Close()
+			p.ef, p.erc = nil, nil
+		}
+		return
+	}
+	if p.ef != nil {
+		return // there already (a parked loop's, or the duplicate)
+	}
+	fd, err := unix.FcntlInt(uintptr(p.epfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		_ = unix.Close(fd)
+		return
+	}
+	if f, rc, err := netpollFile(fd); err == nil {
+		p.ef, p.erc, p.dup = f, rc, true
+	}
 }
 
 // onLoop reports whether the caller runs on the loop goroutine: no other
@@ -130,7 +175,14 @@ func (p *poller) wake() {
 // thread waits out the rest awake, polling epoll without blocking: a wake-up from
 // an idle CPU takes tens of µs (over a hundred in a VM), a poll well under one.
 // Any event ends the spin at once, so spinning delays no packet and no Post.
-func (p *poller) wait(clock timer.Clock, next time.Duration, ok bool, spin time.Duration) bool {
+//
+// park sleeps in Go's netpoller (block) instead of epoll_wait: always for a
+// parked loop; for an unlocked one, which puts its descriptor there for it
+// (netpoll), when the loop is quiet.
+func (p *poller) wait(clock timer.Clock, next time.Duration, ok bool, spin time.Duration, park bool) bool {
+	if p.unlocked {
+		p.netpoll(park) // in the netpoller only to sleep there
+	}
 	timeout := -1
 	var abs int64
 	switch {
@@ -161,7 +213,7 @@ func (p *poller) wait(clock timer.Clock, next time.Duration, ok bool, spin time.
 	case p.armed != 0:
 		p.arm(0) // nothing pending: no stale wake-up
 	}
-	n := p.block(timeout)
+	n := p.block(timeout, park)
 	if n == 1 && p.armed == 0 && abs != 0 && spin > 0 {
 		// Only the timerfd fired: it was the spin's early alarm.
 		p.spinUntil(abs)
@@ -208,13 +260,14 @@ func (p *poller) poll() bool {
 	return len(p.ready) > 0
 }
 
-// block is epoll(timeout), asleep in Go's netpoller for a parked loop: it
+// block is epoll(timeout), asleep in Go's netpoller if park and the epoll
+// descriptor is there (a parked loop's, an unlocked loop's duplicate): it
 // polls epoll, and when nothing is ready the goroutine parks until the
 // netpoller finds the epoll descriptor readable (an event in its set: the
 // timerfd, the eventfd, a watched descriptor), its P free meanwhile. A
 // timeout in ms (only when the timerfd could not be armed) is epoll's own.
-func (p *poller) block(timeout int) int {
-	if p.erc == nil || timeout >= 0 {
+func (p *poller) block(timeout int, park bool) int {
+	if p.erc == nil || timeout >= 0 || !park {
 		return p.epoll(timeout)
 	}
 	n := 0
@@ -263,6 +316,9 @@ func (p *poller) runReady() (more bool) {
 
 func (p *poller) close() error {
 	var errs []error
+	if p.dup {
+		p.netpoll(false) // the duplicate: out of the netpoller, closed
+	}
 	if p.ef != nil && p.epfd >= 0 { // it owns the epoll descriptor: out of the netpoller, closed
 		if err := p.ef.Close(); err != nil {
 			errs = append(errs, err)

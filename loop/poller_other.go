@@ -46,7 +46,7 @@ func (p *poller) wake() {
 
 // wait sleeps until next or a wake-up. There is no spin here: a time.Timer
 // wakes in whole milliseconds anyway.
-func (p *poller) wait(clock timer.Clock, next time.Duration, ok bool, _ time.Duration) bool {
+func (p *poller) wait(clock timer.Clock, next time.Duration, ok bool, _ time.Duration, _ bool) bool {
 	if !ok {
 		<-p.wakec
 		return true

@@ -524,6 +524,19 @@ func TestLoopThread(t *testing.T) {
 			if y := a.Stats().Wheel.WokenYields; (y > 0) != (tc.want == "unlocked") {
 				t.Fatalf("the writer's loop yielded to it %d times; want some only if unlocked", y)
 			}
+			// Left idle (a sleep of a millisecond and more: each of
+			// waitFor's rounds), an unlocked loop sleeps in Go's
+			// netpoller, as a parked one always does and a locked one
+			// never (loop.Loop.NetpollSleeps).
+			netpolled := func() bool { return a.Stats().Wheel.NetpollSleeps > 0 }
+			if tc.want == "locked" {
+				time.Sleep(20 * time.Millisecond)
+				if netpolled() {
+					t.Fatal("a locked loop slept in Go's netpoller")
+				}
+			} else if !waitFor(5*time.Second, netpolled) {
+				t.Fatalf("an idle %s loop never slept in Go's netpoller", tc.want)
+			}
 		})
 	}
 	t.Run("auto, two loops, 2 Ps", func(t *testing.T) {

@@ -177,8 +177,8 @@ const (
 	LoopLocked
 	// LoopParked parks every loop (loop.NewParked). Not with RealTime.
 	LoopParked
-	// LoopUnlocked runs every loop unlocked (loop.NewUnlocked). Not with
-	// RealTime.
+	// LoopUnlocked runs every loop unlocked (loop.NewUnlocked: in
+	// epoll_wait, in Go's netpoller while quiet). Not with RealTime.
 	LoopUnlocked
 )
 

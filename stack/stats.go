@@ -184,7 +184,11 @@ type WheelStats struct {
 	// WokenYields counts the loop's yields of its P to a goroutine it woke
 	// with bulk work: a writer given room, a reader given a batch
 	// (loop.Loop.YieldToWoken); 0 unless the loop is unlocked (LoopUnlocked).
-	WokenYields      uint64
+	WokenYields uint64
+	// NetpollSleeps counts the loop's sleeps in Go's netpoller: all of a
+	// parked loop's, an unlocked loop's once it is quiet, none of a locked
+	// loop's (loop.Loop.NetpollSleeps); 0 on a manual loop.
+	NetpollSleeps    uint64
 	LateP50, LateP99 int64 // nanoseconds: lateness of fired timers, upper bounds
 	LateMax          int64
 }
@@ -256,6 +260,7 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 		st.Wheel.Wakeups = l.Wakeups()
 		st.Wheel.DeferredExpiries = l.DeferredExpiries()
 		st.Wheel.WokenYields = l.WokenYields()
+		st.Wheel.NetpollSleeps = l.NetpollSleeps()
 		ls.Wakeups = st.Wheel.Wakeups
 	}
 	return st, ls
