@@ -446,7 +446,7 @@ func TestStatsLineDrops(t *testing.T) {
 	}
 	defer m.Close()
 	line := statsLine(m.Stack)
-	for _, want := range []string{"retrans 0 (rto 0, tlp 0, rack 0, fast 0, syn 0)", "drops 0 |"} {
+	for _, want := range []string{"retrans 0 (rto 0, tlp 0, rack 0, fast 0, syn 0)", "drops 0 |", "| loop manual: wakeups 0, netpoll sleeps 0"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("quiet stats line lacks %q:\n%s", want, line)
 		}
