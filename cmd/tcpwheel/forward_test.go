@@ -310,6 +310,10 @@ func TestForward(t *testing.T) {
 		quantile(resA, .5, done).Round(time.Millisecond), quantile(resB, .5, done).Round(time.Millisecond),
 		quantile(resA, .99, done).Round(time.Millisecond), quantile(resB, .99, done).Round(time.Millisecond))
 	t.Logf("%d UDP flows of %d datagrams echoed: %v; black-holed packets %d; forwarder %+v", fwdUDPFlows, fwdUDPRounds, tookUDP.Round(time.Millisecond), fw.st.blackHoled.Load(), st)
+	line := fw.statsLine()
+	if want := fmt.Sprintf("| loop %s: wakeups ", fw.s.Stats().LoopThread); !strings.Contains(line, want) {
+		t.Errorf("stats line lacks %q:\n%s", want, line)
+	}
 
 	// Everything goes with the forwarder: both namespaces.
 	fw.close()
