@@ -316,9 +316,7 @@ func (p *poller) runReady() (more bool) {
 
 func (p *poller) close() error {
 	var errs []error
-	if p.dup {
-		p.netpoll(false) // the duplicate: out of the netpoller, closed
-	}
+	p.netpoll(false)                // an unlocked loop's duplicate: out of the netpoller, closed
 	if p.ef != nil && p.epfd >= 0 { // it owns the epoll descriptor: out of the netpoller, closed
 		if err := p.ef.Close(); err != nil {
 			errs = append(errs, err)

@@ -446,16 +446,16 @@ func (fw *forwarder) relayUDP(f *stack.UDPFlow) {
 }
 
 // statsLine is forward's one-line summary: the forwarder's counters, then
-// how the stack's loop sleeps (as run's stats line ends).
+// how the stack's loop sleeps (loopSummary, as run's stats line ends).
 func (fw *forwarder) statsLine() string {
 	st := fw.s.Stats()
 	f := st.Forward
-	return fmt.Sprintf("tcp requests %d accepted %d pending %d refused %d unreachable %d failed %d | timeouts %d drops pending %d per-source %d | udp flows %d active %d expired %d in %d out %d drops %d refused %d | bytes up %d down %d | black-holed packets %d | conns %d | loop %s: wakeups %d, netpoll sleeps %d",
+	return fmt.Sprintf("tcp requests %d accepted %d pending %d refused %d unreachable %d failed %d | timeouts %d drops pending %d per-source %d | udp flows %d active %d expired %d in %d out %d drops %d refused %d | bytes up %d down %d | black-holed packets %d | conns %d | %s",
 		f.TCPRequests, f.TCPAccepted, f.Pending, fw.st.tcpRefused.Load(), fw.st.tcpUnreachable.Load(), fw.st.tcpFailed.Load(),
 		f.TCPTimeouts, f.DropsPending, f.DropsPerSource,
 		f.UDPFlows, f.UDPActive, f.UDPExpired, f.UDPIn, f.UDPOut, f.DropsUDPFlows+f.DropsUDPQueue, fw.st.udpUnreachable.Load(),
 		fw.st.bytesUp.Load(), fw.st.bytesDown.Load(), fw.st.blackHoled.Load(), st.Connections,
-		st.LoopThread, st.Wheel.Wakeups, st.Wheel.NetpollSleeps)
+		loopSummary(st))
 }
 
 // nsDialer makes sockets in a network namespace and connects them: each

@@ -352,14 +352,20 @@ func statsLine(s *stack.Stack) string {
 	if total > 0 {
 		drops.WriteString(")")
 	}
-	return fmt.Sprintf("conns %d (time-wait %d) | pkts in %d out %d | segs in %d out %d | udp in %d out %d unreachables %d | retrans %d (rto %d, tlp %d, rack %d, fast %d, syn %d) | keepalives %d | rst %d | drops %d%s | device errors %d | input batches %d max %d full %d | timers pending %d fired %d stopped %d, late p50 %v p99 %v | loop %s: wakeups %d, netpoll sleeps %d",
+	return fmt.Sprintf("conns %d (time-wait %d) | pkts in %d out %d | segs in %d out %d | udp in %d out %d unreachables %d | retrans %d (rto %d, tlp %d, rack %d, fast %d, syn %d) | keepalives %d | rst %d | drops %d%s | device errors %d | input batches %d max %d full %d | timers pending %d fired %d stopped %d, late p50 %v p99 %v | %s",
 		st.Connections, st.TimeWait, st.PacketsIn, st.PacketsOut, st.SegmentsIn, st.SegmentsOut,
 		st.DatagramsIn, st.DatagramsOut, st.PortUnreachables,
 		t.SegsRetransmitted, t.RTOEvents, t.TLPProbes, t.RACKRetransmits, t.FastRetransmits-t.RACKRetransmits, t.SYNRetransmits,
 		t.KeepaliveProbes, st.ResetsSent+t.ResetsSent, total, drops.String(), st.DeviceErrors,
 		st.Input.Batches, st.Input.Max, st.Input.Full,
 		st.Wheel.Pending, st.Wheel.Fired, st.Wheel.Stopped, time.Duration(st.Wheel.LateP50), time.Duration(st.Wheel.LateP99),
-		st.LoopThread, st.Wheel.Wakeups, st.Wheel.NetpollSleeps)
+		loopSummary(st))
+}
+
+// loopSummary is how the loop sleeps, the end of run's and forward's stats
+// lines: its thread mode, its wakeups, its sleeps in Go's netpoller.
+func loopSummary(st stack.Stats) string {
+	return fmt.Sprintf("loop %s: wakeups %d, netpoll sleeps %d", st.LoopThread, st.Wheel.Wakeups, st.Wheel.NetpollSleeps)
 }
 
 // statsReport is /stats: the summary line, then every drop reason (zeros
