@@ -347,8 +347,8 @@ func TestRecycleBuffers(t *testing.T) {
 	}
 	client.Close()
 	p.shuttle()
-	if st := server.ep.State(); st != tcp.StateClosed || len(s.tws) != 1 || len(s.spares) != 2 {
-		t.Fatalf("after the peer's FIN: %v, %d TIME-WAIT records, %d spares; want CLOSED (TIME-WAIT went to a record), 1, 2", st, len(s.tws), len(s.spares))
+	if st := server.ep.State(); st != tcp.StateClosed || s.tws.Len() != 1 || len(s.spares) != 2 {
+		t.Fatalf("after the peer's FIN: %v, %d TIME-WAIT records, %d spares; want CLOSED (TIME-WAIT went to a record), 1, 2", st, s.tws.Len(), len(s.spares))
 	}
 	client, server = open()
 	if len(s.spares) != 0 {

@@ -167,7 +167,7 @@ func (s *Stack) quotedConn(local, remote netip.Addr, th, m []byte) (*tcp.Endpoin
 			return ep, seq // our SYN-ACK's
 		}
 	}
-	if s.tws[id] != nil {
+	if _, tw := s.tws.Lookup(id); tw {
 		// A connection in TIME-WAIT, held by its record (timewait.go):
 		// nothing of it is in flight, so the error is dropped as its
 		// endpoint would have dropped it (RFC 5927 4.1), and counted

@@ -163,7 +163,7 @@ func (s *Stack) demuxTCP(src, dst netip.Addr, seg *tcp.Segment, b []byte) {
 		c.ep.HandleSegment(seg)
 		return
 	}
-	if len(s.tws) > 0 && s.timeWaitSegment(id, dst, seg, b) { // timewait.go
+	if s.tws.Len() > 0 && s.timeWaitSegment(id, dst, seg, b) { // timewait.go
 		return
 	}
 	if s.grp != nil && s.handOffTCP(id, src, dst, b) { // loops.go: another loop's

@@ -351,7 +351,7 @@ func (s *Stack) handOff(o *Stack, pkt []byte, take func(o *Stack, p []byte)) {
 func (s *Stack) loopStats() LoopStats {
 	return LoopStats{
 		PacketsIn: s.counters.PacketsIn, SegmentsIn: s.counters.SegmentsIn,
-		Connections: len(s.conns) + len(s.tws), HandoffsOut: s.handoffs.out, HandoffsIn: s.handoffs.in,
+		Connections: len(s.conns) + s.tws.Len(), HandoffsOut: s.handoffs.out, HandoffsIn: s.handoffs.in,
 	}
 }
 

@@ -300,10 +300,9 @@ type Stack struct {
 	// Owned by the loop goroutine.
 	conns map[tcp.ID]*Conn
 	// tws are the connections in TIME-WAIT after Close, kept as
-	// tcp.TimeWait records (timewait.go); twHost is what they share, and
-	// their counters.
-	tws        map[tcp.ID]*tcp.TimeWait
-	twHost     tcp.TimeWaitHost
+	// tcp.TimeWait records (timewait.go), with what they share and their
+	// counters.
+	tws        tcp.TimeWaitHost
 	listeners  map[uint16]*Listener
 	ports      map[uint16]int      // local ports in use by connections and listeners
 	udp        map[uint16]*UDPConn // the UDP socket on each local port (udp.go)
@@ -537,7 +536,6 @@ func newStack(cfg Config) (*Stack, error) {
 		done:            make(chan struct{}),
 		settled:         make(chan struct{}),
 		conns:           make(map[tcp.ID]*Conn),
-		tws:             make(map[tcp.ID]*tcp.TimeWait),
 		listeners:       make(map[uint16]*Listener),
 		ports:           make(map[uint16]int),
 		udp:             make(map[uint16]*UDPConn),
@@ -545,8 +543,8 @@ func newStack(cfg Config) (*Stack, error) {
 		rng:             rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	close(s.settled)
-	s.twHost = tcp.TimeWaitHost{Timers: s.timers(), Output: s.out(), Closed: s.forgetTimeWait} // timewait.go
-	s.syns = newSYNStash(cfg.SYNStash)                                                         // synstash.go
+	s.tws = tcp.TimeWaitHost{Timers: s.timers(), Output: s.out(), Closed: s.forgetTimeWait} // timewait.go
+	s.syns = newSYNStash(cfg.SYNStash)                                                      // synstash.go
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
 	s.initOffload() // offload.go
 	// A bare FIN right after a data segment joins its frame: TCP's
@@ -1143,8 +1141,8 @@ func (s *Stack) forget(c *Conn) {
 		return
 	}
 	delete(s.conns, c.id)
-	s.flushFrameOf(c.id)    // offload.go
-	if s.tws[c.id] == nil { // else its TIME-WAIT record holds the 4-tuple and port on (timewait.go)
+	s.flushFrameOf(c.id)                  // offload.go
+	if _, tw := s.tws.Lookup(c.id); !tw { // else its TIME-WAIT record holds the 4-tuple and port on (timewait.go)
 		s.release(c.id)
 	}
 	counters := c.ep.Counters() // not Info: the whole snapshot, for its counters

@@ -214,7 +214,7 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 		st.Counters = s.counters
 		s.udpOut.addTo(&st.Counters) // udpsend.go
 		st.TCP = s.closedTCP
-		addTCPCounters(&st.TCP, &s.twHost.Counters) // timewait.go
+		addTCPCounters(&st.TCP, &s.tws.Counters) // timewait.go
 		for _, c := range s.conns {
 			cs := c.ep.Counters()
 			addTCPCounters(&st.TCP, &cs)
@@ -224,8 +224,8 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 			st.TCP.ResetsSent += ls.ResetsSent
 			addCounters(&st.Listen, ls)
 		}
-		st.Connections = len(s.conns) + len(s.tws)
-		st.TimeWait = len(s.tws)
+		st.Connections = len(s.conns) + s.tws.Len()
+		st.TimeWait = s.tws.Len()
 		st.Listeners = len(s.listeners)
 		st.UDPSockets = len(s.udp)
 		st.Offload = s.offStats

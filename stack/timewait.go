@@ -20,27 +20,19 @@ func (s *Stack) toTimeWait(c *Conn) {
 	if s.conns[c.id] != c || s.closing {
 		return
 	}
-	if t := c.ep.TimeWait(&s.twHost); t != nil {
-		s.tws[c.id] = t
-	}
+	c.ep.TimeWait(&s.tws)
 }
 
-// forgetTimeWait removes a record that reached CLOSED (twHost.Closed).
-func (s *Stack) forgetTimeWait(t *tcp.TimeWait) {
-	id := t.ID()
-	if s.tws[id] != t {
-		return
-	}
-	delete(s.tws, id)
-	s.release(id)
-}
+// forgetTimeWait releases the 4-tuple and port of a record that reached
+// CLOSED (tws.Closed).
+func (s *Stack) forgetTimeWait(id tcp.ID) { s.release(id) }
 
 // timeWaitSegment hands a segment for a 4-tuple in TIME-WAIT to its record,
 // or to the listener (or forwarder) that a new SYN may replace the record
 // for (RFC 6191), and reports whether there was a record.
 func (s *Stack) timeWaitSegment(id tcp.ID, dst netip.Addr, seg *tcp.Segment, b []byte) bool {
-	t := s.tws[id]
-	if t == nil {
+	t, ok := s.tws.Lookup(id)
+	if !ok {
 		return false
 	}
 	if seg.Flags&tcp.FlagSYN != 0 && s.newIncarnation(id, dst, seg, b,
@@ -71,6 +63,6 @@ func (s *Stack) newIncarnation(id tcp.ID, dst netip.Addr, seg *tcp.Segment, b []
 // inUse reports whether a connection, or a TIME-WAIT record, has id.
 func (s *Stack) inUse(id tcp.ID) bool {
 	_, c := s.conns[id]
-	_, t := s.tws[id]
+	_, t := s.tws.Lookup(id)
 	return c || t
 }

@@ -97,7 +97,7 @@ func TestICMPTimeWaitRecord(t *testing.T) {
 	p.shuttle()
 	server.Close()
 	p.shuttle()
-	if a.tws[id] == nil {
+	if _, ok := a.tws.Lookup(id); !ok {
 		t.Fatal("no TIME-WAIT record")
 	}
 	th := make([]byte, 8)
@@ -113,7 +113,7 @@ func TestICMPTimeWaitRecord(t *testing.T) {
 	if d := st.Drops; d.ICMPBadSeq != before.Drops.ICMPBadSeq+1 || d.ICMPNoConnection != before.Drops.ICMPNoConnection || d.ICMPBadQuote != before.Drops.ICMPBadQuote {
 		t.Fatalf("drops: ICMPBadSeq %d, ICMPNoConnection %d, ICMPBadQuote %d; want one more ICMPBadSeq alone", d.ICMPBadSeq, d.ICMPNoConnection, d.ICMPBadQuote)
 	}
-	if a.tws[id] == nil || st.TimeWait != 1 {
+	if _, ok := a.tws.Lookup(id); !ok || st.TimeWait != 1 {
 		t.Fatalf("the record is gone (%d in TIME-WAIT)", st.TimeWait)
 	}
 }

@@ -363,12 +363,14 @@ func (l *Listener) ReuseTimeWait(tw *Endpoint, seg *Segment) bool {
 // ReuseTimeWaitRecord is ReuseTimeWait for a connection whose TIME-WAIT a
 // TimeWait record keeps: when the listener takes seg, the record has
 // closed (its host's Closed called before this returns).
-func (l *Listener) ReuseTimeWaitRecord(tw *TimeWait, seg *Segment) bool {
+func (l *Listener) ReuseTimeWaitRecord(tw TimeWait, seg *Segment) bool {
 	if l.closed || !tw.reusableBy(seg) {
 		return false
 	}
-	tw.close()
-	l.reopen(tw.id, seg, tw.snd)
+	r := tw.rec()
+	id, snd := r.key.id(), r.snd
+	tw.h.close(tw.i)
+	l.reopen(id, seg, snd)
 	return true
 }
 

@@ -79,10 +79,10 @@ type Timers interface {
 	Start(e *timer.Entry, d time.Duration) error
 	StartAt(e *timer.Entry, t time.Duration) error
 	Stop(e *timer.Entry) bool
-	// Replace puts e, idle, in the place of old, pending, with its deadline
-	// (timer.Wheel.Replace): a connection handing its TIME-WAIT timer to
-	// its record (Endpoint.TimeWait).
-	Replace(old, e *timer.Entry) bool
+	// Deadline is the instant a pending e fires at (timer.Wheel.Deadline):
+	// a connection handing its TIME-WAIT to a record (Endpoint.TimeWait)
+	// hands over when it ends.
+	Deadline(e *timer.Entry) (time.Duration, bool)
 }
 
 var _ Timers = wheelTimers{}

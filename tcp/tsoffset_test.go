@@ -153,9 +153,10 @@ func reuseAfterTimeWait(t *testing.T, seed uint64, record bool, delay time.Durat
 		}
 	}
 	tw := l.server
-	var rec *TimeWait
+	var rec TimeWait
 	if record {
-		if rec = tw.TimeWait(&TimeWaitHost{Timers: OnWheel(l.w), Output: linkOut{l, 1}, Closed: func(*TimeWait) {}}); rec == nil {
+		var ok bool
+		if rec, ok = tw.TimeWait(&TimeWaitHost{Timers: OnWheel(l.w), Output: linkOut{l, 1}, Closed: func(ID) {}}); !ok {
 			return fmt.Errorf("no TIME-WAIT record")
 		}
 	}
@@ -164,12 +165,12 @@ func reuseAfterTimeWait(t *testing.T, seed uint64, record bool, delay time.Durat
 	l.server = nil
 	l.toServer = func(seg *Segment) bool {
 		switch {
-		case rec != nil && !rec.Closed():
+		case record && !rec.Closed():
 			if !l.ln.ReuseTimeWaitRecord(rec, seg) {
 				rec.HandleSegment(seg)
 			}
 			return true
-		case rec == nil && tw.State() == StateTimeWait:
+		case !record && tw.State() == StateTimeWait:
 			if !l.ln.ReuseTimeWait(tw, seg) {
 				tw.HandleSegment(seg)
 			}

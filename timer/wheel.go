@@ -341,6 +341,15 @@ func (w *Wheel) Stop(e *Entry) bool {
 	return true
 }
 
+// Deadline returns the instant e fires at (its deadline rounded up to the
+// wheel's tick) and true while e is pending on w; else 0 and false.
+func (w *Wheel) Deadline(e *Entry) (time.Duration, bool) {
+	if e.pprev == nil || e.w != w {
+		return 0, false
+	}
+	return w.instant(e.when), true
+}
+
 // Replace puts e in the place of old, an entry pending on w: e becomes
 // pending with old's deadline, at old's place among the entries of its tick,
 // and old idle, without a Stop or a Start (the counts of Stats are as they

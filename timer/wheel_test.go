@@ -996,3 +996,39 @@ func TestReplace(t *testing.T) {
 		t.Fatalf("at 45ms: fired %v, want q2 and s", got)
 	}
 }
+
+// TestDeadline: a pending entry's deadline is the instant of the tick it
+// fires at (rounded up), on the wheel's clock; an idle entry, a fired or
+// stopped one, or one pending on another wheel has none.
+func TestDeadline(t *testing.T) {
+	f := newFixture(t, Config{Tick: time.Millisecond})
+	a := f.entry("a")
+	if _, ok := f.w.Deadline(a); ok {
+		t.Fatal("a deadline for an idle entry")
+	}
+	f.advanceTo(1500 * time.Microsecond)
+	f.start(a, 2200*time.Microsecond)
+	if d, ok := f.w.Deadline(a); !ok || d != 4*time.Millisecond {
+		t.Fatalf("Deadline = %v, %v; want 4ms, true", d, ok)
+	}
+	f.advanceTo(4*time.Millisecond - 1)
+	if len(f.fired) != 0 {
+		t.Fatalf("fired %v before its deadline", f.fired)
+	}
+	f.advanceTo(4 * time.Millisecond)
+	if len(f.fired) != 1 || f.at[0] != 4*time.Millisecond {
+		t.Fatalf("fired %v at %v, want a at its deadline 4ms", f.fired, f.at)
+	}
+	if _, ok := f.w.Deadline(a); ok {
+		t.Fatal("a deadline for a fired entry")
+	}
+	f.start(a, time.Hour)
+	g := newFixture(t, Config{Tick: time.Millisecond})
+	if _, ok := g.w.Deadline(a); ok {
+		t.Fatal("a deadline on another wheel")
+	}
+	f.w.Stop(a)
+	if _, ok := f.w.Deadline(a); ok {
+		t.Fatal("a deadline for a stopped entry")
+	}
+}
