@@ -347,12 +347,13 @@ func TestRecycleBuffers(t *testing.T) {
 	}
 	client.Close()
 	p.shuttle()
-	if st := server.ep.State(); st != tcp.StateClosed || s.tws.Len() != 1 || len(s.spares) != 2 {
-		t.Fatalf("after the peer's FIN: %v, %d TIME-WAIT records, %d spares; want CLOSED (TIME-WAIT went to a record), 1, 2", st, s.tws.Len(), len(s.spares))
+	if server.ep != nil || s.tws.Len() != 1 || len(s.spares) != 2 || s.epSpares.Len() != 1 {
+		t.Fatalf("after the peer's FIN: endpoint %v, %d TIME-WAIT records, %d spares, %d spare endpoints; want none (TIME-WAIT went to a record, the endpoint to the spares), 1, 2, 1",
+			server.ep, s.tws.Len(), len(s.spares), s.epSpares.Len())
 	}
 	client, server = open()
-	if len(s.spares) != 0 {
-		t.Fatalf("a new Conn left %d spares, want 0 (it takes both)", len(s.spares))
+	if len(s.spares) != 0 || s.epSpares.Len() != 0 {
+		t.Fatalf("a new Conn left %d spares, %d spare endpoints; want 0 0 (it takes them)", len(s.spares), s.epSpares.Len())
 	}
 	exchange(client, server, "second request", "second response")
 	exchange(client, server, strings.Repeat("q", 90), strings.Repeat("r", 90))

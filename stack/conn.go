@@ -29,8 +29,11 @@ import (
 // post only once it adds up to a step of the window worth an update. A call
 // blocks only when the send buffer is full or nothing has been received.
 type Conn struct {
-	s  *Stack
-	ep *tcp.Endpoint // touched only on the loop
+	s *Stack
+	// ep is touched only on the loop. Nil once the endpoint has gone back
+	// to the stack's spares (Stack.recycleEndpoints): the application
+	// closed the Conn and a TIME-WAIT record holds what is left of it.
+	ep *tcp.Endpoint
 	id tcp.ID
 	// laddr and raddr are the 4-tuple's ends as net.TCPAddrs, made by the
 	// first LocalAddr or RemoteAddr (addrOf), on the application's
@@ -685,11 +688,19 @@ func (c *Conn) SetReadDeadline(t time.Time) error { c.rd.set(t); return nil }
 // SetWriteDeadline implements net.Conn.
 func (c *Conn) SetWriteDeadline(t time.Time) error { c.wd.set(t); return nil }
 
-// Info returns the connection's TCP_INFO-like snapshot.
+// Info returns the connection's TCP_INFO-like snapshot. After Close, once
+// the connection has reached TIME-WAIT (a small record keeps that, and its
+// endpoint serves a new connection), it reports StateClosed and nothing
+// else, as a closed socket has no TCP_INFO; Stack.Stats keeps the
+// counters of closed connections.
 func (c *Conn) Info() tcp.Info {
 	var info tcp.Info
 	c.s.do(func() {
 		c.releaseRead(false) // what was read counts as read, lazy or not (pace)
+		if c.ep == nil {
+			info.State = tcp.StateClosed // the endpoint is another connection's now
+			return
+		}
 		info = c.ep.Info()
 	})
 	return info
@@ -705,7 +716,7 @@ func (c *Conn) SetKeepAlive(on bool) error {
 // between probes, like net.TCPConn's. It does not turn keepalive on.
 func (c *Conn) SetKeepAlivePeriod(d time.Duration) error {
 	var on bool
-	if c.s.do(func() { on = c.ep.Info().KeepAlive }) != nil {
+	if c.s.do(func() { on = c.ep != nil && c.ep.Info().KeepAlive }) != nil || c.isClosed() {
 		return c.opErr("set", net.ErrClosed)
 	}
 	return c.setKeepAlive(net.KeepAliveConfig{Enable: on, Idle: d, Interval: d})
@@ -746,6 +757,9 @@ func (c *Conn) flush() {
 	closing := c.tx.closeAfter // a graceful Close's, set with posted
 	c.tx.closeAfter = false
 	c.mu.Unlock()
+	if c.ep == nil {
+		return
+	}
 	if closing {
 		// What was read first (its window update rides on the data), then
 		// the drain and the FIN, in one turn.
@@ -819,6 +833,9 @@ func (c *Conn) finAfterTx(fin finAction) error {
 // its send buffer holds (the room of what was acknowledged goes back to
 // Write), its error; and hands more of tx to it if it has room.
 func (c *Conn) syncTx(ev tcp.Event) {
+	if c.ep == nil {
+		return
+	}
 	c.mu.Lock()
 	if ev&tcp.EventEstablished != 0 {
 		c.tx.open = true
@@ -876,7 +893,7 @@ func (c *Conn) readerWaits() bool {
 func (c *Conn) fill() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.isClosed() {
+	if c.isClosed() || c.ep == nil {
 		return // unread data stays in the endpoint, for Close's reset
 	}
 	if k := c.ep.Readable(); k > 0 {
@@ -910,6 +927,9 @@ func (c *Conn) fill() {
 // It reports whether the reader's wake may wait a turn (Stack.wakeReaders):
 // the Conn is lazy and holds lent frames, a bulk transfer's.
 func (c *Conn) pace() (bulk bool) {
+	if c.ep == nil {
+		return false
+	}
 	lazy := c.ep.ReleaseCanWait()
 	c.mu.Lock()
 	c.rx.lazy = lazy
@@ -951,7 +971,7 @@ func (c *Conn) releaseRead(posted bool) {
 		c.rx.posted = false
 	}
 	c.mu.Unlock()
-	if n > 0 {
+	if n > 0 && c.ep != nil {
 		c.event(record.Read, int64(n))
 		c.ep.Release(n)
 	}
@@ -960,6 +980,9 @@ func (c *Conn) releaseRead(posted bool) {
 // close is Close's part on the loop: unread data makes it a reset, as on
 // Linux.
 func (c *Conn) close(unread bool) error {
+	if c.ep == nil {
+		return tcp.ErrClosed
+	}
 	if unread {
 		c.event(record.Close, 1)
 		c.ep.Abort()
@@ -970,16 +993,25 @@ func (c *Conn) close(unread bool) error {
 }
 
 func (c *Conn) closeWrite() error {
+	if c.ep == nil {
+		return tcp.ErrClosed
+	}
 	c.event(record.CloseWrite, 0)
 	return c.ep.CloseWrite()
 }
 
 func (c *Conn) abort() {
+	if c.ep == nil {
+		return
+	}
 	c.event(record.Abort, 0)
 	c.ep.Abort()
 }
 
 func (c *Conn) keepAlive(cfg net.KeepAliveConfig) {
+	if c.ep == nil {
+		return
+	}
 	if c.s.rec != nil {
 		c.s.hasSendAt = false
 		on := int64(0)

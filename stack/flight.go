@@ -243,6 +243,9 @@ func (s *Stack) endBatch() {
 		s.rec.Event(&record.Event{Kind: record.Batch, T: s.wheel.Now()})
 	}
 	s.flushAcks()
+	if len(s.retired) > 0 {
+		s.recycleEndpoints() // timewait.go
+	}
 }
 
 // onExpire is the loop's expiry hook while recording.

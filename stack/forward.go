@@ -196,6 +196,7 @@ func (s *Stack) Forward(cfg ForwardConfig) error {
 			Backlog:           cfg.MaxPending, // never reached: pending counts them
 			DisableSynCookies: true,
 			Endpoint:          s.cfg.TCP,
+			Spares:            &s.epSpares, // timewait.go
 			Accept:            f.established,
 			Dropped:           f.dropped,
 		})

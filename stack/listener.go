@@ -215,6 +215,7 @@ func (s *Stack) listen(l *Listener, p uint16, key []byte) error {
 	tl, err := tcp.NewListener(s.timers(), s.out(), tcp.ListenerConfig{
 		Backlog:   s.cfg.Backlog,
 		Endpoint:  s.cfg.TCP,
+		Spares:    &s.epSpares, // timewait.go
 		CookieKey: key,
 		Accept:    l.accept,
 		QueueFull: func() bool {

@@ -9,7 +9,12 @@ func (c *Conn) SetNoDelay(noDelay bool) error {
 	if c.isClosed() {
 		return c.opErr("set", net.ErrClosed)
 	}
-	if c.s.do(func() { c.ep.SetNoDelay(noDelay) }) != nil {
+	var gone bool // the endpoint went back to the spares (Conn.ep)
+	if c.s.do(func() {
+		if gone = c.ep == nil; !gone {
+			c.ep.SetNoDelay(noDelay)
+		}
+	}) != nil || gone {
 		return c.opErr("set", net.ErrClosed)
 	}
 	return nil

@@ -24,6 +24,10 @@ type Readiness struct {
 func (c *Conn) Readiness() (Readiness, error) {
 	var r Readiness
 	if c.s.do(func() {
+		if c.ep == nil { // the endpoint went back to the spares (Conn.ep)
+			r.State = tcp.StateClosed
+			return
+		}
 		r.State, r.Err = c.ep.State(), c.ep.Err()
 		c.mu.Lock()
 		r.Readable = c.rx.len() + c.ep.Readable()
@@ -84,6 +88,10 @@ func (s *Stack) keepGenerators(cfg tcp.Config) tcp.Config {
 func (c *Conn) SetSendBuffer(n int) error {
 	var err error
 	if c.s.do(func() {
+		if c.ep == nil {
+			err = c.opErr("set", net.ErrClosed)
+			return
+		}
 		if err = c.ep.SetSendBuffer(n); err == nil {
 			c.mu.Lock()
 			c.tx.limit = n
@@ -99,7 +107,13 @@ func (c *Conn) SetSendBuffer(n int) error {
 // SetUserTimeout changes the connection's user timeout (tcp.Endpoint.SetUserTimeout).
 func (c *Conn) SetUserTimeout(d time.Duration) error {
 	var err error
-	if c.s.do(func() { err = c.ep.SetUserTimeout(d) }) != nil {
+	if c.s.do(func() {
+		if c.ep == nil {
+			err = c.opErr("set", net.ErrClosed)
+			return
+		}
+		err = c.ep.SetUserTimeout(d)
+	}) != nil {
 		return c.opErr("set", net.ErrClosed)
 	}
 	return err
@@ -107,7 +121,11 @@ func (c *Conn) SetUserTimeout(d time.Duration) error {
 
 // LossCounts returns the connection's tcp.Endpoint.LossCounts.
 func (c *Conn) LossCounts() (lost, retrans int) {
-	c.s.do(func() { lost, retrans = c.ep.LossCounts() })
+	c.s.do(func() {
+		if c.ep != nil {
+			lost, retrans = c.ep.LossCounts()
+		}
+	})
 	return lost, retrans
 }
 

@@ -302,7 +302,12 @@ type Stack struct {
 	// tws are the connections in TIME-WAIT after Close, kept as
 	// tcp.TimeWait records (timewait.go), with what they share and their
 	// counters.
-	tws        tcp.TimeWaitHost
+	tws tcp.TimeWaitHost
+	// epSpares are closed endpoints that the listeners' new connections
+	// reuse; retired are the Conns whose endpoints go there at the end of
+	// the batch (recycleEndpoints).
+	epSpares   tcp.Spares
+	retired    []*Conn
 	listeners  map[uint16]*Listener
 	ports      map[uint16]int      // local ports in use by connections and listeners
 	udp        map[uint16]*UDPConn // the UDP socket on each local port (udp.go)
@@ -1141,11 +1146,15 @@ func (s *Stack) forget(c *Conn) {
 		return
 	}
 	delete(s.conns, c.id)
-	s.flushFrameOf(c.id)                  // offload.go
-	if _, tw := s.tws.Lookup(c.id); !tw { // else its TIME-WAIT record holds the 4-tuple and port on (timewait.go)
+	s.flushFrameOf(c.id) // offload.go
+	_, tw := s.tws.Lookup(c.id)
+	if !tw { // else its TIME-WAIT record holds the 4-tuple and port on (timewait.go)
 		s.release(c.id)
 	}
 	counters := c.ep.Counters() // not Info: the whole snapshot, for its counters
 	addTCPCounters(&s.closedTCP, &counters)
 	s.logClosed(c)
+	if tw && c.isClosed() {
+		s.retired = append(s.retired, c) // recycleEndpoints
+	}
 }

@@ -23,6 +23,23 @@ func (s *Stack) toTimeWait(c *Conn) {
 	c.ep.TimeWait(&s.tws)
 }
 
+// recycleEndpoints puts the endpoints of the Conns retired in this batch
+// (forget: closed by the application, their TIME-WAIT in a record) back
+// to the spares that the listeners' new connections take theirs from. It
+// runs at the end of the batch (endBatch), after flushAcks, when no
+// endpoint method is under way and no list of the stack's holds one of
+// them (heldAcks); their Conns forget them (Conn.ep nil: the loop's paths
+// of a closed Conn check it).
+func (s *Stack) recycleEndpoints() {
+	for i, c := range s.retired {
+		s.retired[i] = nil
+		ep := c.ep
+		c.ep = nil
+		s.epSpares.Put(ep)
+	}
+	s.retired = s.retired[:0]
+}
+
 // forgetTimeWait releases the 4-tuple and port of a record that reached
 // CLOSED (tws.Closed).
 func (s *Stack) forgetTimeWait(id tcp.ID) { s.release(id) }

@@ -33,8 +33,9 @@ func TestTimeWaitRecord(t *testing.T) {
 	}
 	p.shuttle()
 	entered := a.wheel.Now()
-	if st := client.ep.State(); st != tcp.StateClosed {
-		t.Fatalf("the client's endpoint is in %v, want CLOSED (its TIME-WAIT went to a record)", st)
+	if client.ep != nil || a.epSpares.Len() != 1 || client.Info().State != tcp.StateClosed {
+		t.Fatalf("the client's endpoint %v, %d spare endpoints, Info's state %v; want it in the spares (its TIME-WAIT went to a record), 1, CLOSED",
+			client.ep, a.epSpares.Len(), client.Info().State)
 	}
 	st := a.Stats()
 	if st.TimeWait != 1 || st.Connections != 1 || len(a.conns) != 0 || !a.inUse(id) || a.ports[id.Local.Port()] != 1 {

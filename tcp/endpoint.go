@@ -76,7 +76,7 @@ func Dial(w Timers, out Output, id ID, cfg Config) (*Endpoint, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	e := newEndpoint(w, out, id, cfg, cfg.ISN(id, w.Now()))
+	e := newEndpoint(w, out, id, cfg, cfg.ISN(id, w.Now()), nil)
 	e.state = StateSynSent
 	e.sendSYN()
 	e.flush()
@@ -87,10 +87,11 @@ func Dial(w Timers, out Output, id ID, cfg Config) (*Endpoint, error) {
 }
 
 // newEndpoint returns an endpoint for id in CLOSED whose initial send
-// sequence number is iss.
-func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value) *Endpoint {
+// sequence number is iss: one of spares (nil: none) or a new one.
+func newEndpoint(w Timers, out Output, id ID, cfg Config, iss seqnum.Value, spares *Spares) *Endpoint {
 	cfg = cfg.forID(id)
-	e := &Endpoint{id: id, cfg: cfg, w: w, out: out}
+	e := spares.get()
+	e.id, e.cfg, e.w, e.out = id, cfg, w, out
 	if !cfg.DisableAckCoalescing {
 		e.holder, _ = out.(AckHolder)
 	}

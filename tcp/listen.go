@@ -67,6 +67,9 @@ type ListenerConfig struct {
 	CookieKey []byte
 	// Endpoint configures the accepted endpoints.
 	Endpoint Config
+	// Spares, if set, holds closed endpoints that new connections reuse
+	// (Spares.Put); nil allocates every one.
+	Spares *Spares
 	// Accept receives each connection when its handshake completes, before the
 	// segment that completed it has been fully processed (its data may follow).
 	// A connection made from a SYN cookie's ACK comes the same way.
@@ -203,7 +206,7 @@ func (l *Listener) handleSYN(id ID, seg *Segment) {
 // synReceived opens a half-open connection for the SYN seg with iss (RFC 9293
 // 3.10.7.2) and sends its SYN-ACK.
 func (l *Listener) synReceived(id ID, seg *Segment, iss seqnum.Value) {
-	e := newEndpoint(l.w, l.out, id, l.epCfg, iss)
+	e := newEndpoint(l.w, l.out, id, l.epCfg, iss, l.cfg.Spares)
 	e.passive = true
 	e.listener = l
 	e.stats.SegsIn++
@@ -314,7 +317,7 @@ func (l *Listener) cookieEndpoint(id ID, seg *Segment, iss seqnum.Value, mssInde
 		syn.Options.HasWS, syn.Options.WindowScale = ws >= 0, uint8(max(ws, 0))
 		syn.Options.SACKPermitted = sack
 	}
-	e := newEndpoint(l.w, l.out, id, l.epCfg, iss)
+	e := newEndpoint(l.w, l.out, id, l.epCfg, iss, l.cfg.Spares)
 	e.passive = true
 	e.negotiate(&syn)
 	e.rcv.synWindow() // the right edge the SYN-ACK announced
