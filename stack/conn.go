@@ -689,10 +689,10 @@ func (c *Conn) SetReadDeadline(t time.Time) error { c.rd.set(t); return nil }
 func (c *Conn) SetWriteDeadline(t time.Time) error { c.wd.set(t); return nil }
 
 // Info returns the connection's TCP_INFO-like snapshot. After Close, once
-// the connection has reached TIME-WAIT (a small record keeps that, and its
-// endpoint serves a new connection), it reports StateClosed and nothing
-// else, as a closed socket has no TCP_INFO; Stack.Stats keeps the
-// counters of closed connections.
+// the connection has closed or reached TIME-WAIT (a small record keeps
+// that), its endpoint serves a new connection, and Info reports
+// StateClosed and nothing else, as a closed socket has no TCP_INFO;
+// Stack.Stats keeps the counters of closed connections.
 func (c *Conn) Info() tcp.Info {
 	var info tcp.Info
 	c.s.do(func() {
@@ -746,6 +746,9 @@ func (c *Conn) setKeepAlive(cfg net.KeepAliveConfig) error {
 
 // write hands the next k bytes of tx.q to the endpoint's send buffer.
 func (c *Conn) write(k int) (int, error) {
+	if c.ep == nil {
+		return 0, tcp.ErrClosed
+	}
 	c.event(record.Write, int64(k))
 	return c.ep.Append(k)
 }

@@ -1147,14 +1147,13 @@ func (s *Stack) forget(c *Conn) {
 	}
 	delete(s.conns, c.id)
 	s.flushFrameOf(c.id) // offload.go
-	_, tw := s.tws.Lookup(c.id)
-	if !tw { // else its TIME-WAIT record holds the 4-tuple and port on (timewait.go)
+	if _, tw := s.tws.Lookup(c.id); !tw { // else its TIME-WAIT record holds the 4-tuple and port on (timewait.go)
 		s.release(c.id)
 	}
 	counters := c.ep.Counters() // not Info: the whole snapshot, for its counters
 	addTCPCounters(&s.closedTCP, &counters)
 	s.logClosed(c)
-	if tw && c.isClosed() {
+	if c.isClosed() {
 		s.retired = append(s.retired, c) // recycleEndpoints
 	}
 }

@@ -24,12 +24,12 @@ func (s *Stack) toTimeWait(c *Conn) {
 }
 
 // recycleEndpoints puts the endpoints of the Conns retired in this batch
-// (forget: closed by the application, their TIME-WAIT in a record) back
-// to the spares that the listeners' new connections take theirs from. It
-// runs at the end of the batch (endBatch), after flushAcks, when no
-// endpoint method is under way and no list of the stack's holds one of
-// them (heldAcks); their Conns forget them (Conn.ep nil: the loop's paths
-// of a closed Conn check it).
+// (forget: closed by the application, their endpoints CLOSED, or their
+// TIME-WAIT in a record) back to the spares that the listeners' new
+// connections take theirs from. It runs at the end of the batch
+// (endBatch), after flushAcks, when no endpoint method is under way and no
+// list of the stack's holds one of them (heldAcks); their Conns forget
+// them (Conn.ep nil: the loop's paths of a closed Conn check it).
 func (s *Stack) recycleEndpoints() {
 	for i, c := range s.retired {
 		s.retired[i] = nil

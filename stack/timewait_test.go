@@ -223,8 +223,8 @@ func TestTimeWaitReuseOwnClient(t *testing.T) {
 		p.shuttle()
 		client.Close()
 		p.shuttle()
-		if st := b.Stats(); st.TimeWait != 1 || client.ep.State() != tcp.StateClosed {
-			t.Fatalf("pair %d: server %d records in TIME-WAIT, client %v; want 1, CLOSED", i, st.TimeWait, client.ep.State())
+		if st := b.Stats(); st.TimeWait != 1 || client.Info().State != tcp.StateClosed {
+			t.Fatalf("pair %d: server %d records in TIME-WAIT, client %v; want 1, CLOSED", i, st.TimeWait, client.Info().State)
 		}
 		for _, m := range []*Manual{a, b} {
 			if err := m.AdvanceTo(5 * time.Millisecond); err != nil {
