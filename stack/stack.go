@@ -1146,7 +1146,7 @@ func (s *Stack) forget(c *Conn) {
 		return
 	}
 	delete(s.conns, c.id)
-	s.flushFrameOf(c.id) // offload.go
+	s.flushFrameOf(c.id)                  // offload.go
 	if _, tw := s.tws.Lookup(c.id); !tw { // else its TIME-WAIT record holds the 4-tuple and port on (timewait.go)
 		s.release(c.id)
 	}
