@@ -32,7 +32,8 @@ type Conn struct {
 	s *Stack
 	// ep is touched only on the loop. Nil once the endpoint has gone back
 	// to the stack's spares (Stack.recycleEndpoints): the application
-	// closed the Conn and a TIME-WAIT record holds what is left of it.
+	// closed the Conn, and the endpoint reached CLOSED or handed its
+	// TIME-WAIT to a record.
 	ep *tcp.Endpoint
 	id tcp.ID
 	// laddr and raddr are the 4-tuple's ends as net.TCPAddrs, made by the

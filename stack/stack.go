@@ -1153,7 +1153,7 @@ func (s *Stack) forget(c *Conn) {
 	counters := c.ep.Counters() // not Info: the whole snapshot, for its counters
 	addTCPCounters(&s.closedTCP, &counters)
 	s.logClosed(c)
-	if c.isClosed() {
+	if c.isClosed() && s.play == nil { // a playback's Conns keep theirs (its calls go to them by ID)
 		s.retired = append(s.retired, c) // recycleEndpoints
 	}
 }

@@ -4,12 +4,12 @@ package tcp
 // (ListenerConfig.Spares). An Endpoint is 2,304 bytes, allocated for every
 // connection: for a server of short connections it was two fifths of what
 // its process allocated per connection (net/http the rest), and so of how
-// often the garbage collector ran (integration/results/ep-spares-*). A
+// often the garbage collector ran (integration/results/tw-slab-*). A
 // stack puts an endpoint back once the connection is over and nothing will
-// use the endpoint again: the application closed it and a TimeWait record
-// holds what TIME-WAIT needs. A Spares keeps at most MaxSpares; the zero
-// value is ready to use. It is not safe for concurrent use: it belongs to
-// one loop, as its endpoints do.
+// use the endpoint again: the application closed it, and it reached CLOSED
+// or a TimeWait record holds what TIME-WAIT needs. A Spares keeps at most
+// MaxSpares; the zero value is ready to use. It is not safe for concurrent
+// use: it belongs to one loop, as its endpoints do.
 type Spares struct {
 	eps []*Endpoint
 }
