@@ -25,15 +25,7 @@ func BenchmarkAcceptChurn(b *testing.B) {
 	n := 0
 	b.ReportAllocs()
 	for b.Loop() {
-		client, err := p.a.StartDial("tcp", 0, "198.18.0.2:7")
-		if err != nil {
-			b.Fatal(err)
-		}
-		p.shuttle()
-		server, ok := l.TryAccept()
-		if !ok {
-			b.Fatal("no connection to accept after the handshake")
-		}
+		client, server := p.open(l)
 		p.send(client, req)
 		if m, err := server.TryRead(buf); m != len(req) || err != nil {
 			b.Fatalf("TryRead: %d, %v", m, err)

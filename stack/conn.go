@@ -570,6 +570,7 @@ func (c *Conn) closeGraceful() {
 	c.release()
 	c.finAfterTx(finClose)
 	c.recycle()
+	c.s.retire(c) // an endpoint a reset closed before the application did
 }
 
 // closeReset is a Close's part on the loop when received data was left
@@ -579,6 +580,7 @@ func (c *Conn) closeReset() {
 	c.dropTx()
 	c.close(true)
 	c.recycle()
+	c.s.retire(c)
 }
 
 // recycle hands the storage of the Conn's buffers to the stack's spares

@@ -118,12 +118,19 @@ func (p *manualPair) connect() (client, server *Conn) {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	client, err = p.a.StartDial("tcp", 0, "198.18.0.2:7")
+	return p.open(ln.(*Listener))
+}
+
+// open returns a new client connection of a's to l, b's listener on port
+// 7, and l's accepted one.
+func (p *manualPair) open(l *Listener) (client, server *Conn) {
+	p.t.Helper()
+	client, err := p.a.StartDial("tcp", 0, "198.18.0.2:7")
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	p.shuttle()
-	server, ok := ln.(*Listener).TryAccept()
+	server, ok := l.TryAccept()
 	if !ok {
 		p.t.Fatal("no connection to accept after the handshake")
 	}

@@ -132,7 +132,7 @@ func (s *Stack) dial(id tcp.ID) (*Conn, error) {
 		return nil, fmt.Errorf("%v: address already in use", id)
 	}
 	s.note(record.Dial, id, 0)
-	ep, err := tcp.Dial(s.timers(), s.out(), id, s.cfg.TCP)
+	ep, err := s.epSpares.Dial(s.timers(), s.out(), id, s.cfg.TCP) // timewait.go
 	if err != nil {
 		if s.grp != nil {
 			s.grp.release(id, s)

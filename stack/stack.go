@@ -708,6 +708,9 @@ func (s *Stack) readReady() (more bool) {
 // the packet stops (its ACK), does not fire; the loop's expiry after the input
 // runs the rest (see package loop, "Order of work").
 func (s *Stack) handlePacketNow(pkt []byte) {
+	if len(s.retired) > 0 && !s.inBatch && len(s.heldAcks) == 0 {
+		s.recycleEndpoints() // timewait.go: Conns a posted Close retired
+	}
 	s.wheel.MoveNow(s.wheel.Clock().Now())
 	s.inBatch = true // until endBatch
 	if s.rec != nil {
@@ -1153,7 +1156,7 @@ func (s *Stack) forget(c *Conn) {
 	counters := c.ep.Counters() // not Info: the whole snapshot, for its counters
 	addTCPCounters(&s.closedTCP, &counters)
 	s.logClosed(c)
-	if c.isClosed() && s.play == nil { // a playback's Conns keep theirs (its calls go to them by ID)
-		s.retired = append(s.retired, c) // recycleEndpoints
+	if c.isClosed() {
+		s.retire(c) // timewait.go
 	}
 }

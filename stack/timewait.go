@@ -23,19 +23,34 @@ func (s *Stack) toTimeWait(c *Conn) {
 	c.ep.TimeWait(&s.tws)
 }
 
-// recycleEndpoints puts the endpoints of the Conns retired in this batch
-// (forget: closed by the application, their endpoints CLOSED, or their
-// TIME-WAIT in a record) back to the spares that the listeners' new
-// connections take theirs from. It runs at the end of the batch
-// (endBatch), after flushAcks, when no endpoint method is under way and no
-// list of the stack's holds one of them (heldAcks); their Conns forget
-// them (Conn.ep nil: the loop's paths of a closed Conn check it).
+// retire has c's endpoint go back to the spares (recycleEndpoints) if it
+// is done with: the application closed c (its callers see to that), the
+// endpoint is CLOSED (or handed its TIME-WAIT to a record) and the stack
+// has forgotten c. forget calls it for a Conn closed before its endpoint
+// was; Close's part on the loop, for an endpoint a reset closed first. A
+// playback's Conns keep theirs (its calls reach them by ID).
+func (s *Stack) retire(c *Conn) {
+	n := len(s.retired)
+	if c.ep != nil && c.ep.State() == tcp.StateClosed && s.conns[c.id] != c && s.play == nil && (n == 0 || s.retired[n-1] != c) {
+		s.retired = append(s.retired, c)
+	}
+}
+
+// recycleEndpoints puts the endpoints of the Conns retired since it last
+// ran back to the spares that the listeners' new connections take theirs
+// from. It runs at the end of a batch of input (endBatch, after flushAcks)
+// and at the start of one (handlePacketNow, for a Conn retired by a posted
+// Close), when no endpoint method is under way and no list of the stack's
+// holds an endpoint (heldAcks is empty); their Conns forget them (Conn.ep
+// nil: the loop's paths of a closed Conn check it). A Conn retired twice
+// (a reset's forget, then its Close's part) is recycled once.
 func (s *Stack) recycleEndpoints() {
 	for i, c := range s.retired {
 		s.retired[i] = nil
-		ep := c.ep
-		c.ep = nil
-		s.epSpares.Put(ep)
+		if ep := c.ep; ep != nil {
+			c.ep = nil
+			s.epSpares.Put(ep)
+		}
 	}
 	s.retired = s.retired[:0]
 }

@@ -72,11 +72,16 @@ type Endpoint struct {
 // the endpoint in SYN-SENT. The outcome is an EventEstablished, or an
 // EventError with ErrConnectionRefused or ErrTimeout.
 func Dial(w Timers, out Output, id ID, cfg Config) (*Endpoint, error) {
+	return dial(w, out, id, cfg, nil)
+}
+
+// dial is Dial with an endpoint of spares' (nil: a new one).
+func dial(w Timers, out Output, id ID, cfg Config, spares *Spares) (*Endpoint, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	e := newEndpoint(w, out, id, cfg, cfg.ISN(id, w.Now()), nil)
+	e := newEndpoint(w, out, id, cfg, cfg.ISN(id, w.Now()), spares)
 	e.state = StateSynSent
 	e.sendSYN()
 	e.flush()

@@ -1,7 +1,7 @@
 package tcp
 
 // Spares keeps closed endpoints for new connections to reuse
-// (ListenerConfig.Spares). An Endpoint is 2,304 bytes, allocated for every
+// (ListenerConfig.Spares, Spares.Dial). An Endpoint is 2,304 bytes, allocated for every
 // connection: for a server of short connections it was two fifths of what
 // its process allocated per connection (net/http the rest), and so of how
 // often the garbage collector ran (integration/results/tw-slab-*). A
@@ -30,6 +30,11 @@ func (p *Spares) Put(e *Endpoint) bool {
 	*e = Endpoint{}
 	p.eps = append(p.eps, e)
 	return true
+}
+
+// Dial is the package's Dial with one of p's endpoints, if it keeps one.
+func (p *Spares) Dial(w Timers, out Output, id ID, cfg Config) (*Endpoint, error) {
+	return dial(w, out, id, cfg, p)
 }
 
 // Len returns the number of endpoints kept.

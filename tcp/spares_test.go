@@ -94,3 +94,30 @@ func TestSparesRefuse(t *testing.T) {
 		t.Fatalf("Put took more than MaxSpares (%d)", p.Len())
 	}
 }
+
+// TestSparesDial: Spares.Dial takes a kept endpoint, and its SYN is the
+// one Dial sends from a new endpoint.
+func TestSparesDial(t *testing.T) {
+	var p Spares
+	old := passiveEstablished(t, true)
+	old.ep.Abort()
+	ep := old.ep
+	if !p.Put(ep) {
+		t.Fatal("Put refused an aborted endpoint")
+	}
+	fresh, reused := newHarness(t), newHarness(t)
+	a, err := Dial(OnWheel(fresh.w), fresh.out, testID, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Dial(OnWheel(reused.w), reused.out, testID, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b != ep || a == ep || p.Len() != 0 {
+		t.Fatalf("Spares.Dial did not take the kept endpoint (%d kept)", p.Len())
+	}
+	if len(fresh.out.segs) != 1 || !reflect.DeepEqual(fresh.out.segs, reused.out.segs) {
+		t.Fatalf("SYN from a reused endpoint %v, from a new one %v", reused.out.segs, fresh.out.segs)
+	}
+}
