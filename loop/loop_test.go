@@ -526,3 +526,35 @@ func TestLoopYieldWaitsForDueTimer(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopParkForWoken: after a turn whose callback called ParkForWoken,
+// an unlocked loop's next sleep, and only that one, is in the netpoller;
+// other loops sleep as they always do.
+func TestLoopParkForWoken(t *testing.T) {
+	clk := timer.NewManualClock(0)
+	d, _ := newLoopWith(t, timer.Config{Clock: clk})
+	for i, c := range []struct {
+		hint  bool
+		parks bool // unlocked
+	}{
+		{false, false},
+		{true, true},
+		{false, false}, // once
+		{true, true},
+		{true, true},
+		{false, false},
+	} {
+		want := map[string]bool{"locked": false, "parked": true, "unlocked": c.parks}[*loopThread]
+		waitAsleep(t, d)
+		before := d.NetpollSleeps()
+		postWait(t, d, func() {
+			if c.hint {
+				d.ParkForWoken()
+			}
+		})
+		waitAsleep(t, d)
+		if got := d.NetpollSleeps() - before; got != map[bool]uint64{false: 0, true: 1}[want] {
+			t.Fatalf("step %d (hint %v): %d sleeps in the netpoller, want %v (-loop.thread %s)", i, c.hint, got, want, *loopThread)
+		}
+	}
+}

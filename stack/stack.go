@@ -976,6 +976,14 @@ func (s *Stack) handOver() {
 	s.accepts = s.accepts[:0]
 }
 
+// parkForWoken is loop.Loop.ParkForWoken, on the stack's loop (a manual
+// one has no sleep to choose).
+func (s *Stack) parkForWoken() {
+	if l, ok := s.run.(*loop.Loop); ok {
+		l.ParkForWoken()
+	}
+}
+
 // yieldToWoken is loop.Loop.YieldToWoken, on the stack's loop (a manual
 // loop has none).
 func (s *Stack) yieldToWoken() {

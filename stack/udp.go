@@ -264,6 +264,7 @@ func (u *UDPConn) deliver(from netip.AddrPort, p []byte) bool {
 	u.mu.Unlock()
 	if first {
 		wake(u.readable) // a reader that found it empty; take wakes the next
+		u.s.parkForWoken()
 	}
 	return true
 }
