@@ -83,6 +83,7 @@ func (f *forwarder) datagram(src, dst netip.AddrPort, ipHdr, udp []byte) {
 	fl.q = append(fl.q, append([]byte(nil), p...))
 	fl.mu.Unlock()
 	wake(fl.readable)
+	f.s.parkForWoken() // loop.Loop.ParkForWoken: the flow's goroutine relays it at once
 	f.stats.UDPIn++
 }
 
