@@ -303,9 +303,9 @@ type Stack struct {
 	// tcp.TimeWait records (timewait.go), with what they share and their
 	// counters.
 	tws tcp.TimeWaitHost
-	// epSpares are closed endpoints that the listeners' new connections
-	// reuse; retired are the Conns whose endpoints go there at the end of
-	// the batch (recycleEndpoints).
+	// epSpares are closed endpoints that new connections, accepted or
+	// dialed, reuse; retired are the Conns whose endpoints go there at the
+	// end of the batch, or the start of the next (recycleEndpoints).
 	epSpares   tcp.Spares
 	retired    []*Conn
 	listeners  map[uint16]*Listener
