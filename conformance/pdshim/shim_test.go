@@ -66,15 +66,7 @@ func receive(t *testing.T, s *Shim) (tcp.Segment, int64) {
 // listener's descriptor and the stack's ISN.
 func accepted(t *testing.T, hooks Hooks) (*Shim, int, uint32) {
 	t.Helper()
-	s, err := New(Options{Hooks: hooks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	fd, err := s.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, fd := shimSocket(t, hooks)
 	if err := s.Bind(fd, netip.AddrPortFrom(DefaultLocal, lport)); err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +83,21 @@ func accepted(t *testing.T, hooks Hooks) (*Shim, int, uint32) {
 		t.Fatalf("got %v ack %d, want a SYN-ACK of 1", sa.Flags, sa.Ack)
 	}
 	return s, fd, uint32(sa.Seq)
+}
+
+// shimSocket returns a new shim with hooks and a TCP socket of it.
+func shimSocket(t *testing.T, hooks Hooks) (*Shim, int) {
+	t.Helper()
+	s, err := New(Options{Hooks: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	fd, err := s.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, fd
 }
 
 func ack(iss uint32) tcp.Segment {
@@ -176,5 +183,26 @@ func TestBlockingReadWaitsForTheScript(t *testing.T) {
 	}
 	if us := <-done; us != at {
 		t.Fatalf("read completed at %d, want %d (the data's instant)", us, at)
+	}
+}
+
+// TestNetdevReceiveWaitsForACallOnItsWay: packetdrill's main thread goes on
+// once its syscall thread sleeps, which it can do in the Go runtime before
+// its call reaches the shim. A NetdevReceive that finds nothing to send
+// while no call is registered waits (CallGrace, real time) for one: here a
+// blocking connect that comes 20 ms late, whose SYN it then returns.
+func TestNetdevReceiveWaitsForACallOnItsWay(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	mainTID := unix.Gettid()
+	s, fd := shimSocket(t, Hooks{Main: func() bool { return unix.Gettid() == mainTID }})
+	go func() {
+		runtime.LockOSThread()
+		time.Sleep(20 * time.Millisecond) // on its way into the shim
+		s.Connect(fd, netip.MustParseAddrPort("198.18.0.2:8080"))
+	}()
+	syn, _ := receive(t, s)
+	if syn.Flags != tcp.FlagSYN {
+		t.Fatalf("got %v, want the connect's SYN", syn.Flags)
 	}
 }
