@@ -190,7 +190,7 @@ func TestBlockingReadWaitsForTheScript(t *testing.T) {
 // once its syscall thread sleeps, which it can do in the Go runtime before
 // its call reaches the shim. A NetdevReceive that finds nothing to send
 // while no call is registered waits (CallGrace, real time) for one: here a
-// blocking connect that comes 20 ms late, whose SYN it then returns.
+// blocking connect that comes 5 ms late, whose SYN it then returns.
 func TestNetdevReceiveWaitsForACallOnItsWay(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -198,7 +198,7 @@ func TestNetdevReceiveWaitsForACallOnItsWay(t *testing.T) {
 	s, fd := shimSocket(t, Hooks{Main: func() bool { return unix.Gettid() == mainTID }})
 	go func() {
 		runtime.LockOSThread()
-		time.Sleep(20 * time.Millisecond) // on its way into the shim
+		time.Sleep(5 * time.Millisecond) // on its way into the shim
 		s.Connect(fd, netip.MustParseAddrPort("198.18.0.2:8080"))
 	}()
 	syn, _ := receive(t, s)
