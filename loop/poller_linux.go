@@ -26,11 +26,10 @@ type poller struct {
 	// A parked loop (NewParked): the epoll descriptor as a file of Go's
 	// netpoller, in which wait sleeps, and the loop goroutine's id. An
 	// unlocked loop (NewUnlocked) has a duplicate of the descriptor there
-	// (dup) while it is quiet (see wait's park), none while it is busy.
+	// while it is quiet (see wait's park), none while it is busy.
 	ef       *os.File
 	erc      syscall.RawConn
-	dup      bool
-	unlocked bool // NewUnlocked's: in the netpoller only while quiet
+	unlocked bool // NewUnlocked's: ef, if any, is the duplicate
 	goid     string
 
 	// The loop goroutine's alone.
@@ -123,14 +122,14 @@ func netpollFile(fd int) (*os.File, syscall.RawConn, error) {
 // flag). If the netpoller does not take it, block sleeps in epoll_wait.
 func (p *poller) netpoll(on bool) {
 	if !on {
-		if p.dup && p.ef != nil {
+		if p.unlocked && p.ef != nil {
 			_ = p.ef.Close()
 			p.ef, p.erc = nil, nil
 		}
 		return
 	}
 	if p.ef != nil {
-		return // there already (a parked loop's, or the duplicate)
+		return // there already
 	}
 	fd, err := unix.FcntlInt(uintptr(p.epfd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
@@ -141,7 +140,7 @@ func (p *poller) netpoll(on bool) {
 		return
 	}
 	if f, rc, err := netpollFile(fd); err == nil {
-		p.ef, p.erc, p.dup = f, rc, true
+		p.ef, p.erc = f, rc
 	}
 }
 

@@ -719,7 +719,7 @@ func (c *Conn) SetKeepAlive(on bool) error {
 // between probes, like net.TCPConn's. It does not turn keepalive on.
 func (c *Conn) SetKeepAlivePeriod(d time.Duration) error {
 	var on bool
-	if c.s.do(func() { on = c.ep != nil && c.ep.Info().KeepAlive }) != nil || c.isClosed() {
+	if c.s.do(func() { on = c.ep != nil && c.ep.Info().KeepAlive }) != nil {
 		return c.opErr("set", net.ErrClosed)
 	}
 	return c.setKeepAlive(net.KeepAliveConfig{Enable: on, Idle: d, Interval: d})

@@ -57,10 +57,9 @@ type TimeWaitHost struct {
 	Counters Counters
 
 	recs       []twRecord      // slot 0 unused: 0 is "none" in the links below
-	index      map[twKey]int32 // a live record's slot by its 4-tuple
+	index      map[twKey]int32 // a live record's slot by its 4-tuple: len is the count
 	free       int32           // the first free slot, linked by next
 	head, tail int32           // the live records by deadline: head ends first
-	n          int             // live records
 	gen        uint32          // the last generation given
 	entry      timer.Entry     // while records live, armed at or before head's deadline
 	armed      time.Duration   // the instant entry was armed for
@@ -169,11 +168,11 @@ func (e *Endpoint) TimeWait(h *TimeWaitHost) (TimeWait, bool) {
 }
 
 // Len returns the number of records.
-func (h *TimeWaitHost) Len() int { return h.n }
+func (h *TimeWaitHost) Len() int { return len(h.index) }
 
 // Lookup returns the record of the 4-tuple id, if h has one.
 func (h *TimeWaitHost) Lookup(id ID) (TimeWait, bool) {
-	if h.n == 0 {
+	if len(h.index) == 0 {
 		return TimeWait{}, false
 	}
 	k, ok := keyOf(id)
@@ -190,8 +189,8 @@ func (h *TimeWaitHost) Lookup(id ID) (TimeWait, bool) {
 // insert adds r to the table, arming the timer if r ends first, and
 // returns its slot; false, with nothing changed, when the wheel refuses.
 func (h *TimeWaitHost) insert(r twRecord) (int32, bool) {
-	if !h.expiring && (h.n == 0 || r.deadline < h.armed) {
-		if h.n == 0 {
+	if empty := len(h.index) == 0; !h.expiring && (empty || r.deadline < h.armed) {
+		if empty {
 			h.entry.InitHandler((*twExpiry)(h))
 		}
 		if err := h.Timers.StartAt(&h.entry, r.deadline); err != nil {
@@ -219,7 +218,6 @@ func (h *TimeWaitHost) insert(r twRecord) (int32, bool) {
 	}
 	h.index[r.key] = i
 	h.link(i)
-	h.n++
 	return i, true
 }
 
@@ -295,7 +293,7 @@ func (h *TimeWaitHost) close(i int32) {
 	h.unlink(i)
 	delete(h.index, r.key)
 	r.gen, r.next, h.free = 0, h.free, i
-	if h.n--; h.n == 0 {
+	if len(h.index) == 0 {
 		if !h.expiring {
 			h.Timers.Stop(&h.entry)
 		}

@@ -78,8 +78,8 @@ func (g *hostRig) check(at string) {
 		}
 		n, last, prev = n+1, r.deadline, i
 	}
-	if n != h.n || len(h.index) != n || h.tail != prev {
-		g.t.Fatalf("%s: %d on the death row, n %d, %d in the index, tail %d (want %d)", at, n, h.n, len(h.index), h.tail, prev)
+	if n != h.Len() || h.tail != prev {
+		g.t.Fatalf("%s: %d on the death row, %d records (Len), tail %d (want %d)", at, n, h.Len(), h.tail, prev)
 	}
 	if want := min(n, 1) + g.others; g.w.Len() != want {
 		g.t.Fatalf("%s: %d timers pending with %d records, want %d", at, g.w.Len(), n, want)
