@@ -122,8 +122,8 @@ func NewParked(w *timer.Wheel) (*Loop, error) {
 // meanwhile, whichever thread has a P runs it, where a locked loop's thread
 // waited for a P to be handed to it. With a P to spare, on the 2-vCPU VM,
 // it served wrk 1.07x and uploads 1.1x a locked loop's rate, ab level
-// (README, stop 27). While it is quiet it sleeps in Go's netpoller, as a
-// parked loop does (see quietSleep). Elsewhere every loop is as NewParked
+// (README, stop 27). While it is quiet, and after a ParkForWoken, it sleeps
+// in Go's netpoller, as a parked loop does (see quietSleep). Elsewhere every loop is as NewParked
 // makes it.
 func NewUnlocked(w *timer.Wheel) (*Loop, error) {
 	return newLoop(w, nil, threadUnlocked)
@@ -584,8 +584,8 @@ func (l *Loop) YieldToWoken() {
 // run queue of the loop's P, which a system call keeps, until another
 // thread stole it (after the runtime's usleep(3), some 60 µs with this
 // VM's timer slack) or sysmon took the P back: compare's UDP echo had a
-// round trip of 60-70 µs in about one run of five, 7-9 µs in the others,
-// and now 7 µs in every run. Other loops ignore it (a locked loop's thread
+// round trip of 40-80 µs in about one run of four, 8 µs in the others,
+// and now 6.3-7.5 µs in every run. Other loops ignore it (a locked loop's thread
 // runs no other goroutine; a parked one sleeps so anyway). Call it on the
 // loop only.
 func (l *Loop) ParkForWoken() {
@@ -599,7 +599,8 @@ func (l *Loop) WokenYields() uint64 { return l.woken.Load() }
 
 // NetpollSleeps counts the loop's sleeps in Go's netpoller: each of a
 // parked loop's (NewParked), and each of an unlocked loop's (NewUnlocked)
-// that begins within quietSleep of the end of a quiet one (see quietSleep).
+// that begins within quietSleep of the end of a quiet one (see quietSleep)
+// or follows a ParkForWoken.
 // Elsewhere than on Linux every loop sleeps on a time.Timer, and it counts
 // the same sleeps.
 func (l *Loop) NetpollSleeps() uint64 { return l.parks.Load() }

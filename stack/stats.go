@@ -186,8 +186,9 @@ type WheelStats struct {
 	// (loop.Loop.YieldToWoken); 0 unless the loop is unlocked (LoopUnlocked).
 	WokenYields uint64
 	// NetpollSleeps counts the loop's sleeps in Go's netpoller: all of a
-	// parked loop's, an unlocked loop's once it is quiet, none of a locked
-	// loop's (loop.Loop.NetpollSleeps); 0 on a manual loop.
+	// parked loop's, an unlocked loop's once it is quiet or after it handed
+	// a datagram to a waiting reader, none of a locked loop's
+	// (loop.Loop.NetpollSleeps); 0 on a manual loop.
 	NetpollSleeps    uint64
 	LateP50, LateP99 int64 // nanoseconds: lateness of fired timers, upper bounds
 	LateMax          int64
