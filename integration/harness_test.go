@@ -61,6 +61,8 @@ type envOptions struct {
 	// TCP and Backlog go to stack.Config.
 	TCP     tcp.Config
 	Backlog int
+	// MaxTimeWait goes to stack.Config.MaxTimeWait.
+	MaxTimeWait int
 	// MoreAddrs go to stack.Config.MoreAddrs.
 	MoreAddrs []netip.Addr
 	// Record, if set, receives the stack's flight recording
@@ -134,7 +136,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 			t.Errorf("closing the test bed: %v", err)
 		}
 	})
-	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: e.StackAddr, Addr6: e.StackAddr6, MoreAddrs: opts.MoreAddrs, TCP: opts.TCP, Backlog: opts.Backlog, Record: opts.Record})
+	st, err := stack.New(stack.Config{Device: bed.Dev, Addr: e.StackAddr, Addr6: e.StackAddr6, MoreAddrs: opts.MoreAddrs, TCP: opts.TCP, Backlog: opts.Backlog, Record: opts.Record, MaxTimeWait: opts.MaxTimeWait})
 	if err != nil {
 		t.Fatalf("stack: %v", err)
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/netip"
 	"syscall"
@@ -99,6 +100,61 @@ func TestTimeWaitReuse(t *testing.T) {
 	}
 	if r := syns.records(); len(r) != 2 {
 		t.Errorf("the kernel sent %d SYNs from %v, want 2 (one per connection, none resent)", len(r), client)
+	}
+	if r := resets.records(); len(r) != 0 {
+		t.Errorf("the kernel sent %d RSTs (first: %+v), want none", len(r), r[0].Seg)
+	}
+}
+
+// TestTimeWaitOverflow: the stack closes first, as an HTTP/1.0 server
+// does, for ten kernel clients, with room for three TIME-WAIT records
+// (stack.Config.MaxTimeWait): three connections keep one and the other
+// seven close at once (Stats.TimeWaitOverflows), as Linux's do when its
+// table is full. Every client gets its whole answer and its FIN ACKed:
+// the kernel sends no RST.
+func TestTimeWaitOverflow(t *testing.T) {
+	const clients, room = 10, 3
+	e := newEnv(t, envOptions{Subnet: 42, MaxTimeWait: room})
+	ln := e.listen(t, 80)
+	resets := e.watch(impair.Ingress, func(s segInfo) bool { return s.TCP && s.has(header.TCPFlagRst) })
+	go func() {
+		for {
+			c, err := ln.(*stack.Listener).AcceptTCP()
+			if err != nil {
+				return
+			}
+			go func() {
+				buf := make([]byte, 64)
+				n, _ := c.Read(buf)
+				c.Write(buf[:n])
+				c.Close()
+			}()
+		}
+	}()
+	for i := range clients {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		c, err := e.Bed.KernelDial(ctx, 80, nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		req := fmt.Sprintf("GET /%d HTTP/1.0\r\n\r\n", i)
+		if _, err := c.Write([]byte(req)); err != nil {
+			t.Fatalf("client %d: write: %v", i, err)
+		}
+		got, err := io.ReadAll(c) // until the stack's FIN
+		c.Close()
+		if err != nil || string(got) != req {
+			t.Fatalf("client %d: read %q, %v; want %q", i, got, err, req)
+		}
+	}
+	if !waitUntil(20*time.Second, func() bool {
+		st := e.Stack.Stats()
+		return st.TimeWait == room && st.TimeWaitOverflows == clients-room && st.Connections == room
+	}) {
+		st := e.Stack.Stats()
+		t.Fatalf("%d TIME-WAIT records, %d closed at once, %d connections; want %d, %d, %d",
+			st.TimeWait, st.TimeWaitOverflows, st.Connections, room, clients-room, room)
 	}
 	if r := resets.records(); len(r) != 0 {
 		t.Errorf("the kernel sent %d RSTs (first: %+v), want none", len(r), r[0].Seg)

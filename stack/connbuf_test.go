@@ -43,11 +43,22 @@ func newManualPairWith(t testing.TB, tc tcp.Config) *manualPair {
 // of its pipe.
 func newManualPairOn(t testing.TB, tc tcp.Config, devA func(*tuntest.Endpoint) tun.Device) *manualPair {
 	t.Helper()
+	return newManualPairConfig(t, tc, devA, nil)
+}
+
+// newManualPairConfig is newManualPairOn with a's Config changed by modA,
+// if not nil.
+func newManualPairConfig(t testing.TB, tc tcp.Config, devA func(*tuntest.Endpoint) tun.Device, modA func(*Config)) *manualPair {
+	t.Helper()
 	p := &manualPair{t: t}
 	p.aDev, p.aTap = tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500, QueueLen: 4096})
 	p.bDev, p.bTap = tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500, QueueLen: 4096})
+	cfgA := Config{Device: devA(p.aDev), Addr: addrA, Clock: timer.NewManualClock(0), TCP: tc}
+	if modA != nil {
+		modA(&cfgA)
+	}
 	var err error
-	p.a, err = NewManual(Config{Device: devA(p.aDev), Addr: addrA, Clock: timer.NewManualClock(0), TCP: tc})
+	p.a, err = NewManual(cfgA)
 	if err != nil {
 		t.Fatal(err)
 	}

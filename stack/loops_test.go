@@ -580,3 +580,21 @@ func TestLoopThread(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopsTimeWaitShare: with several loops each keeps its share of
+// Config.MaxTimeWait, rounded up.
+func TestLoopsTimeWaitShare(t *testing.T) {
+	for _, c := range []struct{ max, want int }{{3, 2}, {0, DefaultMaxTimeWait / 2}} {
+		_, qs := newMQ()
+		s, err := New(Config{Device: qs[0], Queues: qs[1:], Loops: 2, Addr: addrB, MaxTimeWait: c.max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, sh := range s.grp.shards {
+			if sh.tws.Max != c.want {
+				t.Errorf("MaxTimeWait %d: loop %d keeps up to %d records, want %d", c.max, i, sh.tws.Max, c.want)
+			}
+		}
+		s.Close()
+	}
+}

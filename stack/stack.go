@@ -143,6 +143,19 @@ type Config struct {
 	// ErrConfig. On the 2-vCPU VM, 2 loops did not help (see README): 1
 	// stays the default.
 	Loops int
+	// MaxTimeWait bounds the connections the stack keeps in TIME-WAIT after
+	// the application closed them (records, tcp.TimeWaitHost; Linux's
+	// tcp_max_tw_buckets, 131,072 on the 24 GB VM the project measures
+	// on). A server that closes first keeps one per connection it served
+	// in the last 2*MSL (a minute by default): a client making 35,000
+	// connections a second would have it keep two million, some 400 MB. A
+	// connection that reaches TIME-WAIT while the stack holds this many
+	// closes at once instead, as on Linux (Stats.TimeWaitOverflows counts
+	// them): its 4-tuple and port are free at once, and a segment for it
+	// later is answered with a reset. With several loops (Loops) each
+	// keeps its share, MaxTimeWait/Loops rounded up. Zero means
+	// DefaultMaxTimeWait; at most MaxMaxTimeWait.
+	MaxTimeWait int
 	// Queues are the devices of the loops after the first (Config.Loops):
 	// Loops-1 of them. The stack closes them on Close; a New that fails
 	// after starting some loops closes theirs.
@@ -525,6 +538,12 @@ func newStack(cfg Config) (*Stack, error) {
 	if cfg.SYNStash > 0 && cfg.Record != nil {
 		return nil, fmt.Errorf("%w: SYNStash with Record: a recording replays each packet where it was read, not where a stashed SYN is handled", ErrConfig)
 	}
+	if cfg.MaxTimeWait < 0 || cfg.MaxTimeWait > MaxMaxTimeWait {
+		return nil, fmt.Errorf("%w: MaxTimeWait %d outside [0, %d]", ErrConfig, cfg.MaxTimeWait, MaxMaxTimeWait)
+	}
+	if cfg.MaxTimeWait == 0 {
+		cfg.MaxTimeWait = DefaultMaxTimeWait
+	}
 	if cfg.WriteQueue < 0 || cfg.WriteQueue > MaxWriteQueue {
 		return nil, fmt.Errorf("%w: WriteQueue %d outside [0, %d]", ErrConfig, cfg.WriteQueue, MaxWriteQueue)
 	}
@@ -548,8 +567,8 @@ func newStack(cfg Config) (*Stack, error) {
 		rng:             rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	close(s.settled)
-	s.tws = tcp.TimeWaitHost{Timers: s.timers(), Output: s.out(), Closed: s.forgetTimeWait} // timewait.go
-	s.syns = newSYNStash(cfg.SYNStash)                                                      // synstash.go
+	s.tws = tcp.TimeWaitHost{Timers: s.timers(), Output: s.out(), Closed: s.forgetTimeWait, Max: cfg.MaxTimeWait} // timewait.go
+	s.syns = newSYNStash(cfg.SYNStash)                                                                            // synstash.go
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
 	s.initOffload() // offload.go
 	// A bare FIN right after a data segment joins its frame: TCP's
@@ -590,6 +609,15 @@ const maxReadBatch = 64
 
 // MaxSYNStash bounds Config.SYNStash.
 const MaxSYNStash = 1 << 16
+
+// DefaultMaxTimeWait is Config.MaxTimeWait's default: 262,144 records of
+// some 200 bytes each (the record and its index entry), about 50 MB when
+// full. (Linux sizes its own bound from its hash table of connections, and
+// so from the machine's memory.)
+const DefaultMaxTimeWait = 1 << 18
+
+// MaxMaxTimeWait bounds Config.MaxTimeWait: a record's slot is an int32.
+const MaxMaxTimeWait = 1 << 30
 
 // startPolling sets up the direct path if the device allows it: the loop's
 // epoll watches the device's descriptor and readReady reads the packets on the

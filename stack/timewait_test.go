@@ -2,6 +2,7 @@ package stack
 
 import (
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -11,6 +12,9 @@ import (
 	"github.com/tcpwheel/tcpwheel/internal/tcpip/checksum"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
+	"github.com/tcpwheel/tcpwheel/timer"
+	"github.com/tcpwheel/tcpwheel/tun"
+	"github.com/tcpwheel/tcpwheel/tun/tuntest"
 )
 
 // TestTimeWaitRecord: the side that closes first keeps its TIME-WAIT as a
@@ -310,5 +314,80 @@ func TestTSOffsetOneSecret(t *testing.T) {
 		if x, y := shards[0].cfg.TCP.ISN(id, time.Second), s.cfg.TCP.ISN(id, time.Second); x != y {
 			t.Errorf("loops' ISNs %d and %d at one instant, want one", x, y)
 		}
+	}
+}
+
+// TestTimeWaitOverflow: with Config.MaxTimeWait records held, a connection
+// that reaches TIME-WAIT after Close closes at once instead (counted in
+// Stats.TimeWaitOverflows): its 4-tuple and port are free, and the peer's
+// FIN again is answered with a reset, as for no connection; once a record
+// has ended, the next connection keeps one again. A negative MaxTimeWait,
+// or one above MaxMaxTimeWait, is ErrConfig; zero means the default.
+func TestTimeWaitOverflow(t *testing.T) {
+	p := newManualPairConfig(t, tcp.Config{TimeWait: 10 * time.Second},
+		func(d *tuntest.Endpoint) tun.Device { return d }, func(c *Config) { c.MaxTimeWait = 1 })
+	a := p.a.Stack
+	ln, err := p.b.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ln.(*Listener)
+	// closeFirst closes a connection from a's side first, and returns its
+	// 4-tuple and the server's FIN.
+	closeFirst := func() (tcp.ID, []byte) {
+		client, server := p.open(l)
+		client.Close()
+		p.shuttle()
+		server.Close()
+		fin := p.take(p.b)
+		if err := p.a.Inject(fin); err != nil {
+			t.Fatal(err)
+		}
+		p.shuttle()
+		return client.id, fin
+	}
+	first, _ := closeFirst()
+	entered := a.wheel.Now()
+	if st := a.Stats(); st.TimeWait != 1 || st.TimeWaitOverflows != 0 || !a.inUse(first) {
+		t.Fatalf("the first close: %d in TIME-WAIT, %d overflows, in use %v; want 1 0 true", st.TimeWait, st.TimeWaitOverflows, a.inUse(first))
+	}
+	second, fin := closeFirst()
+	st := a.Stats()
+	if st.TimeWait != 1 || st.TimeWaitOverflows != 1 || st.Connections != 1 || a.inUse(second) || a.ports[second.Local.Port()] != 0 {
+		t.Fatalf("the second close, the table full: %d in TIME-WAIT, %d overflows, %d connections, in use %v, port count %d; want 1 1 1 false 0",
+			st.TimeWait, st.TimeWaitOverflows, st.Connections, a.inUse(second), a.ports[second.Local.Port()])
+	}
+	if err := p.a.Inject(fin); err != nil { // the server's FIN again: no connection
+		t.Fatal(err)
+	}
+	if rst := p.take(p.a); len(rst) < ipv4HeaderLen+tcp.HeaderMinSize || rst[ipv4HeaderLen+13]&byte(tcp.FlagRST) == 0 {
+		t.Fatalf("the FIN again after the overflow: %x, want a RST", rst)
+	}
+	if got := a.Stats().ResetsSent; got != st.ResetsSent+1 {
+		t.Fatalf("resets sent %d, want %d", got, st.ResetsSent+1)
+	}
+	if err := p.a.AdvanceTo(entered + 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	third, _ := closeFirst()
+	if st := a.Stats(); st.TimeWait != 1 || st.TimeWaitOverflows != 1 || !a.inUse(third) || a.inUse(first) {
+		t.Fatalf("after the first record ended: %d in TIME-WAIT, %d overflows, the third in use %v, the first %v; want 1 1 true false",
+			st.TimeWait, st.TimeWaitOverflows, a.inUse(third), a.inUse(first))
+	}
+
+	for _, bad := range []int{-1, MaxMaxTimeWait + 1} {
+		dev, _ := tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500})
+		if _, err := NewManual(Config{Device: dev, Addr: addrA, Clock: timer.NewManualClock(0), MaxTimeWait: bad}); !errors.Is(err, ErrConfig) {
+			t.Fatalf("MaxTimeWait %d: %v, want ErrConfig", bad, err)
+		}
+	}
+	dev, _ := tuntest.NewPipe(tuntest.PipeConfig{MTU: 1500})
+	m, err := NewManual(Config{Device: dev, Addr: addrA, Clock: timer.NewManualClock(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.tws.Max != DefaultMaxTimeWait {
+		t.Fatalf("the default bound %d, want %d", m.tws.Max, DefaultMaxTimeWait)
 	}
 }

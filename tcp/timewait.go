@@ -55,6 +55,15 @@ type TimeWaitHost struct {
 	// does not find it) and sends nothing more.
 	Closed   func(ID)
 	Counters Counters
+	// Max, if not zero, is the most records the table holds (Linux's
+	// tcp_max_tw_buckets). An endpoint handed over while it is full
+	// (Endpoint.TimeWait) goes to CLOSED at once, without a record, as
+	// Linux closes a socket whose TIME-WAIT finds its table full ("time
+	// wait bucket table overflow"): its 4-tuple and port are free at once,
+	// and a segment for it later finds no connection. Overflows counts
+	// them.
+	Max       int
+	Overflows uint64
 
 	recs       []twRecord      // slot 0 unused: 0 is "none" in the links below
 	index      map[twKey]int32 // a live record's slot by its 4-tuple: len is the count
@@ -137,7 +146,10 @@ func (k *twKey) id() ID {
 // 2*MSL timer would have fired (Timers.Deadline). TimeWait returns false,
 // and changes nothing, when the endpoint is not in that state, traces its
 // timers (Config.TraceTimers: a record keeps no trace), has an address
-// with a zone, or h's timer cannot be armed.
+// with a zone, or h's timer cannot be armed. When h is full (Max) the
+// endpoint goes to CLOSED all the same, with no record (counted in
+// h.Overflows), and TimeWait returns false: its EventClosed follows as
+// above, and the endpoint sends nothing.
 func (e *Endpoint) TimeWait(h *TimeWaitHost) (TimeWait, bool) {
 	r := &e.rcv
 	if e.state != StateTimeWait || !e.appClosed || e.trace != nil || e.snd.nxt != e.snd.una || e.snd.una != e.snd.max ||
@@ -150,6 +162,12 @@ func (e *Endpoint) TimeWait(h *TimeWaitHost) (TimeWait, bool) {
 		return TimeWait{}, false
 	}
 	if _, dup := h.index[k]; dup {
+		return TimeWait{}, false
+	}
+	if h.Max > 0 && len(h.index) >= h.Max {
+		h.Overflows++
+		e.enterClosed(nil) // stops timerClose
+		e.flush()
 		return TimeWait{}, false
 	}
 	i, ok := h.insert(twRecord{

@@ -244,3 +244,40 @@ func TestTimeWaitHostTimerRefused(t *testing.T) {
 	}
 	g.check("all closed")
 }
+
+// TestTimeWaitHostMax: a full table (Max) takes no record: the endpoint
+// handed over goes to CLOSED at once all the same, sends nothing, keeps no
+// timer, and is counted (Overflows); once a record has closed there is
+// room again.
+func TestTimeWaitHostMax(t *testing.T) {
+	g := newHostRig(t, 0)
+	g.h.Max = 1
+	if _, ok := g.put(rigID(1), time.Millisecond, time.Minute); !ok {
+		t.Fatal("the first record refused")
+	}
+	h := toTimeWait(t, twPaths[0])
+	if _, ok := h.ep.TimeWait(g.h); ok {
+		t.Fatal("a record beyond Max")
+	}
+	h.wantState(StateClosed)
+	if ev := h.takeEvents(); ev&EventClosed == 0 {
+		t.Fatalf("the endpoint's events after an overflow: %v, want Closed", ev)
+	}
+	if h.w.Len() != 0 || len(h.out.segs) != 0 || g.h.Overflows != 1 || g.h.Len() != 1 {
+		t.Fatalf("after an overflow: %d timers pending on the endpoint's wheel, %d segments sent, %d overflows, %d records; want 0 0 1 1",
+			h.w.Len(), len(h.out.segs), g.h.Overflows, g.h.Len())
+	}
+	g.check("after an overflow")
+	g.advanceTo(time.Millisecond)
+	if g.h.Len() != 0 {
+		t.Fatalf("%d records after the first ended", g.h.Len())
+	}
+	h = toTimeWait(t, twPaths[0])
+	if _, ok := h.ep.TimeWait(g.h); !ok {
+		t.Fatal("no record with room again")
+	}
+	if g.h.Overflows != 1 || g.h.Len() != 1 {
+		t.Fatalf("%d overflows, %d records; want 1 1", g.h.Overflows, g.h.Len())
+	}
+	g.check("a record again")
+}

@@ -352,8 +352,12 @@ func statsLine(s *stack.Stack) string {
 	if total > 0 {
 		drops.WriteString(")")
 	}
-	return fmt.Sprintf("conns %d (time-wait %d) | pkts in %d out %d | segs in %d out %d | udp in %d out %d unreachables %d | retrans %d (rto %d, tlp %d, rack %d, fast %d, syn %d) | keepalives %d | rst %d | drops %d%s | device errors %d | input batches %d max %d full %d | timers pending %d fired %d stopped %d, late p50 %v p99 %v | %s",
-		st.Connections, st.TimeWait, st.PacketsIn, st.PacketsOut, st.SegmentsIn, st.SegmentsOut,
+	tw := strconv.Itoa(st.TimeWait)
+	if st.TimeWaitOverflows > 0 { // stack.Config.MaxTimeWait
+		tw += fmt.Sprintf(", %d closed at once: TIME-WAIT full", st.TimeWaitOverflows)
+	}
+	return fmt.Sprintf("conns %d (time-wait %s) | pkts in %d out %d | segs in %d out %d | udp in %d out %d unreachables %d | retrans %d (rto %d, tlp %d, rack %d, fast %d, syn %d) | keepalives %d | rst %d | drops %d%s | device errors %d | input batches %d max %d full %d | timers pending %d fired %d stopped %d, late p50 %v p99 %v | %s",
+		st.Connections, tw, st.PacketsIn, st.PacketsOut, st.SegmentsIn, st.SegmentsOut,
 		st.DatagramsIn, st.DatagramsOut, st.PortUnreachables,
 		t.SegsRetransmitted, t.RTOEvents, t.TLPProbes, t.RACKRetransmits, t.FastRetransmits-t.RACKRetransmits, t.SYNRetransmits,
 		t.KeepaliveProbes, st.ResetsSent+t.ResetsSent, total, drops.String(), st.DeviceErrors,
