@@ -18,6 +18,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/tcpwheel/tcpwheel/cmd/tcpwheel/internal/baseline/gvisor"
 	"github.com/tcpwheel/tcpwheel/internal/testbed"
 	"github.com/tcpwheel/tcpwheel/stack"
 	"github.com/tcpwheel/tcpwheel/tun"
@@ -63,7 +64,18 @@ type forwardConfig struct {
 	stats              time.Duration
 	plain              bool
 	thread             stack.LoopThread
+	stack              string // fwdStacks
 }
+
+// The forwarding stacks of -stack: tcpwheel's, and gVisor's netstack with
+// its own forwarders for comparison (fwdgvisor.go), on the plain TUN or in
+// its best configuration (gvisor-gso: a TUN of its own with virtio-net
+// headers, host GSO and the kernel's large segments; IPv4 only).
+const (
+	fwdTCPWheel  = "tcpwheel"
+	fwdGVisor    = "gvisor"
+	fwdGVisorGSO = "gvisor-gso"
+)
 
 func parseForwardFlags(args []string, stderr io.Writer) (forwardConfig, error) {
 	fs := flag.NewFlagSet("tcpwheel forward", flag.ContinueOnError)
@@ -84,6 +96,7 @@ func parseForwardFlags(args []string, stderr io.Writer) (forwardConfig, error) {
 	fs.DurationVar(&cfg.stats, "stats", 0, "print a one-line counters summary at this interval (0: never)")
 	fs.BoolVar(&cfg.plain, "no-offload", false, "open the clients' TUN without offloads")
 	fs.TextVar(&cfg.thread, "loop-thread", stack.LoopAuto, "how the stack's loop holds its thread (stack.Config.LoopThread): auto, locked, parked or unlocked, as for run")
+	fs.StringVar(&cfg.stack, "stack", fwdTCPWheel, "the forwarding stack: tcpwheel, or for comparison gVisor's netstack with its own TCP and UDP forwarders, as gVisor-based tun2socks proxies run it: gvisor (on the plain TUN) or gvisor-gso (on a TUN of its own with virtio-net headers and GSO; IPv4 only)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: tcpwheel forward [flags]
 
@@ -126,6 +139,10 @@ func (cfg *forwardConfig) check(fs *flag.FlagSet) error {
 		return fmt.Errorf("-max-pending %d, -max-pending-per-source %d and -max-udp-flows %d must be positive", cfg.maxPending, cfg.maxPerSource, cfg.maxUDPFlows)
 	case cfg.duration < 0 || cfg.stats < 0:
 		return fmt.Errorf("-duration %v and -stats %v must not be negative", cfg.duration, cfg.stats)
+	case cfg.stack != fwdTCPWheel && cfg.stack != fwdGVisor && cfg.stack != fwdGVisorGSO:
+		return fmt.Errorf("-stack %q: want %s, %s or %s", cfg.stack, fwdTCPWheel, fwdGVisor, fwdGVisorGSO)
+	case cfg.stack != fwdTCPWheel && cfg.handshakeFirst:
+		return fmt.Errorf("-handshake-first is tcpwheel's (-stack %s dials first, as gVisor-based proxies do)", cfg.stack)
 	}
 	return nil
 }
@@ -176,7 +193,8 @@ func cmdForward(args []string, stdout, stderr io.Writer) error {
 type forwarder struct {
 	cfg            forwardConfig
 	client, server *testbed.Bed
-	s              *stack.Stack
+	s              *stack.Stack  // -stack tcpwheel
+	gv             *gvisor.Stack // -stack gvisor, gvisor-gso (fwdgvisor.go)
 	dial           nsDialer
 	st             relayStats
 	ctx            context.Context // the relays' dials; cancelled by close
@@ -217,10 +235,23 @@ func startForward(cfg forwardConfig) (_ *forwarder, err error) {
 			err = fmt.Errorf("forward: %w", err)
 		}
 	}()
-	if fw.client, err = testbed.New(testbed.Config{Namespace: cfg.netns, Link: cfg.link, Peer: fwdClientPeer, Stack: fwdStackAddr, MTU: cfg.mtu, IPv6: true, Offload: !cfg.plain}); err != nil {
+	offload := !cfg.plain && cfg.stack == fwdTCPWheel // gVisor's links read plain packets, or open their own TUN
+	if fw.client, err = testbed.New(testbed.Config{Namespace: cfg.netns, Link: cfg.link, Peer: fwdClientPeer, Stack: fwdStackAddr, MTU: cfg.mtu, IPv6: true, Offload: offload}); err != nil {
 		return nil, err
 	}
-	if err = fw.client.Do(func() error { return defaultRoutes(cfg.link) }); err != nil {
+	var vt *gvisor.VnetTUN
+	if cfg.stack == fwdGVisorGSO {
+		if vt, err = gvisor.OpenVnetTUNOn(fw.client, "twf", cfg.mtu); err != nil {
+			return nil, err
+		}
+		err = fw.client.Do(func() error { return defaultRoutes(vt.Name(), false) })
+	} else {
+		err = fw.client.Do(func() error { return defaultRoutes(cfg.link, true) })
+	}
+	if err != nil {
+		if vt != nil {
+			vt.Close()
+		}
 		return nil, err
 	}
 	if fw.server, err = testbed.New(testbed.Config{Namespace: cfg.serverNetns, Link: cfg.serverLink, Peer: fwdServerPeer, Stack: fwdServerTUN, Subnet: 1, MTU: cfg.mtu, IPv6: true}); err != nil {
@@ -232,6 +263,9 @@ func startForward(cfg forwardConfig) (_ *forwarder, err error) {
 	fw.dial = nsDialer{do: fw.server.Do}
 	fw.enter()
 	go fw.blackHole()
+	if cfg.stack != fwdTCPWheel {
+		return fw, fw.startGVisor(vt) // fwdgvisor.go
+	}
 	if fw.s, err = stack.New(stack.Config{Device: fw.client.Dev, Addr: fwdStackAddr, Addr6: fw.client.StackAddr6, Prefix: fwdClientPeer.Masked(), Backlog: defaultRunBacklog, LoopThread: cfg.thread}); err != nil {
 		return nil, err
 	}
@@ -256,6 +290,9 @@ func (fw *forwarder) close() {
 	if fw.s != nil {
 		fw.s.Close()
 	}
+	if fw.gv != nil {
+		fw.gv.Close()
+	}
 	if fw.server != nil {
 		fw.server.Close() // ends the black hole's reader, and fails the relays' dials
 	}
@@ -266,13 +303,18 @@ func (fw *forwarder) close() {
 }
 
 // defaultRoutes sends everything the client namespace sends to anything
-// into the TUN link, for IPv4 and IPv6. It runs in the client namespace.
-func defaultRoutes(link string) error {
+// into the TUN link, for IPv4 and, with v6, IPv6. It runs in the client
+// namespace.
+func defaultRoutes(link string, v6 bool) error {
 	l, err := netlink.LinkByName(link)
 	if err != nil {
 		return err
 	}
-	for _, dst := range []string{"0.0.0.0/0", "::/0"} {
+	dsts := []string{"0.0.0.0/0", "::/0"}
+	if !v6 {
+		dsts = dsts[:1]
+	}
+	for _, dst := range dsts {
 		_, n, _ := net.ParseCIDR(dst)
 		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: n, Scope: netlink.SCOPE_LINK}); err != nil {
 			return fmt.Errorf("route %s dev %s: %w", dst, link, err)
@@ -376,6 +418,20 @@ func (fw *forwarder) relayTCP(r *stack.TCPRequest) {
 	}
 	defer c.Close()
 	fw.st.tcpRelayed.Add(1)
+	fw.pipe(c, up)
+}
+
+// relayed is the client's side of a relayed TCP flow: a stack.Conn, or
+// gVisor's (fwdgvisor.go).
+type relayed interface {
+	io.ReadWriter
+	CloseWrite() error
+	Abort() error
+}
+
+// pipe copies c's bytes to up and up's to c until both directions end,
+// passing half-closes on, and a reset as a reset.
+func (fw *forwarder) pipe(c relayed, up *net.TCPConn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -413,27 +469,7 @@ func (fw *forwarder) relayUDP(f *stack.UDPFlow) {
 		return
 	}
 	fw.st.udpRelayed.Add(1)
-	go func() {
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := up.Read(buf)
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					return
-				}
-				if errors.Is(err, syscall.ECONNREFUSED) {
-					// The destination's port unreachable: passed on to
-					// the client, whose connected socket then fails too.
-					fw.st.udpUnreachable.Add(1)
-					f.Unreachable()
-				}
-				continue // the flow goes on (the kernel's ICMP errors are per datagram)
-			}
-			if _, err := f.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-	}()
+	go fw.udpDown(up, f, func() { f.Unreachable() })
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := f.Read(buf)
@@ -445,9 +481,39 @@ func (fw *forwarder) relayUDP(f *stack.UDPFlow) {
 	up.Close()
 }
 
+// udpDown copies a UDP flow's datagrams from the destination (up) to the
+// client (to) until up is closed or to fails; a port unreachable from the
+// destination is counted and passed on by unreachable, if not nil.
+func (fw *forwarder) udpDown(up *net.UDPConn, to io.Writer, unreachable func()) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := up.Read(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				// The destination's port unreachable: passed on to the
+				// client, whose connected socket then fails too.
+				fw.st.udpUnreachable.Add(1)
+				if unreachable != nil {
+					unreachable()
+				}
+			}
+			continue // the flow goes on (the kernel's ICMP errors are per datagram)
+		}
+		if _, err := to.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
 // statsLine is forward's one-line summary: the forwarder's counters, then
 // how the stack's loop sleeps (loopSummary, as run's stats line ends).
 func (fw *forwarder) statsLine() string {
+	if fw.gv != nil {
+		return fw.gvisorStatsLine() // fwdgvisor.go
+	}
 	st := fw.s.Stats()
 	f := st.Forward
 	return fmt.Sprintf("tcp requests %d accepted %d pending %d refused %d unreachable %d failed %d | timeouts %d drops pending %d per-source %d | udp flows %d active %d expired %d in %d out %d drops %d refused %d | bytes up %d down %d | black-holed packets %d | conns %d | %s",

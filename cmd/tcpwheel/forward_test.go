@@ -41,6 +41,10 @@ func TestForwardFlags(t *testing.T) {
 		{[]string{"-max-pending", "0"}, false},
 		{[]string{"-udp-idle", "-1s"}, false},
 		{[]string{"extra"}, false},
+		{[]string{"-stack", "gvisor"}, true},
+		{[]string{"-stack", "gvisor-gso", "-no-offload"}, true},
+		{[]string{"-stack", "lwip"}, false},
+		{[]string{"-stack", "gvisor", "-handshake-first"}, false},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, err := parseForwardFlags(tc.args, io.Discard)
@@ -430,20 +434,11 @@ func TestForwardRefusals(t *testing.T) {
 	testbed.RequireRoot(t)
 	for _, first := range []bool{false, true} {
 		t.Run(fmt.Sprintf("handshake-first=%v", first), func(t *testing.T) {
-			args := []string{"-netns", tun.UniqueName("twfc"), "-server-netns", tun.UniqueName("twfs"),
-				"-tun", tun.UniqueName("twf"), "-server-tun", tun.UniqueName("twf"), "-dial-timeout", "500ms"}
+			args := []string{"-dial-timeout", "500ms"}
 			if first {
 				args = append(args, "-handshake-first")
 			}
-			cfg, err := parseForwardFlags(args, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fw, err := startForward(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer fw.close()
+			fw := testForwarder(t, args...)
 			var ln net.Listener
 			if err := fw.server.Do(func() (err error) { ln, err = net.Listen("tcp", ":7000"); return err }); err != nil {
 				t.Fatal(err)
@@ -521,4 +516,114 @@ func forceRcvBuf(pc net.PacketConn, n int) error {
 		return err
 	}
 	return serr
+}
+
+// testForwarder starts `tcpwheel forward` with fresh namespace and link
+// names and args, and closes it when the test ends.
+func testForwarder(t *testing.T, args ...string) *forwarder {
+	t.Helper()
+	args = append([]string{"-netns", tun.UniqueName("twfc"), "-server-netns", tun.UniqueName("twfs"),
+		"-tun", tun.UniqueName("twf"), "-server-tun", tun.UniqueName("twf")}, args...)
+	cfg, err := parseForwardFlags(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw, err := startForward(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fw.close)
+	return fw
+}
+
+// TestForwardGVisor: `tcpwheel forward -stack gvisor` and `-stack
+// gvisor-gso`, the baseline the forwarder is measured against, relay what
+// tcpwheel's does: TCP flows to echo servers in the server namespace,
+// every byte checked, a destination port that refuses as a reset, a UDP
+// flow's datagrams both ways; and the counters say so.
+func TestForwardGVisor(t *testing.T) {
+	testbed.RequireRoot(t)
+	for _, st := range []string{fwdGVisor, fwdGVisorGSO} {
+		t.Run(st, func(t *testing.T) {
+			fw := testForwarder(t, "-stack", st, "-dial-timeout", "10s")
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var ln net.Listener
+			var pc net.PacketConn
+			if err := fw.server.Do(func() (err error) {
+				if ln, err = net.Listen("tcp4", ":9000"); err != nil {
+					return err
+				}
+				pc, err = net.ListenPacket("udp4", "198.19.1.7:9001")
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			defer pc.Close()
+			go acceptLoop(ln, func(c net.Conn) {
+				io.Copy(c, c)
+				c.(*net.TCPConn).CloseWrite()
+			})
+			go echoPackets(pc)
+			client := nsDialer{do: fw.client.Do}
+
+			const flows = 20
+			var wg sync.WaitGroup
+			errs := make(chan error, flows)
+			for i := range flows {
+				wg.Go(func() {
+					dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 19, 1, byte(10 + i)}), 9000)
+					c, err := client.dialTCP(ctx, dst)
+					if err != nil {
+						errs <- fmt.Errorf("dial %v: %w", dst, err)
+						return
+					}
+					defer c.Close()
+					c.SetDeadline(time.Now().Add(30 * time.Second))
+					payload := make([]byte, 256<<10)
+					seeded(i, 'G').Read(payload)
+					want := sha256.Sum256(payload)
+					go func() {
+						c.Write(payload)
+						c.CloseWrite()
+					}()
+					h := sha256.New()
+					if n, err := io.Copy(h, c); err != nil || n != int64(len(payload)) || !bytes.Equal(h.Sum(nil), want[:]) {
+						errs <- fmt.Errorf("flow %d: echoed %d bytes (%v), checksum match %v", i, n, err, bytes.Equal(h.Sum(nil), want[:]))
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if _, err := client.dialTCP(ctx, netip.MustParseAddrPort("198.19.1.10:9999")); !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Errorf("a port nobody listens on: %v, want ECONNREFUSED (the relay's refusal as a reset)", err)
+			}
+			u, err := client.dialUDP(netip.MustParseAddrPort("198.19.1.7:9001"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer u.Close()
+			buf := make([]byte, 64)
+			for i := range 3 {
+				msg := fmt.Sprintf("datagram %d", i)
+				u.SetDeadline(time.Now().Add(10 * time.Second))
+				if _, err := u.Write([]byte(msg)); err != nil {
+					t.Fatal(err)
+				}
+				if n, err := u.Read(buf); err != nil || string(buf[:n]) != msg {
+					t.Fatalf("UDP echo %d: %q, %v; want %q", i, buf[:n], err, msg)
+				}
+			}
+			if r, rf, ud := fw.st.tcpRelayed.Load(), fw.st.tcpRefused.Load(), fw.st.udpRelayed.Load(); r != flows || rf != 1 || ud != 1 {
+				t.Errorf("relayed %d TCP flows, %d refused, %d UDP flows; want %d, 1, 1", r, rf, ud, flows)
+			}
+			if line := fw.statsLine(); !strings.Contains(line, "stack "+st) {
+				t.Errorf("stats line %q does not name the stack", line)
+			}
+		})
+	}
 }

@@ -74,16 +74,8 @@ func (k *kernelStack) Close() error      { return nil }
 //
 // backlog > 0 is its listeners' backlog (gvisor.Config.ListenBacklog).
 func newGVisorGSO(bed *testbed.Bed, backlog int) (stackUnderTest, error) {
-	var vt *gvisor.VnetTUN
-	mtu := tun.DefaultMTU
-	if err := bed.Do(func() (err error) {
-		vt, err = gvisor.OpenVnetTUN(tun.UniqueName("twc"), mtu)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	if err := bed.MoveKernelAddr(vt.Name(), mtu); err != nil {
-		vt.Close()
+	vt, err := gvisor.OpenVnetTUNOn(bed, "twc", tun.DefaultMTU)
+	if err != nil {
 		return nil, err
 	}
 	return startGVisorGSO(vt, bed.StackAddr, bed.KernelAddr, backlog)

@@ -12,6 +12,9 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/tcpwheel/tcpwheel/internal/testbed"
+	"github.com/tcpwheel/tcpwheel/tun"
 )
 
 // gVisor in its best configuration on a TUN.
@@ -97,6 +100,24 @@ func OpenVnetTUN(name string, mtu int) (*VnetTUN, error) {
 		return nil, fmt.Errorf("gvisor: TUN %q: %w", name, err)
 	}
 	return &VnetTUN{f: f, rc: rc, name: ifr.Name(), mtu: mtu}, nil
+}
+
+// OpenVnetTUNOn opens a VnetTUN (named prefix and a unique suffix) in
+// bed's namespace, with an MTU of mtu, and moves the kernel's address to
+// it from the bed's own TUN: gVisor's best configuration on the bed.
+func OpenVnetTUNOn(bed *testbed.Bed, prefix string, mtu int) (*VnetTUN, error) {
+	var vt *VnetTUN
+	if err := bed.Do(func() (err error) {
+		vt, err = OpenVnetTUN(tun.UniqueName(prefix), mtu)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := bed.MoveKernelAddr(vt.Name(), mtu); err != nil {
+		vt.Close()
+		return nil, err
+	}
+	return vt, nil
 }
 
 // Name is the link's name.

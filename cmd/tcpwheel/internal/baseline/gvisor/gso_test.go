@@ -23,15 +23,8 @@ func gsoBed(t *testing.T) (*Stack, *testbed.Bed) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bed.Close() })
-	var vt *VnetTUN
-	if err := bed.Do(func() (err error) {
-		vt, err = OpenVnetTUN(tun.UniqueName("twg"), tun.DefaultMTU)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := bed.MoveKernelAddr(vt.Name(), tun.DefaultMTU); err != nil {
-		vt.Close()
+	vt, err := OpenVnetTUNOn(bed, "twg", tun.DefaultMTU)
+	if err != nil {
 		t.Fatal(err)
 	}
 	s, err := New(Config{VnetTUN: vt, Addr: bed.StackAddr, Tuned: true})

@@ -106,6 +106,10 @@ type Config struct {
 	DisableSACK bool
 	// MinRTO is the lower bound of the RTO; zero means gVisor's 200 ms.
 	MinRTO time.Duration
+	// Forward, if not nil, makes the stack a forwarder (forward.go): every
+	// TCP and UDP flow the link brings, to any address, goes to its
+	// handlers.
+	Forward *ForwardConfig
 	// ListenBacklog is every listener's backlog (its accept queue; gVisor
 	// answers with SYN cookies once as many handshakes are pending); zero
 	// means 4096, Linux's default somaxconn.
@@ -168,6 +172,13 @@ func New(cfg Config) (*Stack, error) {
 	if cfg.KeepAlive.Idle < 0 || cfg.KeepAlive.Interval < 0 || cfg.KeepAlive.Count < 0 || cfg.MinRTO < 0 {
 		return nil, fmt.Errorf("%w: negative keepalive or RTO setting", ErrConfig)
 	}
+	if cfg.Forward != nil {
+		fc := *cfg.Forward
+		if err := fc.check(); err != nil {
+			return nil, err
+		}
+		cfg.Forward = &fc
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = tcpip.NewStdClock()
 	}
@@ -209,6 +220,9 @@ func New(cfg Config) (*Stack, error) {
 			return fail("set MinRTO", err)
 		}
 	}
+	if cfg.Forward != nil {
+		installForwarders(s, cfg.Forward) // before the NIC's reader starts
+	}
 	var l stackLink
 	if cfg.VnetTUN != nil {
 		l = newGSOLink(cfg.VnetTUN)
@@ -218,6 +232,11 @@ func New(cfg Config) (*Stack, error) {
 	if err := s.CreateNIC(nicID, l); err != nil {
 		l.Close()
 		return fail("create NIC", err)
+	}
+	if cfg.Forward != nil {
+		if err := forwardNIC(s); err != nil {
+			return fail("forwarding (promiscuous, spoofing)", err)
+		}
 	}
 	pa := tcpip.ProtocolAddress{
 		Protocol: ipv4.ProtocolNumber,
