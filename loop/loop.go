@@ -75,6 +75,12 @@ type Loop struct {
 	// Go's netpoller for quietSleep after it (see quietSleep).
 	quietAt time.Duration
 	quiet   bool
+	// lone: a lone exchange's spell (LoneExchange); none starts before
+	// loneOffUntil; lones counts them.
+	lone         bool
+	loneAway     int // the spell's long sleeps in a row
+	loneOffUntil time.Duration
+	lones        atomic.Uint64
 
 	mu       sync.Mutex
 	queue    []func() // guarded by mu: posted functions the loop has not taken yet
@@ -594,6 +600,41 @@ func (l *Loop) ParkForWoken() {
 	}
 }
 
+// LoneExchange tells the loop whether the callback calling it (on the
+// loop) woke a goroutine in a lone exchange of requests and answers: one
+// connection's, with no other traffic about (on) or not (off). While the
+// exchange stays lone, an unlocked loop (NewUnlocked) sleeps in Go's
+// netpoller, as a parked one does, so that the answer's way back (the
+// woken goroutine's post, a goroutine of the process that the netpoller
+// readies, its request) runs on whichever thread polls, without waking
+// another: that is a peer in this process. A peer in another process
+// wakes a netpoller sleep later than one in epoll_wait: a sleep of the
+// spell that lasts lonePeerAway or more ends it, and none starts again
+// for loneBackoff. Other loops ignore it. Call it on the loop only.
+func (l *Loop) LoneExchange(on bool) {
+	if l.mode != threadUnlocked {
+		return
+	}
+	if !on {
+		l.lone = false
+		return
+	}
+	if !l.lone && l.clock.Now() >= l.loneOffUntil {
+		l.lone = true
+		l.lones.Add(1)
+	}
+}
+
+// lonePeerAway and loneBackoff: see LoneExchange.
+const (
+	lonePeerAway = 10 * time.Microsecond
+	loneStrikes  = 8
+	loneBackoff  = 100 * time.Millisecond
+)
+
+// LoneSpells counts the spells LoneExchange started.
+func (l *Loop) LoneSpells() uint64 { return l.lones.Load() }
+
 // WokenYields counts the loop's yields for YieldToWoken.
 func (l *Loop) WokenYields() uint64 { return l.woken.Load() }
 
@@ -636,7 +677,7 @@ func (l *Loop) sleep() {
 		l.mu.Unlock()
 		return
 	}
-	park := l.mode == threadParked || l.mode == threadUnlocked && (l.handOff || l.quiet && before-l.quietAt < quietSleep)
+	park := l.mode == threadParked || l.mode == threadUnlocked && (l.handOff || l.lone || l.quiet && before-l.quietAt < quietSleep)
 	l.handOff = false
 	if park {
 		l.parks.Add(1) // before sleeping is set: a test that sees it set reads the count
@@ -646,7 +687,15 @@ func (l *Loop) sleep() {
 	if l.p.wait(l.clock, next, ok, time.Duration(l.spin.Load()), park) {
 		l.wakeups.Add(1)
 	}
-	if now := l.clock.Now(); now-before >= quietSleep {
+	now := l.clock.Now()
+	if l.lone {
+		if now-before < lonePeerAway {
+			l.loneAway = 0
+		} else if l.loneAway++; l.loneAway >= loneStrikes {
+			l.lone, l.loneAway, l.loneOffUntil = false, 0, now+loneBackoff // the peer is in another process: see LoneExchange
+		}
+	}
+	if now-before >= quietSleep {
 		l.yielded, l.putOff = now, false // a quiet loop: see quietSleep
 		l.quietAt, l.quiet = now, true
 	}

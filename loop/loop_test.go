@@ -3,6 +3,7 @@ package loop
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -556,5 +557,67 @@ func TestLoopParkForWoken(t *testing.T) {
 		if got := d.NetpollSleeps() - before; got != map[bool]uint64{false: 0, true: 1}[want] {
 			t.Fatalf("step %d (hint %v): %d sleeps in the netpoller, want %v (-loop.thread %s)", i, c.hint, got, want, *loopThread)
 		}
+	}
+}
+
+// TestLoopLoneExchange: an unlocked loop told of a lone exchange sleeps in
+// the netpoller, every sleep, until told it is over, or until
+// loneStrikes sleeps in a row have lasted lonePeerAway or more (a peer in
+// another process); then no spell starts for loneBackoff. Sleeps that the
+// test lets last long move the manual clock while the loop sleeps. A
+// parked loop always sleeps in the netpoller, a locked one never.
+func TestLoopLoneExchange(t *testing.T) {
+	clk := timer.NewManualClock(0)
+	d, _ := newLoopWith(t, timer.Config{Clock: clk})
+	mode := *loopThread
+	// step posts f (if not nil), after the clock moved by slept while
+	// the loop slept, and returns whether the loop's next sleep was in the
+	// netpoller.
+	step := func(slept time.Duration, f func()) bool {
+		t.Helper()
+		waitAsleep(t, d)
+		clk.Set(clk.Now() + slept)
+		before := d.NetpollSleeps()
+		postWait(t, d, func() {
+			if f != nil {
+				f()
+			}
+		})
+		waitAsleep(t, d)
+		return d.NetpollSleeps()-before == 1
+	}
+	want := func(unlocked bool) bool {
+		return map[string]bool{"locked": false, "parked": true, "unlocked": unlocked}[mode]
+	}
+	check := func(at string, got, unlocked bool) {
+		t.Helper()
+		if got != want(unlocked) {
+			t.Fatalf("%s: a sleep in the netpoller %v, want %v (-loop.thread %s)", at, got, want(unlocked), mode)
+		}
+	}
+	on := func() { d.LoneExchange(true) }
+	off := func() { d.LoneExchange(false) }
+
+	check("before any", step(0, nil), false)
+	check("told of a lone exchange", step(0, on), true)
+	for i := range 5 {
+		check(fmt.Sprintf("short sleep %d of the spell", i), step(time.Microsecond, nil), true)
+	}
+	check("told it is over", step(0, off), false)
+	check("after it", step(0, nil), false)
+
+	check("a spell again", step(0, on), true)
+	for i := range loneStrikes - 1 {
+		check(fmt.Sprintf("long sleep %d of the spell", i), step(lonePeerAway, nil), true)
+	}
+	check("a short sleep between", step(0, nil), true) // the strikes start over
+	for i := range loneStrikes - 1 {
+		check(fmt.Sprintf("long sleep %d after it", i), step(lonePeerAway, nil), true)
+	}
+	check(fmt.Sprintf("the %dth long sleep in a row", loneStrikes), step(lonePeerAway, nil), false)
+	check("told again within the backoff", step(0, on), false)
+	check("told again at its end", step(loneBackoff, on), true)
+	if mode == "unlocked" && d.LoneSpells() != 3 {
+		t.Fatalf("%d spells, want 3", d.LoneSpells())
 	}
 }

@@ -71,6 +71,7 @@ type Conn struct {
 	draining   bool // drain is running (loop only): the endpoint's events do not start another
 	fillDue    bool // listed in Stack.fills (loop only)
 	wakeHeld   bool // listed in Stack.wakes, its reader not yet woken (loop only)
+	relayed    bool // a forwarded flow's: its reader relays at once (loop only)
 	// flushFn and releaseFn are c.flush and c.release, posted without an
 	// allocation each. releaseFn is made by the first post of a release,
 	// under mu.

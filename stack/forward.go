@@ -469,6 +469,7 @@ func (f *forwarder) established(ep *tcp.Endpoint) bool {
 		return false
 	}
 	c := newConn(f.s, ep, true)
+	c.relayed = true
 	f.s.register(c)
 	ep.SetNotifier((*connNotify)(c))
 	f.stats.TCPAccepted++

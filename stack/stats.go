@@ -193,7 +193,16 @@ type WheelStats struct {
 	// parked loop's, an unlocked loop's once it is quiet or after it handed
 	// a datagram to a waiting reader, none of a locked loop's
 	// (loop.Loop.NetpollSleeps); 0 on a manual loop.
-	NetpollSleeps    uint64
+	NetpollSleeps uint64
+	// LoneHandOffs counts the batches that woke one connection's reader
+	// alone, as the batch before that woke readers did: a lone exchange,
+	// after which the loop yielded its P to the reader (WokenYields) or,
+	// for a forwarded flow, slept in the netpoller (NetpollSleeps), when
+	// unlocked (Stack.handOffLone). Counted on every loop, a manual one too.
+	LoneHandOffs uint64
+	// LoneSpells counts the spells of netpoller sleeps that lone exchanges
+	// started (loop.Loop.LoneExchange); 0 unless the loop is unlocked.
+	LoneSpells       uint64
 	LateP50, LateP99 int64 // nanoseconds: lateness of fired timers, upper bounds
 	LateMax          int64
 }
@@ -249,6 +258,7 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 		st.Wheel = WheelStats{
 			Pending: ws.Pending, Fired: ws.Fired, Stopped: ws.Stopped, Cascaded: ws.Cascaded,
 			LateP50: int64(ws.Late.Quantile(0.5)), LateP99: int64(ws.Late.Quantile(0.99)), LateMax: int64(ws.Late.Quantile(1)),
+			LoneHandOffs: s.handOffs,
 		}
 	}) != nil {
 		return st, ls
@@ -267,6 +277,7 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 		st.Wheel.DeferredExpiries = l.DeferredExpiries()
 		st.Wheel.WokenYields = l.WokenYields()
 		st.Wheel.NetpollSleeps = l.NetpollSleeps()
+		st.Wheel.LoneSpells = l.LoneSpells()
 		ls.Wakeups = st.Wheel.Wakeups
 	}
 	return st, ls

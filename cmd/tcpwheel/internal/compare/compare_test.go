@@ -278,34 +278,47 @@ func wantRuns(t *testing.T, rep *report, n int) []*runResult {
 	return ok
 }
 
-// TestCompareSmokeUDP: udp-echo, tiny, over both families for tcpwheel and
-// gvisor: every echo comes back, and the round trips and rates are reported
-// with ratios against gvisor.
-func TestCompareSmokeUDP(t *testing.T) {
+// TestCompareSmokeEcho: udp-echo, tiny, over both families, and tcp-rr,
+// for tcpwheel and gvisor: every echo comes back, and the round trips and
+// rates are reported with ratios against gvisor.
+func TestCompareSmokeEcho(t *testing.T) {
 	testbed.RequireRoot(t)
-	before := ourNamespaces(t)
-	cfg := DefaultConfig()
-	cfg.Runs, cfg.Stacks, cfg.Scenarios, cfg.Families, cfg.RunTimeout = 1, []string{"tcpwheel", "gvisor"}, []string{"udp-echo"}, []int{4, 6}, 20*time.Second
-	cfg.UDPDatagrams, cfg.Quiet = 300, true
-	cfg.JSONPath = filepath.Join(t.TempDir(), "cmp.json")
-	out, _ := runSmoke(t, cfg)
-	for _, want := range []string{"udp-echo/v6", "UDP round trip p99 (µs)", "UDP echoes/s"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q", want)
-		}
-	}
-	rep := readReport(t, cfg.JSONPath)
-	for _, r := range wantRuns(t, &rep, 4) {
-		m := r.Metrics
-		if m["udp_rtt_p50_us"] <= 0 || m["udp_rtt_p99_us"] < m["udp_rtt_p50_us"] || m["udp_dgrams_per_s"] <= 0 || m["udp_mbytes_per_s"] <= 0 {
-			t.Errorf("%s %s: metrics %v", r.Case, r.Stack, m)
-		}
-		if m["udp_lost"] != 0 {
-			t.Errorf("%s %s: %v datagrams lost without loss", r.Case, r.Stack, m["udp_lost"])
-		}
-	}
-	if after := ourNamespaces(t); len(after) > len(before) {
-		t.Errorf("namespaces left behind: %v (before: %v)", after, before)
+	for _, c := range []struct {
+		scenario string
+		families []int
+		runs     int // reported
+		want     []string
+		ok       func(m map[string]float64) bool
+	}{
+		{"udp-echo", []int{4, 6}, 4, []string{"udp-echo/v6", "UDP round trip p99 (µs)", "UDP echoes/s"}, func(m map[string]float64) bool {
+			return m["udp_rtt_p50_us"] > 0 && m["udp_rtt_p99_us"] >= m["udp_rtt_p50_us"] && m["udp_dgrams_per_s"] > 0 && m["udp_mbytes_per_s"] > 0 && m["udp_lost"] == 0
+		}},
+		{"tcp-rr", []int{4}, 2, []string{"tcp-rr", "TCP request-response round trip p99 (µs)", "TCP exchanges/s"}, func(m map[string]float64) bool {
+			return m["rr_rtt_p50_us"] > 0 && m["rr_rtt_p99_us"] >= m["rr_rtt_p50_us"] && m["rr_per_s"] > 0
+		}},
+	} {
+		t.Run(c.scenario, func(t *testing.T) {
+			before := ourNamespaces(t)
+			cfg := DefaultConfig()
+			cfg.Runs, cfg.Stacks, cfg.Scenarios, cfg.Families, cfg.RunTimeout = 1, []string{"tcpwheel", "gvisor"}, []string{c.scenario}, c.families, 20*time.Second
+			cfg.UDPDatagrams, cfg.Quiet = 300, true
+			cfg.JSONPath = filepath.Join(t.TempDir(), "cmp.json")
+			out, _ := runSmoke(t, cfg)
+			for _, want := range c.want {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q", want)
+				}
+			}
+			rep := readReport(t, cfg.JSONPath)
+			for _, r := range wantRuns(t, &rep, c.runs) {
+				if !c.ok(r.Metrics) {
+					t.Errorf("%s %s: metrics %v", r.Case, r.Stack, r.Metrics)
+				}
+			}
+			if after := ourNamespaces(t); len(after) > len(before) {
+				t.Errorf("namespaces left behind: %v (before: %v)", after, before)
+			}
+		})
 	}
 }
 

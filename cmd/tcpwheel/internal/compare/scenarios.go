@@ -48,6 +48,7 @@ var scenarios = [...]scenario{
 	{name: "mid-loss", v6: true, help: "mid-stream drops in a 2 MB transfer: fast retransmit / RACK", run: scenarioMidLoss},
 	{name: "bulk", v6: true, help: "-bulk-size up and down at each -bulk-loss rate", run: scenarioBulk, cases: bulkCases},
 	{name: "udp-echo", v6: true, unwatched: true, udp: true, help: "-udp-datagrams/10 UDP pings, then -udp-datagrams in a burst (64 in flight) to the stack's echo: RTT p50/p99, datagrams/s, MB/s, losses", run: scenarioUDPEcho},
+	{name: "tcp-rr", unwatched: true, help: "5000 exchanges of 100 bytes, one at a time, on one connection from the kernel to the stack's echo (netperf's TCP_RR): round trip p50/p99, exchanges/s", run: scenarioTCPRR},
 	{name: "keepalive", help: "probe timing, idle 200ms, interval 100ms, count 3", run: scenarioKeepalive},
 	{name: "zero-window", help: "zero-window probe timing against a receiver that stops reading", run: scenarioZeroWindow},
 	{name: "many-conns", help: "-conns idle connections with keepalive: CPU and memory per connection", run: scenarioManyConns, unwatched: true},
