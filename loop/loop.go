@@ -78,7 +78,9 @@ type Loop struct {
 	// lone: a lone exchange's spell (LoneExchange); none starts before
 	// loneOffUntil; lones counts them.
 	lone         bool
-	loneAway     int // the spell's long sleeps in a row
+	loneAway     int           // the spell's long sleeps in a row
+	loneNear     int           // its short ones, since it started or the last long one
+	loneWait     time.Duration // the next backoff (0: loneBackoffMin)
 	loneOffUntil time.Duration
 	lones        atomic.Uint64
 
@@ -609,8 +611,12 @@ func (l *Loop) ParkForWoken() {
 // readies, its request) runs on whichever thread polls, without waking
 // another: that is a peer in this process. A peer in another process
 // wakes a netpoller sleep later than one in epoll_wait: a sleep of the
-// spell that lasts lonePeerAway or more ends it, and none starts again
-// for loneBackoff. Other loops ignore it. Call it on the loop only.
+// spell that lasts lonePeerAway or more ends it (loneStrikes of them in a
+// row), and none starts again for a backoff: loneBackoffMin at first,
+// doubled at each spell that ends so up to loneBackoffMax, and back to
+// loneBackoffMin once a spell has had loneNearRun short sleeps in a row (a
+// garbage collection or a busy moment of a peer in this process ends a
+// spell too). Other loops ignore it. Call it on the loop only.
 func (l *Loop) LoneExchange(on bool) {
 	if l.mode != threadUnlocked {
 		return
@@ -625,12 +631,32 @@ func (l *Loop) LoneExchange(on bool) {
 	}
 }
 
-// lonePeerAway and loneBackoff: see LoneExchange.
+// lonePeerAway, loneStrikes and the backoffs: see LoneExchange.
 const (
-	lonePeerAway = 10 * time.Microsecond
-	loneStrikes  = 8
-	loneBackoff  = 100 * time.Millisecond
+	lonePeerAway   = 10 * time.Microsecond
+	loneStrikes    = 8
+	loneNearRun    = 32
+	loneBackoffMin = time.Millisecond
+	loneBackoffMax = 100 * time.Millisecond
 )
+
+// loneSlept counts a sleep of a lone exchange's spell that lasted d, and
+// ends the spell after loneStrikes long ones in a row (see LoneExchange).
+func (l *Loop) loneSlept(now, d time.Duration) {
+	if d < lonePeerAway {
+		l.loneAway = 0
+		if l.loneNear++; l.loneNear >= loneNearRun {
+			l.loneWait = 0 // a peer in this process: back to the shortest backoff
+		}
+		return
+	}
+	l.loneNear = 0
+	if l.loneAway++; l.loneAway < loneStrikes {
+		return
+	}
+	l.loneWait = min(max(2*l.loneWait, loneBackoffMin), loneBackoffMax)
+	l.lone, l.loneAway, l.loneOffUntil = false, 0, now+l.loneWait
+}
 
 // LoneSpells counts the spells LoneExchange started.
 func (l *Loop) LoneSpells() uint64 { return l.lones.Load() }
@@ -689,11 +715,7 @@ func (l *Loop) sleep() {
 	}
 	now := l.clock.Now()
 	if l.lone {
-		if now-before < lonePeerAway {
-			l.loneAway = 0
-		} else if l.loneAway++; l.loneAway >= loneStrikes {
-			l.lone, l.loneAway, l.loneOffUntil = false, 0, now+loneBackoff // the peer is in another process: see LoneExchange
-		}
+		l.loneSlept(now, now-before)
 	}
 	if now-before >= quietSleep {
 		l.yielded, l.putOff = now, false // a quiet loop: see quietSleep

@@ -563,7 +563,9 @@ func TestLoopParkForWoken(t *testing.T) {
 // TestLoopLoneExchange: an unlocked loop told of a lone exchange sleeps in
 // the netpoller, every sleep, until told it is over, or until
 // loneStrikes sleeps in a row have lasted lonePeerAway or more (a peer in
-// another process); then no spell starts for loneBackoff. Sleeps that the
+// another process); then no spell starts for a backoff, which doubles at
+// each spell that ends so and is the shortest again after loneNearRun
+// short sleeps in a row. Sleeps that the
 // test lets last long move the manual clock while the loop sleeps. A
 // parked loop always sleeps in the netpoller, a locked one never.
 func TestLoopLoneExchange(t *testing.T) {
@@ -616,8 +618,37 @@ func TestLoopLoneExchange(t *testing.T) {
 	}
 	check(fmt.Sprintf("the %dth long sleep in a row", loneStrikes), step(lonePeerAway, nil), false)
 	check("told again within the backoff", step(0, on), false)
-	check("told again at its end", step(loneBackoff, on), true)
-	if mode == "unlocked" && d.LoneSpells() != 3 {
-		t.Fatalf("%d spells, want 3", d.LoneSpells())
+	// pass lets d pass in sleeps shorter than quietSleep (a longer one would
+	// start a quiet spell), told of nothing.
+	pass := func(d time.Duration) {
+		t.Helper()
+		for ; d > 0; d -= quietSleep / 2 {
+			check("waiting", step(min(d, quietSleep/2), nil), false)
+		}
+	}
+	pass(loneBackoffMin)
+	check("told again at its end", step(0, on), true)
+	// A second spell that ends: twice the backoff.
+	longs := func(at string) {
+		t.Helper()
+		for i := range loneStrikes - 1 {
+			check(fmt.Sprintf("%s: long sleep %d", at, i), step(lonePeerAway, nil), true)
+		}
+		check(fmt.Sprintf("%s: the last long sleep", at), step(lonePeerAway, nil), false)
+	}
+	longs("the third spell")
+	pass(loneBackoffMin)
+	check("told again after the first backoff", step(0, on), false)
+	pass(loneBackoffMin)
+	check("told again after twice it", step(0, on), true)
+	// Short sleeps in a row: the backoff is the shortest again.
+	for i := range loneNearRun {
+		check(fmt.Sprintf("short sleep %d", i), step(0, nil), true)
+	}
+	longs("the fourth spell")
+	pass(loneBackoffMin)
+	check("told again after the shortest backoff", step(0, on), true)
+	if mode == "unlocked" && d.LoneSpells() != 5 {
+		t.Fatalf("%d spells, want 5", d.LoneSpells())
 	}
 }

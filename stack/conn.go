@@ -895,6 +895,13 @@ func (c *Conn) readerWaits() bool {
 	return w
 }
 
+// unread is the count of bytes rx holds that Read has not returned.
+func (c *Conn) unread() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rx.len()
+}
+
 // fill moves what the endpoint has received into rx, held there as unread
 // (tcp.Endpoint.Hold), and notes the FIN or the error that follows it.
 func (c *Conn) fill() {
