@@ -895,20 +895,14 @@ func (c *Conn) readerWaits() bool {
 	return w
 }
 
-// unread is the count of bytes rx holds that Read has not returned.
-func (c *Conn) unread() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.rx.len()
-}
-
 // fill moves what the endpoint has received into rx, held there as unread
-// (tcp.Endpoint.Hold), and notes the FIN or the error that follows it.
-func (c *Conn) fill() {
+// (tcp.Endpoint.Hold), and notes the FIN or the error that follows it. It
+// returns the count of bytes rx holds that Read has not returned.
+func (c *Conn) fill() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.isClosed() || c.ep == nil {
-		return // unread data stays in the endpoint, for Close's reset
+		return 0 // unread data stays in the endpoint, for Close's reset
 	}
 	if k := c.ep.Readable(); k > 0 {
 		c.rx.ring.Grow(k)
@@ -928,6 +922,7 @@ func (c *Conn) fill() {
 			c.rx.err = err
 		}
 	}
+	return c.rx.len()
 }
 
 // pace decides, on the loop at the end of a batch that brought c data,
