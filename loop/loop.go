@@ -130,8 +130,8 @@ func NewParked(w *timer.Wheel) (*Loop, error) {
 // meanwhile, whichever thread has a P runs it, where a locked loop's thread
 // waited for a P to be handed to it. With a P to spare, on the 2-vCPU VM,
 // it served wrk 1.07x and uploads 1.1x a locked loop's rate, ab level
-// (README, stop 27). While it is quiet, and after a ParkForWoken, it sleeps
-// in Go's netpoller, as a parked loop does (see quietSleep). Elsewhere every loop is as NewParked
+// (README, stop 27). While it is quiet, after a ParkForWoken, and in a
+// lone exchange (LoneExchange), it sleeps in Go's netpoller, as a parked loop does (see quietSleep). Elsewhere every loop is as NewParked
 // makes it.
 func NewUnlocked(w *timer.Wheel) (*Loop, error) {
 	return newLoop(w, nil, threadUnlocked)
@@ -666,8 +666,9 @@ func (l *Loop) WokenYields() uint64 { return l.woken.Load() }
 
 // NetpollSleeps counts the loop's sleeps in Go's netpoller: each of a
 // parked loop's (NewParked), and each of an unlocked loop's (NewUnlocked)
-// that begins within quietSleep of the end of a quiet one (see quietSleep)
-// or follows a ParkForWoken.
+// that begins within quietSleep of the end of a quiet one (see quietSleep),
+// follows a ParkForWoken or falls in a lone exchange's spell
+// (LoneExchange).
 // Elsewhere than on Linux every loop sleeps on a time.Timer, and it counts
 // the same sleeps.
 func (l *Loop) NetpollSleeps() uint64 { return l.parks.Load() }

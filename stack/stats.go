@@ -190,8 +190,9 @@ type WheelStats struct {
 	// (loop.Loop.YieldToWoken); 0 unless the loop is unlocked (LoopUnlocked).
 	WokenYields uint64
 	// NetpollSleeps counts the loop's sleeps in Go's netpoller: all of a
-	// parked loop's, an unlocked loop's once it is quiet or after it handed
-	// a datagram to a waiting reader, none of a locked loop's
+	// parked loop's, an unlocked loop's once it is quiet, after it handed
+	// a datagram to a waiting reader, or in a lone exchange (LoneSpells),
+	// none of a locked loop's
 	// (loop.Loop.NetpollSleeps); 0 on a manual loop.
 	NetpollSleeps uint64
 	// LoneHandOffs counts the batches that woke one connection's reader
