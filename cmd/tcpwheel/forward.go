@@ -391,16 +391,11 @@ func (fw *forwarder) relayTCP(r *stack.TCPRequest) {
 			return
 		}
 	}
-	ctx, cancel := context.WithTimeout(fw.ctx, fw.cfg.dialTimeout)
-	up, err := fw.dial.dialTCP(ctx, r.Destination())
-	cancel()
+	up, refused, err := fw.dialUp(r.Destination())
 	if err != nil {
 		how := stack.RejectUnreachable
-		if errors.Is(err, syscall.ECONNREFUSED) {
+		if refused {
 			how = stack.RejectReset
-			fw.st.tcpRefused.Add(1)
-		} else {
-			fw.st.tcpUnreachable.Add(1)
 		}
 		if c != nil {
 			c.Abort()
@@ -419,6 +414,23 @@ func (fw *forwarder) relayTCP(r *stack.TCPRequest) {
 	defer c.Close()
 	fw.st.tcpRelayed.Add(1)
 	fw.pipe(c, up)
+}
+
+// dialUp connects to a relayed flow's destination in the server
+// namespace, within -dial-timeout, and counts a failure as refused (the
+// destination reset the connect) or unreachable.
+func (fw *forwarder) dialUp(dst netip.AddrPort) (up *net.TCPConn, refused bool, err error) {
+	ctx, cancel := context.WithTimeout(fw.ctx, fw.cfg.dialTimeout)
+	defer cancel()
+	if up, err = fw.dial.dialTCP(ctx, dst); err == nil {
+		return up, false, nil
+	}
+	if refused = errors.Is(err, syscall.ECONNREFUSED); refused {
+		fw.st.tcpRefused.Add(1)
+	} else {
+		fw.st.tcpUnreachable.Add(1)
+	}
+	return nil, refused, err
 }
 
 // relayed is the client's side of a relayed TCP flow: a stack.Conn, or

@@ -175,18 +175,10 @@ func TestForward(t *testing.T) {
 				}
 				defer c.Close()
 				c.SetDeadline(time.Now().Add(45 * time.Second))
-				payload := make([]byte, fwdTCPBytes)
-				seeded(i, 'T').Read(payload)
-				want := sha256.Sum256(payload)
-				go func() {
-					c.Write(payload)
-					c.CloseWrite()
-				}()
-				h := sha256.New()
-				n, err := io.Copy(h, c)
+				n, match, err := echoFlow(c, i, 'T', fwdTCPBytes)
 				r.done = time.Since(start)
-				if err != nil || n != fwdTCPBytes || !bytes.Equal(h.Sum(nil), want[:]) {
-					r.err = fmt.Errorf("flow %d to %v: echoed %d bytes (%v), checksum match %v", i, tcpDst(i), n, err, bytes.Equal(h.Sum(nil), want[:]))
+				if err != nil || n != fwdTCPBytes || !match {
+					r.err = fmt.Errorf("flow %d to %v: echoed %d bytes (%v), checksum match %v", i, tcpDst(i), n, err, match)
 				}
 			})
 		}
@@ -332,6 +324,22 @@ func TestForward(t *testing.T) {
 // seeded is flow i's payload source.
 func seeded(i int, salt byte) *rand.ChaCha8 {
 	return rand.NewChaCha8([32]byte{0: salt, 1: byte(i), 2: byte(i >> 8)})
+}
+
+// echoFlow sends flow i's payload of size bytes (seeded(i, salt)) on c
+// and half-closes, reads the echo to EOF, and returns the bytes echoed,
+// whether they match the payload (SHA-256), and the read's error.
+func echoFlow(c *net.TCPConn, i int, salt byte, size int) (n int64, match bool, err error) {
+	payload := make([]byte, size)
+	seeded(i, salt).Read(payload)
+	want := sha256.Sum256(payload)
+	go func() {
+		c.Write(payload)
+		c.CloseWrite()
+	}()
+	h := sha256.New()
+	n, err = io.Copy(h, c)
+	return n, bytes.Equal(h.Sum(nil), want[:]), err
 }
 
 // nsExists reports whether the named network namespace exists.
@@ -581,16 +589,8 @@ func TestForwardGVisor(t *testing.T) {
 					}
 					defer c.Close()
 					c.SetDeadline(time.Now().Add(30 * time.Second))
-					payload := make([]byte, 256<<10)
-					seeded(i, 'G').Read(payload)
-					want := sha256.Sum256(payload)
-					go func() {
-						c.Write(payload)
-						c.CloseWrite()
-					}()
-					h := sha256.New()
-					if n, err := io.Copy(h, c); err != nil || n != int64(len(payload)) || !bytes.Equal(h.Sum(nil), want[:]) {
-						errs <- fmt.Errorf("flow %d: echoed %d bytes (%v), checksum match %v", i, n, err, bytes.Equal(h.Sum(nil), want[:]))
+					if n, match, err := echoFlow(c, i, 'G', 256<<10); err != nil || n != 256<<10 || !match {
+						errs <- fmt.Errorf("flow %d: echoed %d bytes (%v), checksum match %v", i, n, err, match)
 					}
 				})
 			}

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -17,7 +15,7 @@ import (
 
 // `tcpwheel forward -stack gvisor|gvisor-gso`: the same namespaces, dials
 // and relay, with gVisor's netstack and its own TCP and UDP forwarders in
-// place of tcpwheel's stack (gvisor.Stack.Forward), as the tun2socks-style
+// place of tcpwheel's stack (gvisor.Config.Forward), as the tun2socks-style
 // proxies built on gVisor run it: a baseline to measure tcpwheel's
 // forwarder against, side by side. What differs from tcpwheel's forwarder
 // is gVisor's: it dials first (no -handshake-first), a destination that
@@ -59,16 +57,8 @@ func (fw *forwarder) relayGVisorTCP(r *gvisor.TCPRequest) {
 		return
 	}
 	defer fw.wg.Done()
-	ctx, cancel := context.WithTimeout(fw.ctx, fw.cfg.dialTimeout)
-	up, err := fw.dial.dialTCP(ctx, r.Destination())
-	cancel()
+	up, refused, err := fw.dialUp(r.Destination())
 	if err != nil {
-		refused := errors.Is(err, syscall.ECONNREFUSED)
-		if refused {
-			fw.st.tcpRefused.Add(1)
-		} else {
-			fw.st.tcpUnreachable.Add(1)
-		}
 		r.Refuse(refused)
 		return
 	}

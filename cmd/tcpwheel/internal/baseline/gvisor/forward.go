@@ -21,8 +21,9 @@ import (
 // gvisor` relays them as it relays tcpwheel's forwarded flows.
 
 // DefaultMaxInFlight is ForwardConfig.MaxInFlight's default: the TCP
-// handshakes the handler may hold undecided (tcpwheel's
-// stack.DefaultMaxPending).
+// handshakes the handler may hold undecided, for a caller that gives no
+// bound (`tcpwheel forward` gives its -max-pending, as tcpwheel's
+// forwarder has).
 const DefaultMaxInFlight = 1024
 
 // ForwardConfig says what the stack's forwarders do with new flows.
