@@ -343,40 +343,56 @@ func (c *Conn) readSome(p []byte, ch *chan struct{}) (n int, wait bool, err erro
 	c.mu.Lock()
 	if c.rx.len() > 0 {
 		n = c.rx.read(p, c.s.frames)
-		c.rx.unreleased += n
-		post := !c.rx.posted && !c.rx.lazy && c.rx.unreleased >= int(c.relStep)
-		var release func()
-		if post {
-			c.rx.posted = true
-			if c.releaseFn == nil { // made by the first post: most connections read less than a step
-				c.releaseFn = c.release
-			}
-			release = c.releaseFn
-		}
-		c.mu.Unlock()
-		if post {
-			c.s.connPosts.releases.Add(1)
-			c.s.post(release)
-		}
+		c.readDone(n)
 		return n, false, nil
 	}
+	wait, err = c.readEmpty(ch, len(p) > 0)
+	return 0, wait, err
+}
+
+// readDone counts n bytes taken out of rx as read, for the endpoint to
+// release, and posts the release when a step's worth is due. Called with mu
+// held, which it releases.
+func (c *Conn) readDone(n int) {
+	c.rx.unreleased += n
+	post := !c.rx.posted && !c.rx.lazy && c.rx.unreleased >= int(c.relStep)
+	var release func()
+	if post {
+		c.rx.posted = true
+		if c.releaseFn == nil { // made by the first post: most connections read less than a step
+			c.releaseFn = c.release
+		}
+		release = c.releaseFn
+	}
+	c.mu.Unlock()
+	if post {
+		c.s.connPosts.releases.Add(1)
+		c.s.post(release)
+	}
+}
+
+// readEmpty is a read's answer when rx is empty: the error or EOF that
+// follows its bytes, or, if the caller would wait (want), wait true and
+// *ch (if ch is not nil) the channel to wait on. Called with mu held, which
+// it releases.
+func (c *Conn) readEmpty(ch *chan struct{}, want bool) (wait bool, err error) {
 	eof, rerr := c.rx.eof, c.rx.err
-	if ch != nil && !eof && rerr == nil && len(p) > 0 {
+	if ch != nil && !eof && rerr == nil && want {
 		*ch = c.waitChan(&c.readable)
 		c.rx.waiting = true
 	}
 	c.mu.Unlock()
 	switch {
 	case rerr != nil:
-		return 0, false, c.opErr("read", mapErr(rerr))
+		return false, c.opErr("read", mapErr(rerr))
 	case eof:
-		return 0, false, io.EOF
+		return false, io.EOF
 	case c.s.isDone():
-		return 0, false, c.opErr("read", net.ErrClosed)
-	case len(p) == 0:
-		return 0, false, nil
+		return false, c.opErr("read", net.ErrClosed)
+	case !want:
+		return false, nil
 	}
-	return 0, true, nil
+	return true, nil
 }
 
 // Write implements net.Conn: it returns once all of p is in the send buffer, or
@@ -444,6 +460,13 @@ func (c *Conn) writeSome(p []byte, ch *chan struct{}) (int, error) {
 		c.mu.Unlock()
 		return 0, err
 	}
+	c.wrote()
+	return n, nil
+}
+
+// wrote has the loop flush what a write added to tx, unless a flush is
+// due already. Called with mu held, which it releases.
+func (c *Conn) wrote() {
 	post := !c.tx.posted
 	c.tx.posted = true
 	c.mu.Unlock()
@@ -451,7 +474,6 @@ func (c *Conn) writeSome(p []byte, ch *chan struct{}) (int, error) {
 		c.s.connPosts.flushes.Add(1)
 		c.s.post(c.flushFn)
 	}
-	return n, nil
 }
 
 // copyUnlocked copies p into tx.q without mu: into room reserved under mu

@@ -191,6 +191,31 @@ func (r *rxBuf) read(p []byte, pool *framePool) int {
 	return n
 }
 
+// takeFrame removes the lent frame that comes next, if no ring bytes come
+// before it, and returns its payload and buffer, now the caller's to give
+// back to the pool; else nil, nil.
+func (r *rxBuf) takeFrame() (data, buf []byte) {
+	l := r.lent
+	if l == nil || len(l.frames) == 0 || l.frames[0].before > 0 {
+		return nil, nil
+	}
+	f := l.frames[0]
+	copy(l.frames, l.frames[1:])
+	l.frames[len(l.frames)-1] = rxFrame{}
+	l.frames = l.frames[:len(l.frames)-1]
+	l.bytes -= len(f.data)
+	return f.data, f.buf
+}
+
+// ahead is how many of rx's bytes come before its next lent frame: all it
+// holds when it holds none.
+func (r *rxBuf) ahead() int {
+	if l := r.lent; l != nil && len(l.frames) > 0 {
+		return l.frames[0].before
+	}
+	return r.ring.Len()
+}
+
 // reset drops what rx holds, giving its frames back to pool.
 func (r *rxBuf) reset(pool *framePool) {
 	if l := r.lent; l != nil {

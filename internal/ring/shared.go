@@ -44,6 +44,10 @@ type Shared struct {
 // yet given back by the consumer (taken or not). Lock held.
 func (r *Shared) Held() int { return int(r.wr - r.freed) }
 
+// Free is the room the storage has past the bytes held: what a Reserve
+// takes without growing it. Lock held.
+func (r *Shared) Free() int { return len(r.b) - r.Held() }
+
 // Write appends p, growing the storage if it must. Producer, lock held.
 func (r *Shared) Write(p []byte) {
 	if len(p) == 0 {
@@ -74,6 +78,30 @@ func (r *Shared) Reserve(k int) Span {
 // Fill copies p (len(p) == the span's size) into the span. Producer,
 // without the lock.
 func (s Span) Fill(p []byte) { fill(s.b, s.at, p[:s.size]) }
+
+// Pieces returns the span's room as the storage's one or two slices (two
+// when it wraps), in order: for the producer to fill in place without the
+// lock, as Fill does (a read(2) straight into the ring). Producer.
+func (s Span) Pieces() (a, b []byte) {
+	if s.size == 0 {
+		return nil, nil
+	}
+	start := int(s.at) & (len(s.b) - 1)
+	if start+s.size <= len(s.b) {
+		return s.b[start : start+s.size], nil
+	}
+	return s.b[start:], s.b[:s.size-(len(s.b)-start)]
+}
+
+// Cut returns the span's first k bytes (0 <= k <= its size), for Commit to
+// count only what the producer filled of it. Producer.
+func (s Span) Cut(k int) Span {
+	if k < 0 || k > s.size {
+		panic("ring: Cut beyond the span")
+	}
+	s.size = k
+	return s
+}
 
 // Commit counts the span's bytes as written, unless a Drop came after
 // Reserve: then they are discarded and Commit reports false. Producer, lock

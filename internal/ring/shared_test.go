@@ -112,7 +112,18 @@ func TestSharedModel(t *testing.T) {
 				wr, freed = taken, head
 				dropped = true
 			}
-			span.Fill(pattern(wr, n))
+			if rng.IntN(2) == 0 {
+				span.Fill(pattern(wr, n))
+			} else { // filled in place, in part (a read into the ring)
+				n = rng.IntN(n + 1)
+				a, b := span.Pieces()
+				if len(a)+len(b) != span.size || len(b) > 0 && len(a) == 0 {
+					t.Fatalf("step %d: Pieces of a %d-byte span: %d and %d bytes", i, span.size, len(a), len(b))
+				}
+				p := pattern(wr, n)
+				copy(b, p[copy(a, p):])
+				span = span.Cut(n)
+			}
 			if ok := r.Commit(span); ok == dropped {
 				t.Fatalf("step %d: Commit %v after a Drop %v", i, ok, dropped)
 			}
