@@ -2,6 +2,8 @@ package stack
 
 import (
 	"testing"
+
+	"github.com/tcpwheel/tcpwheel/tcp"
 )
 
 // TestLoneHandOff: a batch that wakes one connection's reader alone, as
@@ -82,5 +84,41 @@ func TestLoneHandOff(t *testing.T) {
 	p.shuttle()
 	if srv.lastWoken == s1 {
 		t.Fatal("the stack still points at a Conn it forgot")
+	}
+}
+
+// TestLoneHandOffNotBulk: a batch that leaves the reader more than loneMax
+// unread is bulk data, not an exchange's, even on the connection of the
+// batch before: no lone hand-off; one of loneMax or less is one.
+func TestLoneHandOffNotBulk(t *testing.T) {
+	p := newManualPairWith(t, tcp.Config{InitialCwnd: 40}) // loneMax and more in one flight
+	c, s := p.connect()
+	srv := p.b.Stack
+	offs := func() uint64 { return srv.Stats().Wheel.LoneHandOffs }
+	buf := make([]byte, 64<<10)
+	p.send(c, []byte("ping")) // s's first wake: the batch before it woke nobody
+	p.readAll(s, buf, nil)
+	for _, tc := range []struct {
+		size int
+		want uint64
+	}{{loneMax, 1}, {loneMax + 1, 0}, {100, 1}, {3 * loneMax, 0}} {
+		base := offs()
+		if n, err := c.TryWrite(make([]byte, tc.size)); n != tc.size || err != nil {
+			t.Fatalf("TryWrite of %d: %d, %v", tc.size, n, err)
+		}
+		var batch [][]byte
+		for p.aCarried < p.aDev.Stats().Sent {
+			batch = append(batch, p.take(p.a))
+		}
+		if err := p.b.Wake(srv.wheel.Now(), batch...); err != nil { // one batch
+			t.Fatal(err)
+		}
+		p.shuttle()
+		if got := len(p.readAll(s, buf, nil)); got != tc.size {
+			t.Fatalf("read %d bytes, want %d", got, tc.size)
+		}
+		if got := offs() - base; got != tc.want {
+			t.Fatalf("a batch of %d bytes (loneMax %d): %d lone hand-offs, want %d", tc.size, loneMax, got, tc.want)
+		}
 	}
 }
