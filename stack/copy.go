@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"syscall"
 
 	"github.com/tcpwheel/tcpwheel/tcp"
@@ -89,8 +90,8 @@ func (c *Conn) readFromRaw(rc syscall.RawConn) (int64, error) {
 			return total, werr
 		case err != nil: // the descriptor's: closed, its read deadline
 			return total, err
-		case rerr != nil:
-			return total, &net.OpError{Op: "read", Net: "tcp", Err: rerr}
+		case rerr != nil: // the read's: ECONNRESET from a socket, EIO from a file
+			return total, os.NewSyscallError("read", rerr)
 		case eof:
 			return total, nil
 		case ch != nil:

@@ -106,7 +106,8 @@ func TestConnReadFromDescriptor(t *testing.T) {
 
 // TestConnReadFromReader: a reader that is not a descriptor goes through
 // io.Copy's buffer, to its EOF; a reader's error comes back as it is, after
-// the bytes before it, and a closed Conn's write error as Write's.
+// the bytes before it, a descriptor's read error as a syscall error, and a
+// closed Conn's write error as Write's.
 func TestConnReadFromReader(t *testing.T) {
 	a, b := pair(t, Config{})
 	client, server := dialPair(t, a, b)
@@ -127,8 +128,16 @@ func TestConnReadFromReader(t *testing.T) {
 		done <- c.CloseWrite()
 	}()
 	readsAll(t, server, data, done)
-	c.Close()
+	// A descriptor's read error: a Unix socket whose peer closed with
+	// bytes it had not read reads ECONNRESET.
 	src, feed := socketPair(t)
+	src.Write([]byte("never read"))
+	feed.Close()
+	if n, err := server.(*Conn).ReadFrom(src); n != 0 || !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("ReadFrom of a reset descriptor: %d, %v; want 0 and ECONNRESET", n, err)
+	}
+	c.Close()
+	src, feed = socketPair(t)
 	feed.Write([]byte("after Close"))
 	if n, err := c.ReadFrom(src); n != 0 || !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("ReadFrom on a closed Conn: %d, %v; want 0 and net.ErrClosed", n, err)
