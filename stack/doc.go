@@ -1,7 +1,9 @@
 // Package stack is tcpwheel's userspace TCP/IP stack: IPv4 (with ICMP echo),
 // TCP and UDP, demultiplexing by 4-tuple and port, the device's input path
 // onto the event loop, and the public API whose connections are net.Conn
-// (always a *Conn, with CloseWrite, Info and keepalive setters), whose
+// (always a *Conn, with CloseWrite, Info and keepalive setters, and
+// io.ReaderFrom and io.WriterTo, so that io.Copy to and from a kernel socket
+// or a file moves each byte once: copy.go), whose
 // listeners are net.Listener (always a *Listener), and whose UDP sockets are
 // net.PacketConn (always a *UDPConn; see UDP below). As in package net, DialTCP, ListenTCP and AcceptTCP hand
 // out the concrete types; DialContext, Listen and Accept the interfaces.
