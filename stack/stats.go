@@ -124,13 +124,16 @@ type Stats struct {
 	// after Close while the stack held Config.MaxTimeWait records: each
 	// closed at once, with no record (Linux's TCPTimeWaitOverflow).
 	TimeWaitOverflows uint64
-	Listeners         int
-	UDPSockets        int               // open UDP sockets
-	Listen            tcp.ListenerStats // summed over the open listeners; their ResetsSent is also in TCP.ResetsSent
-	Wheel             WheelStats
-	Offload           OffloadStats // the link's offloads (offload.go)
-	Forward           ForwardStats // forwarded flows (forward.go), with forwarding on
-	Writer            WriterStats  // the device writer (writer.go, Config.WriteQueue)
+	// TimeWaitShrinks counts the times the TIME-WAIT table gave memory
+	// back: its records fell to a quarter of its slab (tcp.TimeWaitHost).
+	TimeWaitShrinks uint64
+	Listeners       int
+	UDPSockets      int               // open UDP sockets
+	Listen          tcp.ListenerStats // summed over the open listeners; their ResetsSent is also in TCP.ResetsSent
+	Wheel           WheelStats
+	Offload         OffloadStats // the link's offloads (offload.go)
+	Forward         ForwardStats // forwarded flows (forward.go), with forwarding on
+	Writer          WriterStats  // the device writer (writer.go, Config.WriteQueue)
 	// Loops lists each loop's share with Config.Loops > 1 (loops.go); the
 	// fields above are summed over the loops. Nil with one loop.
 	Loops []LoopStats
@@ -242,6 +245,7 @@ func (s *Stack) statsOne() (Stats, LoopStats) {
 		st.Connections = len(s.conns) + s.tws.Len()
 		st.TimeWait = s.tws.Len()
 		st.TimeWaitOverflows = s.tws.Overflows
+		st.TimeWaitShrinks = s.tws.Shrinks
 		st.Listeners = len(s.listeners)
 		st.UDPSockets = len(s.udp)
 		st.Offload = s.offStats

@@ -64,6 +64,9 @@ type TimeWaitHost struct {
 	// them.
 	Max       int
 	Overflows uint64
+	// Shrinks counts the compactions of a table that emptied to a quarter
+	// of its slab (shrink).
+	Shrinks uint64
 
 	recs       []twRecord      // slot 0 unused: 0 is "none" in the links below
 	index      map[twKey]int32 // a live record's slot by its 4-tuple: len is the count
@@ -294,6 +297,7 @@ func (x *twExpiry) Expire() {
 	if h.head == 0 {
 		return
 	}
+	h.shrink()
 	h.armed = h.recs[h.head].deadline
 	if err := h.Timers.StartAt(&h.entry, h.armed); err != nil {
 		for h.head != 0 {
@@ -301,6 +305,43 @@ func (x *twExpiry) Expire() {
 			h.close(h.head)
 		}
 	}
+}
+
+// twShrinkMin is the smallest slab shrink compacts: below it a table keeps
+// its high-water mark, as it did always (a few hundred KB at most).
+const twShrinkMin = 4096
+
+// shrink gives back the memory of a table whose live records fill a
+// quarter of its slab or less, at the end of an expiry: a burst of
+// connections that closed first (ab's, a bounded TIME-WAIT's 262,144
+// records: 32 MB of slab, and its index) otherwise held its
+// high-water mark until the last record closed, minutes after the burst,
+// or never under a steady trickle. The live records move, in deadline
+// order, into a slab of twice their count and a new index (Go's maps do
+// not shrink): O(live), at most once per halving, so amortized over the
+// closes that made room. Slots change, so a handle taken before reports
+// its record closed: handles live within one call (Lookup's callers),
+// never across an expiry.
+func (h *TimeWaitHost) shrink() {
+	live := len(h.index)
+	if len(h.recs) <= twShrinkMin || 4*live > len(h.recs) {
+		return
+	}
+	recs := make([]twRecord, 1, 1+2*live) // slot 0 unused
+	index := make(map[twKey]int32, live)
+	for i := h.head; i != 0; i = h.recs[i].next {
+		r := h.recs[i]
+		j := int32(len(recs))
+		r.prev, r.next = j-1, 0
+		if j > 1 {
+			recs[j-1].next = j
+		}
+		recs = append(recs, r)
+		index[r.key] = j
+	}
+	h.recs, h.index, h.free = recs, index, 0
+	h.head, h.tail = 1, int32(live)
+	h.Shrinks++
 }
 
 // close is the record's CLOSED: out of the table, its host told once. The

@@ -281,3 +281,70 @@ func TestTimeWaitHostMax(t *testing.T) {
 	}
 	g.check("a record again")
 }
+
+// TestTimeWaitHostShrink: a table whose live records fall to a quarter of
+// its slab or less gives the memory back at the expiry that finds it so
+// (a slab of twice the live count), keeping every live record, its
+// deadline and the death row's order; a table at or below twShrinkMin
+// slots keeps its slab.
+func TestTimeWaitHostShrink(t *testing.T) {
+	const n = 10000
+	g := newHostRig(t, 0)
+	for i := range n {
+		if _, ok := g.put(rigID(i), time.Duration(i+1)*time.Millisecond, time.Minute); !ok {
+			t.Fatal("insert refused")
+		}
+	}
+	g.advanceTo(7000 * time.Millisecond) // 7,000 close: 3,000 live of 10,001 slots, more than a quarter
+	if g.h.Shrinks != 0 || len(g.h.recs) != n+1 {
+		t.Fatalf("3,000 live of %d slots: %d shrinks, %d slots; want none", n+1, g.h.Shrinks, len(g.h.recs))
+	}
+	// The expiry of record 7,501's deadline leaves 2,500 live, a quarter:
+	// a slab of 2,501 slots (with room for twice as many) holds them.
+	g.advanceTo(7600 * time.Millisecond)
+	g.check("after the shrink")
+	if g.h.Shrinks != 1 || len(g.h.recs) != 2501 || cap(g.h.recs) > 5001 {
+		t.Fatalf("2,400 live: %d shrinks, %d slots (cap %d); want 1, 2,501, at most 5,001", g.h.Shrinks, len(g.h.recs), cap(g.h.recs))
+	}
+	for i := 7600; i < n; i++ {
+		if tw, ok := g.h.Lookup(rigID(i)); !ok || tw.Closed() || tw.ID() != rigID(i) || tw.rec().deadline != time.Duration(i+1)*time.Millisecond {
+			t.Fatalf("record %d after the shrink: %v %v", i, tw, ok)
+		}
+	}
+	// New records go on after it; every record closes at its deadline, in
+	// order, the new ones among the old.
+	for i := n; i < n+100; i++ {
+		if _, ok := g.put(rigID(i), time.Duration(i-n)*20*time.Millisecond+7700*time.Millisecond, time.Minute); !ok {
+			t.Fatal("insert refused")
+		}
+	}
+	g.check("after more records")
+	g.closed = nil
+	g.advanceTo(time.Hour)
+	if len(g.closed) != 2400+100 || g.h.Len() != 0 {
+		t.Fatalf("%d closed, %d left; want 2,500 and none", len(g.closed), g.h.Len())
+	}
+	for i := 1; i < len(g.closed); i++ {
+		if k := g.closed[i-1]; deadlineOf(k) > deadlineOf(g.closed[i]) {
+			t.Fatalf("closed out of deadline order at %d", i)
+		}
+	}
+	// At twShrinkMin slots or fewer the slab stays.
+	g = newHostRig(t, 0)
+	for i := range twShrinkMin - 1 {
+		g.put(rigID(i), time.Duration(i+1)*time.Millisecond, time.Minute)
+	}
+	g.advanceTo(time.Duration(twShrinkMin-10) * time.Millisecond)
+	if g.h.Shrinks != 0 || len(g.h.recs) != twShrinkMin {
+		t.Fatalf("a small table: %d shrinks, %d slots; want none, %d", g.h.Shrinks, len(g.h.recs), twShrinkMin)
+	}
+}
+
+// deadlineOf is the deadline TestTimeWaitHostShrink gave rigID(n)'s record.
+func deadlineOf(id ID) time.Duration {
+	n := int(id.Remote.Port()) - 1024
+	if n < 10000 {
+		return time.Duration(n+1) * time.Millisecond
+	}
+	return time.Duration(n-10000)*20*time.Millisecond + 7700*time.Millisecond
+}
