@@ -335,3 +335,45 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// TestConnReadFromFile: a regular file (a file server's io.Copy, net/http's
+// ReadFrom) is read straight into the send buffer too, to its end.
+func TestConnReadFromFile(t *testing.T) {
+	a, b := pair(t, Config{})
+	client, server := dialPair(t, a, b)
+	c := client.(*Conn)
+	data := make([]byte, 3*tcp.DefaultSendBuffer+4321)
+	rand.Read(data)
+	path := t.TempDir() + "/data"
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	done := make(chan error, 1)
+	go func() {
+		n, err := c.ReadFrom(rawOnlyFile{f, t})
+		if err == nil && int(n) != len(data) {
+			err = errors.New("ReadFrom's count is not the file's size")
+		}
+		if err == nil {
+			err = c.CloseWrite()
+		}
+		done <- err
+	}()
+	readsAll(t, server, data, done)
+}
+
+// rawOnlyFile is rawOnly for a file.
+type rawOnlyFile struct {
+	*os.File
+	t *testing.T
+}
+
+func (r rawOnlyFile) Read([]byte) (int, error) {
+	r.t.Error("ReadFrom called the file's Read, not read(2) into the send buffer")
+	return 0, errors.New("rawOnlyFile: Read")
+}
