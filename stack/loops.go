@@ -102,11 +102,9 @@ func newLoops(cfg Config) (*Stack, error) {
 		cfg.TCP.TSOffset = tcp.NewTSOffset()
 	}
 	cfg.LoopThread = cfg.LoopThread.resolve(n, cfg.RealTime) // for n loops, not each loop's one
-	if cfg.MaxTimeWait == 0 {
-		cfg.MaxTimeWait = DefaultMaxTimeWait
-	}
-	if cfg.MaxTimeWait > 0 { // each loop's share; newStack refuses a bad one
-		cfg.MaxTimeWait = (cfg.MaxTimeWait + n - 1) / n
+	// Each loop's share of TIME-WAIT records; newStack refuses a bad bound.
+	if tw := cfg.maxTimeWait(); tw > 0 {
+		cfg.MaxTimeWait = (tw + n - 1) / n
 	}
 	devs := make([]Config, n)
 	for i := range devs {

@@ -546,9 +546,7 @@ func newStack(cfg Config) (*Stack, error) {
 	if cfg.MaxTimeWait < 0 || cfg.MaxTimeWait > MaxMaxTimeWait {
 		return nil, fmt.Errorf("%w: MaxTimeWait %d outside [0, %d]", ErrConfig, cfg.MaxTimeWait, MaxMaxTimeWait)
 	}
-	if cfg.MaxTimeWait == 0 {
-		cfg.MaxTimeWait = DefaultMaxTimeWait
-	}
+	cfg.MaxTimeWait = cfg.maxTimeWait()
 	if cfg.WriteQueue < 0 || cfg.WriteQueue > MaxWriteQueue {
 		return nil, fmt.Errorf("%w: WriteQueue %d outside [0, %d]", ErrConfig, cfg.WriteQueue, MaxWriteQueue)
 	}
@@ -620,6 +618,15 @@ const MaxSYNStash = 1 << 16
 // full. (Linux sizes its own bound from its hash table of connections, and
 // so from the machine's memory.)
 const DefaultMaxTimeWait = 1 << 18
+
+// maxTimeWait is MaxTimeWait with its default: the stack's bound (newStack)
+// or the one newLoops shares out among the loops.
+func (c *Config) maxTimeWait() int {
+	if c.MaxTimeWait == 0 {
+		return DefaultMaxTimeWait
+	}
+	return c.MaxTimeWait
+}
 
 // MaxMaxTimeWait bounds Config.MaxTimeWait: a record's slot is an int32.
 const MaxMaxTimeWait = 1 << 30
