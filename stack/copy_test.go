@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -87,21 +89,31 @@ func TestConnReadFromDescriptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	unblock()
-	done := make(chan error, 1)
-	go func() {
+	readsAll(t, server, data, closeAfter(c, len(data)-first-int(n), func() (int64, error) {
 		m, err := c.ReadFrom(rawOnly{src, t})
-		if err == nil && first+int(n+m) != len(data) {
-			err = errors.New("ReadFrom's counts do not add up to the bytes fed")
-		}
 		if err == nil {
 			err = <-fed
+		}
+		return m, err
+	}))
+}
+
+// closeAfter runs send on a goroutine of its own, checks that it moved
+// want bytes, and then CloseWrites c; the channel it returns has the first
+// error (readsAll's done).
+func closeAfter(c *Conn, want int, send func() (int64, error)) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		n, err := send()
+		if err == nil && int(n) != want {
+			err = fmt.Errorf("sent %d bytes, want %d", n, want)
 		}
 		if err == nil {
 			err = c.CloseWrite()
 		}
 		done <- err
 	}()
-	readsAll(t, server, data, done)
+	return done
 }
 
 // TestConnReadFromReader: a reader that is not a descriptor goes through
@@ -223,7 +235,7 @@ func TestConnWriteToLentFrames(t *testing.T) {
 	if !bytes.Equal(w.got, b.sent) {
 		t.Fatalf("wrote %d bytes, want the %d sent, in order (first difference at %d)", len(w.got), len(b.sent), firstDiff(w.got, b.sent))
 	}
-	if want := []int{300, 40000, 5000, big, 60000}; !equalInts(w.sizes, want) {
+	if want := []int{300, 40000, 5000, big, 60000}; !slices.Equal(w.sizes, want) {
 		t.Fatalf("writes of %v bytes, want %v: each frame whole, the ring's bytes between them", w.sizes, want)
 	}
 	if lent, held := b.pool(); lent != 3 || held != 0 {
@@ -324,18 +336,6 @@ func TestConnCopyBothWays(t *testing.T) {
 	}
 }
 
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestConnReadFromFile: a regular file (a file server's io.Copy, net/http's
 // ReadFrom) is read straight into the send buffer too, to its end.
 func TestConnReadFromFile(t *testing.T) {
@@ -353,18 +353,7 @@ func TestConnReadFromFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	done := make(chan error, 1)
-	go func() {
-		n, err := c.ReadFrom(rawOnlyFile{f, t})
-		if err == nil && int(n) != len(data) {
-			err = errors.New("ReadFrom's count is not the file's size")
-		}
-		if err == nil {
-			err = c.CloseWrite()
-		}
-		done <- err
-	}()
-	readsAll(t, server, data, done)
+	readsAll(t, server, data, closeAfter(c, len(data), func() (int64, error) { return c.ReadFrom(rawOnlyFile{f, t}) }))
 }
 
 // rawOnlyFile is rawOnly for a file.
