@@ -7,6 +7,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/tcpwheel/tcpwheel/internal/ring"
 	"github.com/tcpwheel/tcpwheel/tcp"
 )
 
@@ -34,15 +35,20 @@ import (
 // does (the read deadline). Neither holds a lock while it waits, on the Conn
 // or on the other descriptor.
 
-// readFromMin is the least room ReadFrom reads into: io.Copy's buffer. It
-// reads into the storage's free room when that is more (a bulk flow's
-// storage has grown to its window), and the storage grows as Write's does:
-// to what the bytes held and the read need, never more (a relayed flow of
-// small exchanges keeps a small ring).
-const readFromMin = 32 << 10
+// readFromMin is what ReadFrom reserves when the storage's free room is
+// less than a quarter of it (256 bytes): a ring's smallest storage, which a
+// new Conn takes from the stack's spares. Otherwise it reads into the free
+// room there is, so that the storage grows, doubling as Write's does, only
+// when it is nearly full: a relayed flow of small exchanges keeps its 1 KB
+// ring (with io.Copy's 32 KB reserved each time, each of ab's connections
+// through the forwarder grew a 64 KB ring that no spare could take: 0.91x
+// the connections/s), and a bulk flow's reads grow with its ring, up to
+// the send buffer.
+const readFromMin = ring.MinCap
 
-// writeToCopy is the buffer WriteTo copies the ring's bytes into: a
-// connection whose data arrived in lent frames never makes it.
+// writeToCopy is the buffer WriteTo copies the ring's bytes into, from the
+// stack's pool (Stack.copyBufs): a connection whose data arrived in lent
+// frames never takes one.
 const writeToCopy = 32 << 10
 
 // ReadFrom implements io.ReaderFrom: it writes what r holds, to its end, and
@@ -125,7 +131,11 @@ func (c *Conn) readFd(fd uintptr) (n int, ch chan struct{}, eof bool, werr, rerr
 		c.mu.Unlock()
 		return 0, ch, false, nil, nil
 	}
-	span := c.tx.q.Reserve(min(room, max(c.tx.q.Free(), readFromMin)))
+	k := c.tx.q.Free()
+	if k < readFromMin/4 {
+		k = readFromMin // nearly full: the storage grows (doubles, as Write's)
+	}
+	span := c.tx.q.Reserve(min(room, k))
 	c.tx.copying = true // recycle leaves the storage alone
 	c.mu.Unlock()
 	p, _ := span.Pieces() // a span that wraps: its second piece at the next read
@@ -165,7 +175,12 @@ func (c *Conn) readFd(fd uintptr) (n int, ch chan struct{}, eof bool, werr, rerr
 // Read does (a closed Conn, a reset, the read deadline); w's error as w's.
 func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 	var total int64
-	var buf []byte
+	var buf *[]byte // from c.s.copyBufs, taken at the first copy
+	defer func() {
+		if buf != nil {
+			c.s.copyBufs.Put(buf)
+		}
+	}()
 	for {
 		if err := c.usable("read", &c.rd); err != nil {
 			return total, err
@@ -198,14 +213,15 @@ func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 
 // takeSome is readSome for WriteTo: the payload of the lent frame that comes
 // next, the frame now the caller's to give back, or else what the ring
-// holds before the next frame, copied into *buf (made at the first).
-func (c *Conn) takeSome(buf *[]byte, ch *chan struct{}) (p, frame []byte, wait bool, err error) {
+// holds before the next frame, copied into *buf (taken from the stack's
+// pool at the first).
+func (c *Conn) takeSome(buf **[]byte, ch *chan struct{}) (p, frame []byte, wait bool, err error) {
 	c.mu.Lock()
 	if p, frame = c.rx.takeFrame(); frame == nil && c.rx.len() > 0 {
 		if *buf == nil {
-			*buf = make([]byte, writeToCopy)
+			*buf = c.s.copyBufs.Get().(*[]byte)
 		}
-		p = *buf
+		p = **buf
 		p = p[:c.rx.read(p[:min(len(p), c.rx.ahead())], c.s.frames)]
 	}
 	if len(p) > 0 {

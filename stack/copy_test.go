@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tcpwheel/tcpwheel/internal/ring"
 	"github.com/tcpwheel/tcpwheel/tcp"
 	"github.com/tcpwheel/tcpwheel/tcp/seqnum"
 	"github.com/tcpwheel/tcpwheel/tun"
@@ -365,4 +366,29 @@ type rawOnlyFile struct {
 func (r rawOnlyFile) Read([]byte) (int, error) {
 	r.t.Error("ReadFrom called the file's Read, not read(2) into the send buffer")
 	return 0, errors.New("rawOnlyFile: Read")
+}
+
+// TestConnReadFromSmallRing: a relayed answer of a few bytes leaves the
+// send buffer's storage at a ring's smallest (the one a spare gives a new
+// Conn): ReadFrom reads into the room there is, and grows the storage only
+// when it is short of ring.MinCap (with io.Copy's 32 KB, each of ab's
+// connections through the forwarder grew a 64 KB ring).
+func TestConnReadFromSmallRing(t *testing.T) {
+	a, b := pair(t, Config{})
+	client, server := dialPair(t, a, b)
+	c := client.(*Conn)
+	src, feed := socketPair(t)
+	msg := []byte("a short answer, as a relayed request-response has")
+	go func() {
+		feed.Write(msg)
+		feed.CloseWrite()
+	}()
+	want := msg
+	readsAll(t, server, want, closeAfter(c, len(want), func() (int64, error) { return c.ReadFrom(rawOnly{src, t}) }))
+	c.mu.Lock()
+	size := c.tx.q.Held() + c.tx.q.Free()
+	c.mu.Unlock()
+	if size > ring.MinCap {
+		t.Fatalf("the send buffer's storage grew to %d bytes for a %d-byte answer, want at most %d", size, len(msg), ring.MinCap)
+	}
 }

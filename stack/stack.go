@@ -293,6 +293,10 @@ type Stack struct {
 	inMu sync.Mutex
 	inq  [][]byte
 	bufs sync.Pool
+	// copyBufs are Conn.WriteTo's buffers for the bytes of a receive ring
+	// (copy.go), writeToCopy bytes each: a relay's io.Copy made one per
+	// connection.
+	copyBufs sync.Pool
 
 	// The Conns' posts to the loop (conn.go), for tests: flushes of Write,
 	// releases of Read, Close's own (not riding on a flush).
@@ -573,6 +577,7 @@ func newStack(cfg Config) (*Stack, error) {
 	s.tws = tcp.TimeWaitHost{Timers: s.timers(), Output: s.out(), Closed: s.forgetTimeWait, Max: cfg.MaxTimeWait} // timewait.go
 	s.syns = newSYNStash(cfg.SYNStash)                                                                            // synstash.go
 	s.bufs.New = func() any { b := make([]byte, mtu); return &b }
+	s.copyBufs.New = func() any { b := make([]byte, writeToCopy); return &b }
 	s.initOffload() // offload.go
 	// A bare FIN right after a data segment joins its frame: TCP's
 	// tail-loss probe counts the two as one packet (offload.go).
