@@ -436,22 +436,10 @@ func (c *Conn) writeSome(p []byte, ch *chan struct{}) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.mu.Lock()
-	if err := c.tx.err; err != nil {
+	room, err := c.txRoom(ch, len(p) > 0)
+	if err != nil || room <= 0 || len(p) == 0 {
 		c.mu.Unlock()
-		return 0, c.opErr("write", mapErr(err))
-	}
-	if c.s.isDone() {
-		c.mu.Unlock()
-		return 0, c.opErr("write", net.ErrClosed)
-	}
-	room := c.tx.limit - c.tx.q.Held()
-	if !c.tx.open || room <= 0 || len(p) == 0 {
-		if ch != nil && len(p) > 0 {
-			*ch = c.waitChan(&c.writable)
-			c.tx.waiting = true
-		}
-		c.mu.Unlock()
-		return 0, nil
+		return 0, err
 	}
 	n := min(room, len(p))
 	if n < minCopyUnlocked {
@@ -462,6 +450,28 @@ func (c *Conn) writeSome(p []byte, ch *chan struct{}) (int, error) {
 	}
 	c.wrote()
 	return n, nil
+}
+
+// txRoom is the send buffer's room for a write (writeSome, ReadFrom's
+// readFd), with mu held: the error Write returns, or 0 when there is no
+// room or the connection is not established yet, and then, if want and ch
+// is not nil, *ch is the channel to wait on (writable, made under mu with
+// the look at tx: waitChan).
+func (c *Conn) txRoom(ch *chan struct{}, want bool) (int, error) {
+	if err := c.tx.err; err != nil {
+		return 0, c.opErr("write", mapErr(err))
+	}
+	if c.s.isDone() {
+		return 0, c.opErr("write", net.ErrClosed)
+	}
+	if room := c.tx.limit - c.tx.q.Held(); c.tx.open && room > 0 {
+		return room, nil
+	}
+	if ch != nil && want {
+		*ch = c.waitChan(&c.writable)
+		c.tx.waiting = true
+	}
+	return 0, nil
 }
 
 // wrote has the loop flush what a write added to tx, unless a flush is
@@ -494,6 +504,14 @@ func (c *Conn) copyUnlocked(p []byte) error {
 	}
 	c.mu.Lock()
 	c.tx.copying = false
+	return c.commitFilled(span)
+}
+
+// commitFilled counts span, filled without mu (copyUnlocked, readFd), as
+// written, unless a Close, a CloseWrite, the endpoint's error or a Drop came
+// meanwhile: then it returns the error Write returns, and the bytes are not
+// sent. Called with mu held again after the fill.
+func (c *Conn) commitFilled(span ring.Span) error {
 	if c.isClosed() {
 		return c.opErr("write", net.ErrClosed)
 	}

@@ -3,12 +3,10 @@ package stack
 import (
 	"errors"
 	"io"
-	"net"
 	"os"
 	"syscall"
 
 	"github.com/tcpwheel/tcpwheel/internal/ring"
-	"github.com/tcpwheel/tcpwheel/tcp"
 )
 
 // Copies between a Conn and another descriptor (io.Copy): a relay between a
@@ -116,20 +114,10 @@ func (c *Conn) readFd(fd uintptr) (n int, ch chan struct{}, eof bool, werr, rerr
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.mu.Lock()
-	if err := c.tx.err; err != nil {
+	room, werr := c.txRoom(&ch, true)
+	if room <= 0 {
 		c.mu.Unlock()
-		return 0, nil, false, c.opErr("write", mapErr(err)), nil
-	}
-	if c.s.isDone() {
-		c.mu.Unlock()
-		return 0, nil, false, c.opErr("write", net.ErrClosed), nil
-	}
-	room := c.tx.limit - c.tx.q.Held()
-	if !c.tx.open || room <= 0 {
-		ch = c.waitChan(&c.writable)
-		c.tx.waiting = true
-		c.mu.Unlock()
-		return 0, ch, false, nil, nil
+		return 0, ch, false, werr, nil
 	}
 	k := c.tx.q.Free()
 	if k < readFromMin/4 {
@@ -150,18 +138,11 @@ func (c *Conn) readFd(fd uintptr) (n int, ch chan struct{}, eof bool, werr, rerr
 	}
 	c.mu.Lock()
 	c.tx.copying = false
-	switch {
-	case rerr != nil || n <= 0:
+	if rerr != nil || n <= 0 {
 		c.mu.Unlock()
 		return 0, nil, rerr == nil, nil, rerr
-	case c.isClosed():
-		werr = c.opErr("write", net.ErrClosed)
-	case c.tx.err != nil: // a CloseWrite, or the endpoint's error
-		werr = c.opErr("write", mapErr(c.tx.err))
-	case !c.tx.q.Commit(span.Cut(n)): // a Drop with no error set (yet)
-		werr = c.opErr("write", mapErr(tcp.ErrClosed))
 	}
-	if werr != nil {
+	if werr = c.commitFilled(span.Cut(n)); werr != nil {
 		c.mu.Unlock()
 		return 0, nil, false, werr, nil
 	}

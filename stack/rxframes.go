@@ -180,9 +180,7 @@ func (r *rxBuf) read(p []byte, pool *framePool) int {
 		n += k
 		if len(f.data) == 0 {
 			pool.put(f.buf)
-			copy(l.frames, l.frames[1:])
-			l.frames[len(l.frames)-1] = rxFrame{}
-			l.frames = l.frames[:len(l.frames)-1]
+			l.pop()
 		}
 	}
 	if len(l.frames) == 0 && n < len(p) {
@@ -200,11 +198,16 @@ func (r *rxBuf) takeFrame() (data, buf []byte) {
 		return nil, nil
 	}
 	f := l.frames[0]
+	l.pop()
+	l.bytes -= len(f.data)
+	return f.data, f.buf
+}
+
+// pop removes the first frame (its buffer the caller's to give back).
+func (l *lentFrames) pop() {
 	copy(l.frames, l.frames[1:])
 	l.frames[len(l.frames)-1] = rxFrame{}
 	l.frames = l.frames[:len(l.frames)-1]
-	l.bytes -= len(f.data)
-	return f.data, f.buf
 }
 
 // ahead is how many of rx's bytes come before its next lent frame: all it
