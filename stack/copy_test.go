@@ -41,10 +41,10 @@ func socketPair(t *testing.T) (x, y *net.UnixConn) {
 	return ends[0], ends[1]
 }
 
-// rawOnly is a syscall.Conn whose Read fails the test: ReadFrom must read
-// its descriptor itself.
+// rawOnly is a descriptor (a socket, a file) whose Read fails the test:
+// ReadFrom must read it itself.
 type rawOnly struct {
-	*net.UnixConn
+	syscall.Conn
 	t *testing.T
 }
 
@@ -100,8 +100,9 @@ func TestConnReadFromDescriptor(t *testing.T) {
 }
 
 // closeAfter runs send on a goroutine of its own, checks that it moved
-// want bytes, and then CloseWrites c; the channel it returns has the first
-// error (readsAll's done).
+// want bytes, and then CloseWrites c, whatever send returned (so that the
+// reader's readsAll ends); the channel it returns has the first error
+// (readsAll's done).
 func closeAfter(c *Conn, want int, send func() (int64, error)) <-chan error {
 	done := make(chan error, 1)
 	go func() {
@@ -109,8 +110,8 @@ func closeAfter(c *Conn, want int, send func() (int64, error)) <-chan error {
 		if err == nil && int(n) != want {
 			err = fmt.Errorf("sent %d bytes, want %d", n, want)
 		}
-		if err == nil {
-			err = c.CloseWrite()
+		if cerr := c.CloseWrite(); err == nil {
+			err = cerr
 		}
 		done <- err
 	}()
@@ -354,18 +355,7 @@ func TestConnReadFromFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	readsAll(t, server, data, closeAfter(c, len(data), func() (int64, error) { return c.ReadFrom(rawOnlyFile{f, t}) }))
-}
-
-// rawOnlyFile is rawOnly for a file.
-type rawOnlyFile struct {
-	*os.File
-	t *testing.T
-}
-
-func (r rawOnlyFile) Read([]byte) (int, error) {
-	r.t.Error("ReadFrom called the file's Read, not read(2) into the send buffer")
-	return 0, errors.New("rawOnlyFile: Read")
+	readsAll(t, server, data, closeAfter(c, len(data), func() (int64, error) { return c.ReadFrom(rawOnly{f, t}) }))
 }
 
 // TestConnReadFromSmallRing: a relayed answer of a few bytes leaves the
